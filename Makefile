@@ -1,0 +1,50 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+# Each creates .venv and installs whatever is missing first.
+PY       ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+STAMP    := $(VENV)/.installed
+CACHE    := $(CURDIR)/.cache
+KAFKA_LIBS := $(CACHE)/kafka-libs
+PYTEST_ARGS ?=
+
+.PHONY: run test install kafka-jars lint typecheck unit bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Apache Kafka (KRaft) for the tests, as plain jars from Maven Central: fetched once.
+$(KAFKA_LIBS)/.fetched: conf/kafka/pom.xml
+	mkdir -p $(KAFKA_LIBS)
+	mvn -q -B -f conf/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(KAFKA_LIBS)
+	touch $@
+
+kafka-jars: $(KAFKA_LIBS)/.fetched
+
+run: install
+	$(BIN)/lbctl run
+
+lint: install
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy balancer events projections lbctl
+
+test: install kafka-jars lint typecheck
+	KAFKA_LIBS=$(KAFKA_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/lbctl bench --quick
+
+clean:
+	rm -rf $(VENV) $(CACHE) build *.egg-info

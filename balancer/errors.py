@@ -1,0 +1,130 @@
+"""Every error the project raises, as one tree with a single root.
+
+Invariants:
+- every error is a ``LoadBalancerError`` with a stable ``code`` (used in CommandRejected events and
+  by ``lbctl`` output) and a ``retriable`` flag;
+- messages name the offending value and, where there is one, what would be accepted;
+- ``lbctl`` maps any ``InvalidInput`` to exit status 2.
+
+    LoadBalancerError
+    ├── InvalidInput                  (the caller's fault; retrying cannot help)
+    │   ├── ConfigError               unknown key, bad value, bad combination
+    │   ├── InvalidBundle             not a range, not a bundle of the namespace
+    │   ├── UnsplittableBundle        a one-hash range, or no boundary possible
+    │   ├── UnknownStrategy
+    │   ├── UnknownNamespace / UnknownBroker / UnknownBundle
+    │   ├── NamespaceExists
+    │   ├── TransferToCurrentOwner
+    │   └── MalformedInput            JSON/shape errors in decide input
+    ├── StateConflict                 the world moved (stale epoch, invalid transition, fenced)
+    │   ├── StaleEpoch
+    │   ├── InvalidTransition
+    │   └── WriterFenced
+    ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
+    │   └── NoBrokerAvailable
+    └── DecodeError                   bytes that are not an event (becomes a dead letter)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class LoadBalancerError(Exception):
+    """Root of every error raised by bundle-balancer."""
+
+    code: ClassVar[str] = "error"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as stored in a CommandRejected event."""
+        return {"code": self.code, "message": self.message, "retriable": self.retriable}
+
+
+class InvalidInput(LoadBalancerError):
+    code = "invalid_input"
+
+
+class ConfigError(InvalidInput):
+    code = "config_error"
+
+
+class MalformedInput(InvalidInput):
+    code = "malformed_input"
+
+
+class InvalidBundle(InvalidInput):
+    code = "invalid_bundle"
+
+
+class UnsplittableBundle(InvalidInput):
+    code = "unsplittable_bundle"
+
+
+class UnknownStrategy(InvalidInput):
+    code = "unknown_strategy"
+
+
+class UnknownNamespace(InvalidInput):
+    code = "unknown_namespace"
+
+
+class UnknownBroker(InvalidInput):
+    code = "unknown_broker"
+
+
+class UnknownBundle(InvalidInput):
+    code = "unknown_bundle"
+
+
+class NamespaceExists(InvalidInput):
+    code = "namespace_exists"
+
+
+class TransferToCurrentOwner(InvalidInput):
+    code = "transfer_to_current_owner"
+
+
+class StateConflict(LoadBalancerError):
+    code = "state_conflict"
+
+
+class StaleEpoch(StateConflict):
+    code = "stale_epoch"
+
+
+class InvalidTransition(StateConflict):
+    code = "invalid_transition"
+
+
+class WriterFenced(StateConflict):
+    code = "writer_fenced"
+
+
+class Unavailable(LoadBalancerError):
+    code = "unavailable"
+    retriable = True
+
+
+class NoBrokerAvailable(Unavailable):
+    code = "no_broker_available"
+
+
+class DecodeError(LoadBalancerError):
+    code = "decode_error"
+
+
+ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
+    cls.code: cls
+    for cls in (
+        LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
+        UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
+        NamespaceExists, TransferToCurrentOwner, StateConflict, StaleEpoch, InvalidTransition,
+        WriterFenced, Unavailable, NoBrokerAvailable, DecodeError,
+    )
+}

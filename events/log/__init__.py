@@ -1,0 +1,1 @@
+"""The EventLog port and its adapters: memory, local (embedded, file-backed) and Kafka."""

@@ -1,0 +1,1 @@
+"""lbctl: the command line (pulsar-admin-like verbs plus run, decide, replay, sim and bench)."""

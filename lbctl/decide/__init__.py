@@ -1,0 +1,62 @@
+"""``lbctl decide shed|place|split|bundle|accept FILE``: one decision, no cluster, JSON in and out.
+
+Invariants: the input is read whole (``-`` = stdin) and validated before anything is decided;
+the output is deterministic JSON (sorted keys off: field order as in contracts §5) on stdout.
+Each command lives in its own module exposing ``run(document: dict) -> dict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+from balancer.errors import MalformedInput
+
+COMMANDS: dict[str, str] = {
+    "shed": "lbctl.decide.shed",
+    "place": "lbctl.decide.place",
+    "split": "lbctl.decide.split",
+    "bundle": "lbctl.decide.bundle",
+    "accept": "lbctl.decide.accept",
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("decide", help="one decision from a JSON file, no cluster")
+    parser.add_argument("command", choices=sorted(COMMANDS), help="which decision")
+    parser.add_argument("file", help="input JSON file, or - for stdin")
+    parser.add_argument("--indent", type=int, default=None, help="pretty-print the output")
+    parser.set_defaults(handler=_handle)
+
+
+def read_document(path: str) -> dict[str, Any]:
+    """Read and parse the input; malformed JSON names the file and the position."""
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise MalformedInput(f"cannot read {path!r}: {exc.strerror}", value=path) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedInput(
+            f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", value=path
+        ) from None
+    if not isinstance(document, dict):
+        raise MalformedInput(f"{path}: expected a JSON object, got {type(document).__name__}")
+    return document
+
+
+def decide(command: str, document: dict[str, Any]) -> dict[str, Any]:
+    """Run one decide command on a parsed document (the function the tests call)."""
+    module = importlib.import_module(COMMANDS[command])
+    result: dict[str, Any] = module.run(document)
+    return result
+
+
+def _handle(args: argparse.Namespace) -> int:
+    result = decide(args.command, read_document(args.file))
+    print(json.dumps(result, indent=args.indent))
+    return 0

@@ -1,0 +1,64 @@
+"""lbctl entry point: parses the verb and hands off to its module.
+
+Invariants: any ``InvalidInput`` (and malformed JSON) prints one line naming the bad value on
+stderr and exits with status 2; other ``LoadBalancerError``s exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from balancer.errors import InvalidInput, LoadBalancerError
+
+Handler = Callable[[argparse.Namespace], int]
+Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+
+def _registrars() -> list[Registrar]:
+    # Each verb module adds its sub-parser; imported here so `lbctl --help` lists them all.
+    from lbctl import decide
+
+    registrars: list[Registrar] = [decide.register]
+    for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench"):
+        try:
+            module = __import__(module_name, fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        registrars.append(module.register)
+    return registrars
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lbctl", description="bundle-balancer: Pulsar-style broker load balancing"
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for register in _registrars():
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except InvalidInput as exc:
+        print(f"lbctl: error: {exc.message}", file=sys.stderr)
+        return 2
+    except LoadBalancerError as exc:
+        print(f"lbctl: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lbctl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""broker.conf keys, defaults and validation errors a Pulsar operator would hit."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from balancer.config import KEYS, LoadBalancerConfig, render_broker_conf, snake_case
+from balancer.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_key_is_an_attribute_with_the_same_default() -> None:
+    defaults = LoadBalancerConfig()
+    fields = {f.name for f in dataclasses.fields(LoadBalancerConfig)}
+    for key in KEYS:
+        assert key.attr in fields, key.name
+        assert getattr(defaults, key.attr) == key.default, key.name
+
+
+def test_shipped_broker_conf_lists_every_key_with_its_default() -> None:
+    shipped = (ROOT / "conf" / "broker.conf").read_text()
+    assert shipped == render_broker_conf()
+    assert LoadBalancerConfig.from_broker_conf(shipped) == LoadBalancerConfig()
+
+
+def test_pulsar_class_names_are_accepted_for_strategies() -> None:
+    config = LoadBalancerConfig.from_mapping(
+        {
+            "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",
+            "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+        }
+    )
+    assert config.load_balancer_load_shedding_strategy == "OverloadShedder"
+    assert config.extensible
+
+
+def test_transfer_shedder_by_its_pulsar_class_name() -> None:
+    config = LoadBalancerConfig.from_broker_conf(
+        "loadBalancerLoadSheddingStrategy="
+        "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder\n"
+    )
+    assert config.load_balancer_load_shedding_strategy == "TransferShedder"
+
+
+def test_unknown_key_names_it_and_the_closest_valid_one() -> None:
+    with pytest.raises(ConfigError) as raised:
+        LoadBalancerConfig.from_mapping({"loadBalancerBrokerOverloadThresholdPercentage": 80})
+    message = str(raised.value)
+    assert "loadBalancerBrokerOverloadThresholdPercentage" in message
+    assert "loadBalancerBrokerOverloadedThresholdPercentage" in message
+
+
+def test_bad_value_names_key_value_and_range() -> None:
+    with pytest.raises(ConfigError) as raised:
+        LoadBalancerConfig.from_mapping({"loadBalancerBrokerOverloadedThresholdPercentage": 250})
+    message = str(raised.value)
+    assert "loadBalancerBrokerOverloadedThresholdPercentage" in message
+    assert "250" in message and "[0, 100]" in message
+
+
+def test_not_a_number_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="loadBalancerSheddingIntervalMinutes.*'soon'"):
+        LoadBalancerConfig.from_broker_conf("loadBalancerSheddingIntervalMinutes=soon")
+
+
+def test_unknown_strategy_lists_the_accepted_ones() -> None:
+    with pytest.raises(ConfigError, match="FancyShedder.*ThresholdShedder"):
+        LoadBalancerConfig.from_mapping({"loadBalancerLoadSheddingStrategy": "FancyShedder"})
+
+
+def test_misspelled_pulsar_aliases_are_accepted() -> None:
+    config = LoadBalancerConfig.from_mapping({"loadBalancerBandwithInResourceWeight": 0.5})
+    assert config.load_balancer_bandwidth_in_resource_weight == 0.5
+
+
+def test_tombstone_delay_shorter_than_in_flight_wait_is_invalid() -> None:
+    with pytest.raises(ConfigError, match="TombstoneDelay"):
+        LoadBalancerConfig.from_mapping(
+            {
+                "loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds": 30,
+                "loadBalancerInFlightServiceUnitStateWaitingTimeInMillis": 60000,
+            }
+        )
+
+
+def test_comments_and_blank_lines_are_ignored_and_bad_lines_named() -> None:
+    assert LoadBalancerConfig.from_broker_conf("# hi\n\n  lowerBoundarySheddingEnabled = true \n").lower_boundary_shedding_enabled
+    with pytest.raises(ConfigError, match="line 2"):
+        LoadBalancerConfig.from_broker_conf("# ok\nthis is not a setting\n")
+
+
+def test_snake_case_of_acronyms() -> None:
+    assert snake_case("loadBalancerCPUResourceWeight") == "load_balancer_cpu_resource_weight"
+    assert snake_case("loadBalancerBrokerLoadDataTTLInSeconds") == "load_balancer_broker_load_data_ttl_in_seconds"
+
+
+@given(st.floats(min_value=0, max_value=100, allow_nan=False))
+def test_any_percentage_in_range_round_trips(value: float) -> None:
+    config = LoadBalancerConfig.from_mapping({"loadBalancerBrokerThresholdShedderPercentage": value})
+    again = LoadBalancerConfig.from_mapping(config.to_mapping())
+    assert again == config
