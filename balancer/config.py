@@ -260,7 +260,7 @@ KEYS: tuple[ConfigKey, ...] = (
     K("defaultNamespaceBundleSplitAlgorithm", "range_equally_divide", _split_algorithm, "split algorithm by default"),
     K("supportedNamespaceBundleSplitAlgorithms", SPLIT_ALGORITHMS, _csv(SPLIT_ALGORITHMS), "split algorithms allowed"),
     K("flowOrQpsDifferenceThresholdPercentage", 10.0, NONNEG_F, "flow_or_qps_equally_divide margin, percent"),
-    K("defaultNumberOfNamespaceBundles", 4, _number(int, 1, 2**32), "bundles of a new namespace"),
+    K("defaultNumberOfNamespaceBundles", 4, _number(int, 1, 2**32 - 1), "bundles of a new namespace"),
     K("topicBundleAssignmentStrategy", _ASSIGNER, _assigner, "topic -> bundle rule (only value)"),
     K("loadBalancerMaxNumberOfBundlesInBundleLoadReport", 10, _number(int, -1, None), "top-k bundles per report (M: -1 all)"),
     K("namespaceBundleUnloadingTimeoutMs", 60000, NONNEG_I, "milliseconds an unload or split may take"),

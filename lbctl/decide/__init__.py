@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from balancer.errors import MalformedInput
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def read_document(path: str) -> dict[str, Any]:
     """Read and parse the input; malformed JSON names the file and the position."""
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise MalformedInput(f"cannot read {path!r}: {exc.strerror}", value=path) from None
     try:

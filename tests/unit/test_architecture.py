@@ -68,7 +68,7 @@ def test_balancer_is_pure() -> None:
     for path in _files("balancer"):
         for name, line in _imports(path):
             top = name.split(".")[0]
-            if top in FORBIDDEN_IN_BALANCER or name.startswith("datetime.datetime") and "now" in name:
+            if top in FORBIDDEN_IN_BALANCER or (name.startswith("datetime.datetime") and "now" in name):
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
         text = path.read_text()
         for needle in ("datetime.now(", "time.time(", "time.monotonic(", "random.random("):

@@ -65,12 +65,12 @@ def test_bad_value_names_key_value_and_range() -> None:
 
 
 def test_not_a_number_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="loadBalancerSheddingIntervalMinutes.*'soon'"):
+    with pytest.raises(ConfigError, match=r"loadBalancerSheddingIntervalMinutes.*'soon'"):
         LoadBalancerConfig.from_broker_conf("loadBalancerSheddingIntervalMinutes=soon")
 
 
 def test_unknown_strategy_lists_the_accepted_ones() -> None:
-    with pytest.raises(ConfigError, match="FancyShedder.*ThresholdShedder"):
+    with pytest.raises(ConfigError, match=r"FancyShedder.*ThresholdShedder"):
         LoadBalancerConfig.from_mapping({"loadBalancerLoadSheddingStrategy": "FancyShedder"})
 
 

@@ -1,0 +1,82 @@
+"""Benchmark A2: folding events into the ownership projection vs a bare loop of dict updates.
+
+The reference does the same dict updates the fold must do (per-key last seq, per-bundle
+(state, dst, src, version)) without any checks; the ratio is what the state machine costs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from events.envelope import Envelope
+from projections.ownership import OwnershipProjection
+
+_CYCLE = ("BundleAssigned", "BundleOwned", "UnloadRequested", "BundleReleased")
+
+
+def protocol_events(count: int, namespaces: int = 100) -> list[Envelope]:
+    """Namespaces created, then bundles walked through assign -> own -> unload -> release."""
+    events: list[Envelope] = []
+    seq: dict[str, int] = {}
+
+    def emit(key: str, kind: str, payload: dict[str, Any]) -> None:
+        seq[key] = seq.get(key, 0) + 1
+        events.append(Envelope(str(len(events)), kind, 1, key, seq[key], 1, len(events), None, None, payload))
+
+    for n in range(namespaces):
+        name = f"t/ns{n}"
+        emit(name, "NamespaceCreated", {"namespace": name,
+                                        "boundaries": [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]})
+    for i in range(count - namespaces):
+        name = f"t/ns{i % namespaces}"
+        bundle = f"{name}/0x{(i // namespaces // 4 % 4) * 0x40000000:08x}_0x{min((i // namespaces // 4 % 4 + 1) * 0x40000000, 0xFFFFFFFF):08x}"
+        kind = _CYCLE[(i // namespaces) % 4]
+        payload: dict[str, Any] = {"bundle": bundle}
+        if kind == "BundleAssigned":
+            payload.update(dst="b1", src=None)
+        elif kind == "BundleOwned":
+            payload.update(owner="b1", src=None)
+        else:
+            payload.update(src="b1")
+        emit(name, kind, payload)
+    return events
+
+
+def _fold(events: list[Envelope]) -> float:
+    projection = OwnershipProjection()
+    start = time.perf_counter()
+    for offset, envelope in enumerate(events):
+        projection.apply(offset, envelope)
+    elapsed = time.perf_counter() - start
+    assert not projection.anomalies, projection.anomalies[:3]
+    return elapsed
+
+
+def _bare(events: list[Envelope]) -> float:
+    start = time.perf_counter()
+    last: dict[str, int] = {}
+    records: dict[str, tuple[str, Any, Any, int]] = {}
+    for envelope in events:
+        last[envelope.key] = envelope.seq
+        payload = envelope.payload
+        bundle = payload.get("bundle")
+        previous = records.get(bundle)
+        records[bundle] = (envelope.type, payload.get("dst") or payload.get("owner"),
+                           payload.get("src"), 1 if previous is None else previous[3] + 1)
+    return time.perf_counter() - start
+
+
+def run(count: int = 200_000, repeats: int = 3) -> dict[str, Any]:
+    events = protocol_events(count)
+    fold = min(_fold(events) for _ in range(repeats))
+    bare = min(_bare(events) for _ in range(repeats))
+    return {"id": "A2", "what": "fold into the ownership projection", "events": len(events),
+            "events_per_s": len(events) / fold, "reference_per_s": len(events) / bare,
+            "ratio": fold / bare}
+
+
+if __name__ == "__main__":
+    row = run()
+    print(f"A2  {row['events']:,} events  projection {row['events_per_s']:,.0f} ev/s  "
+          f"bare dict loop {row['reference_per_s']:,.0f} ev/s  ratio {row['ratio']:.2f}x")

@@ -1,0 +1,214 @@
+"""The load view: each broker's latest load and EMAs, its liveness, and each bundle's load.
+
+Invariants:
+- brokers appear on BrokerRegistered or their first LoadReported, and leave on BrokerLeft;
+- liveness is the ``ts_ms`` of the broker's last event (a report or its registration): the view
+  never reads a clock, callers ask ``expired(now_ms, timeout_ms)``;
+- bundle loads are the latest reported by the bundle's reporting broker, fed through the same
+  ``balancer.load.LoadModel`` the leader uses, so averages and EMAs match a live leader's;
+- reports are admitted once per (key, seq) like every projection (``SequenceTracker``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import LoadBalancerError
+from balancer.load import (
+    LONG_TERM_SAMPLES,
+    SHORT_TERM_SAMPLES,
+    BrokerLoadData,
+    BrokerReport,
+    BundleData,
+    BundleStats,
+    RateAverages,
+    ResourceUsage,
+)
+from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
+
+LOAD_TYPES = frozenset({"LoadReported", "BrokerRegistered", "BrokerLeft"})
+_RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+_RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+def report_to_payload(report: BrokerReport) -> dict[str, Any]:
+    """The ``broker_load`` field of a LoadReported event."""
+    out: dict[str, Any] = {
+        name: {"usage": getattr(report, name).usage, "limit": getattr(report, name).limit}
+        for name in _RESOURCES
+    }
+    for name in (*_RATES, "topics", "bundles", "producers", "consumers"):
+        out[name] = getattr(report, name)
+    return out
+
+
+def report_from_payload(broker_id: str, payload: Mapping[str, Any],
+                        failure_domain: str | None = None) -> BrokerReport:
+    fields: dict[str, Any] = {}
+    for name in _RESOURCES:
+        raw = payload.get(name)
+        if raw is not None:
+            fields[name] = ResourceUsage(float(raw.get("usage", 0)), float(raw.get("limit", 0)))
+    for name in _RATES:
+        fields[name] = float(payload.get(name, 0.0))
+    for name in ("topics", "bundles", "producers", "consumers"):
+        fields[name] = int(payload.get(name, 0))
+    return BrokerReport(broker_id, failure_domain=failure_domain, **fields)
+
+
+def stats_to_payload(stats: BundleStats) -> dict[str, Any]:
+    return {
+        "bundle": stats.bundle, **{name: getattr(stats, name) for name in _RATES},
+        "topics": stats.topics, "producers": stats.producers, "consumers": stats.consumers,
+    }
+
+
+def stats_from_payload(payload: Mapping[str, Any]) -> BundleStats:
+    return BundleStats(
+        str(payload["bundle"]),
+        msg_rate_in=float(payload.get("msg_rate_in", 0.0)),
+        msg_rate_out=float(payload.get("msg_rate_out", 0.0)),
+        msg_throughput_in=float(payload.get("msg_throughput_in", 0.0)),
+        msg_throughput_out=float(payload.get("msg_throughput_out", 0.0)),
+        topics=int(payload.get("topics", 0)),
+        producers=int(payload.get("producers", 0)),
+        consumers=int(payload.get("consumers", 0)),
+    )
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    broker_id: str
+    url: str = ""
+    failure_domain: str | None = None
+    version: str = ""
+    last_seen_ms: int = 0
+    load: BrokerLoadData | None = None
+
+
+@dataclass
+class LoadProjection:
+    """Folds broker membership and load reports into the load view."""
+
+    config: LoadBalancerConfig = field(default_factory=LoadBalancerConfig)
+    brokers: dict[str, BrokerInfo] = field(default_factory=dict)
+    bundles: dict[str, BundleData] = field(default_factory=dict)
+    tracker: SequenceTracker = field(default_factory=SequenceTracker)
+
+    name = "load"
+
+    def apply(self, offset: int, envelope: EnvelopeLike) -> bool:
+        if envelope.type not in LOAD_TYPES or not self.tracker.admit(offset, envelope):
+            return False
+        try:
+            self._apply(envelope.type, envelope.payload, envelope.ts_ms)
+        except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.tracker.record(offset, envelope, "bad_event", f"{type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        return self.tracker.anomalies
+
+    def _apply(self, kind: str, payload: Mapping[str, Any], ts_ms: int) -> None:
+        broker_id = str(payload["broker_id"])
+        if kind == "BrokerLeft":
+            self.brokers.pop(broker_id, None)
+            return
+        info = self.brokers.get(broker_id) or BrokerInfo(broker_id)
+        self.brokers[broker_id] = info
+        info.last_seen_ms = max(info.last_seen_ms, ts_ms)
+        if kind == "BrokerRegistered":
+            info.url = str(payload.get("url", ""))
+            info.failure_domain = payload.get("failure_domain")
+            info.version = str(payload.get("version", ""))
+            return
+        self._report(info, payload, ts_ms)
+
+    def _report(self, info: BrokerInfo, payload: Mapping[str, Any], ts_ms: int) -> None:
+        report = report_from_payload(info.broker_id, payload["broker_load"], info.failure_domain)
+        if info.load is None:
+            info.load = BrokerLoadData(report)
+        info.load.apply_report(report, ts_ms, self.config)
+        for raw in payload.get("bundles") or ():
+            stats = stats_from_payload(raw)
+            data = self.bundles.get(stats.bundle)
+            if data is None:
+                data = self.bundles[stats.bundle] = BundleData(stats.bundle, info.broker_id, stats)
+            data.owner = info.broker_id
+            data.add_sample(stats)
+
+    # -- queries ------------------------------------------------------------------------
+    def live_brokers(self) -> list[str]:
+        return sorted(self.brokers)
+
+    def expired(self, now_ms: int, timeout_ms: int) -> list[str]:
+        """Brokers not heard from for longer than ``timeout_ms`` (ascending ids)."""
+        return sorted(b for b, i in self.brokers.items() if now_ms - i.last_seen_ms > timeout_ms)
+
+    def broker_loads(self) -> dict[str, BrokerLoadData]:
+        return {b: i.load for b, i in sorted(self.brokers.items()) if i.load is not None}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "brokers": {
+                b: [i.url, i.failure_domain, i.version, i.last_seen_ms,
+                    None if i.load is None else _load_to_list(i.load)]
+                for b, i in self.brokers.items()
+            },
+            "bundles": {b: _bundle_to_list(d) for b, d in self.bundles.items()},
+            "tracker": self.tracker.snapshot(),
+        }
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any],
+                config: LoadBalancerConfig | None = None) -> LoadProjection:
+        projection = cls(config or LoadBalancerConfig())
+        for broker_id, (url, domain, version, seen, load) in data["brokers"].items():
+            info = BrokerInfo(broker_id, url, domain, version, seen)
+            if load is not None:
+                info.load = _load_from_list(broker_id, domain, load)
+            projection.brokers[broker_id] = info
+        projection.bundles = {b: _bundle_from_list(b, v) for b, v in data["bundles"].items()}
+        projection.tracker = SequenceTracker.restore(data["tracker"])
+        return projection
+
+
+def _load_to_list(load: BrokerLoadData) -> list[Any]:
+    return [report_to_payload(load.report), load.updated_ms, load.weighted_max_ema,
+            load.msg_throughput_ema, load.reports]
+
+
+def _load_from_list(broker_id: str, domain: str | None, raw: list[Any]) -> BrokerLoadData:
+    report = report_from_payload(broker_id, raw[0], domain)
+    return BrokerLoadData(report, int(raw[1]), float(raw[2]), float(raw[3]), int(raw[4]))
+
+
+def _averages_to_list(averages: RateAverages) -> list[float]:
+    parts = (averages.msg_rate_in, averages.msg_rate_out, averages.msg_throughput_in,
+             averages.msg_throughput_out)
+    return [value for part in parts for value in (part.samples, part.value)]
+
+
+def _averages_from_list(max_samples: int, raw: list[float]) -> RateAverages:
+    averages = RateAverages(max_samples)
+    parts = (averages.msg_rate_in, averages.msg_rate_out, averages.msg_throughput_in,
+             averages.msg_throughput_out)
+    for index, part in enumerate(parts):
+        part.samples, part.value = int(raw[2 * index]), float(raw[2 * index + 1])
+    return averages
+
+
+def _bundle_to_list(data: BundleData) -> list[Any]:
+    return [data.owner, stats_to_payload(data.stats), _averages_to_list(data.short_term),
+            _averages_to_list(data.long_term)]
+
+
+def _bundle_from_list(bundle: str, raw: list[Any]) -> BundleData:
+    return BundleData(bundle, raw[0], stats_from_payload(raw[1]),
+                      _averages_from_list(SHORT_TERM_SAMPLES, raw[2]),
+                      _averages_from_list(LONG_TERM_SAMPLES, raw[3]))
