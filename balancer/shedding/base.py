@@ -25,14 +25,16 @@ from balancer.load import BrokerLoadData, BundleData
 
 _HEARTBEAT_V1 = re.compile(r"^pulsar/[^/]+/[^/]+:\d+$")
 _HEARTBEAT_V2 = re.compile(r"^pulsar/[^/]+:\d+$")
+_SLA_MONITOR = re.compile(r"^sla-monitor/[^/]+/[^/]+:\d+$")
 
 
 def is_system_namespace(namespace: str) -> bool:
-    """Pulsar's system and heartbeat namespaces, which are never shed."""
+    """Pulsar's system, heartbeat and SLA-monitor namespaces, which are never shed."""
     return (
         namespace == "pulsar/system"
         or bool(_HEARTBEAT_V1.match(namespace))
         or bool(_HEARTBEAT_V2.match(namespace))
+        or bool(_SLA_MONITOR.match(namespace))
     )
 
 

@@ -215,6 +215,15 @@ def test_strict_accepts_only_what_compacted_accepts(current: OwnershipRecord | N
         assert accept(current, incoming, COMPACTED)
 
 
+@settings(max_examples=2000)
+@given(st.one_of(st.none(), records()), st.one_of(st.none(), records()), st.sampled_from(list(AcceptMode)))
+def test_fast_accept_agrees_with_the_explained_judgement(current: OwnershipRecord | None,
+                                                         incoming: OwnershipRecord | None,
+                                                         mode: AcceptMode) -> None:
+    # accept() is the folds' hot path; judge() says why. They must never disagree.
+    assert accept(current, incoming, mode) == judge(current, incoming, mode).accepted
+
+
 # -- owner query -------------------------------------------------------------------------------
 
 
