@@ -1,0 +1,57 @@
+"""The what-if core: deterministic runs, re-placement after a crash, moves and flaps counted."""
+
+from __future__ import annotations
+
+import random
+
+from balancer.config import LoadBalancerConfig
+from balancer.load import BundleStats
+from balancer.simulator import BrokerModel, Membership, Move, SimResult, Simulation, balance
+
+MIB = 1024 * 1024
+
+
+def _scenario(seed: int) -> tuple[dict[str, str], dict[str, BrokerModel], dict[str, BundleStats]]:
+    rng = random.Random(seed)
+    bundles = [f"t/ns{n}/0x{i:08x}_0x{i + 1:08x}" for n in range(4) for i in range(8)]
+    loads = {b: BundleStats(b, msg_rate_in=100, msg_throughput_in=rng.uniform(1, 20) * MIB,
+                            msg_throughput_out=rng.uniform(1, 20) * MIB) for b in bundles}
+    brokers = {f"b{i}": BrokerModel(0.05, 1 / (600 * MIB)) for i in range(4)}
+    owners = {b: "b0" if i % 4 else "b1" for i, b in enumerate(bundles)}
+    return owners, brokers, loads
+
+
+def _run(strategy: str, seed: int, cycles: int = 40, membership: tuple[Membership, ...] = ()) -> SimResult:
+    owners, brokers, loads = _scenario(seed)
+    config = LoadBalancerConfig.from_mapping({"loadBalancerLoadSheddingStrategy": strategy})
+    return Simulation(config, rng=random.Random(seed)).run(owners, brokers, [loads] * cycles, membership)
+
+
+def test_equal_inputs_and_seed_give_equal_runs() -> None:
+    first, second = _run("ThresholdShedder", 3), _run("ThresholdShedder", 3)
+    assert first.moves == second.moves
+    assert [c.usages for c in first.cycles] == [c.usages for c in second.cycles]
+
+
+def test_shedding_improves_a_skewed_start() -> None:
+    result = _run("ThresholdShedder", 5)
+    assert result.moves
+    assert result.cycles[-1].max_over_mean < result.cycles[0].max_over_mean
+
+
+def test_a_crashed_broker_has_its_bundles_placed_elsewhere() -> None:
+    result = _run("OverloadShedder", 7, cycles=5, membership=(Membership(2, leave=("b1",)),))
+    assert result.cycles[1].brokers == 4 and result.cycles[2].brokers == 3
+    assert "b1" not in result.cycles[2].usages
+    assert abs(sum(result.cycles[2].usages.values()) - sum(result.cycles[1].usages.values())) < 0.2
+
+
+def test_flaps_count_quick_returns_and_moves_within_the_grace_period() -> None:
+    moves = [Move(0, "x", "a", "b", 1.0, "Overloaded", "s"), Move(5, "x", "b", "a", 1.0, "Overloaded", "s"),
+             Move(100, "x", "a", "c", 1.0, "Overloaded", "s")]
+    assert SimResult("s", [], moves).flaps(grace_cycles=30) == 1
+
+
+def test_balance_of_equal_usages_is_perfect() -> None:
+    assert balance([0.5, 0.5, 0.5]) == (1.0, 0.0)
+    assert balance([]) == (1.0, 0.0)
