@@ -371,6 +371,16 @@ class LoadBalancerConfig:
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if (self.load_balancer_load_placement_strategy == "AvgShedder"
+                and self.load_balancer_load_shedding_strategy != "AvgShedder"):
+            # Pulsar refuses to start: AvgShedder placement reads the shedder's plan.
+            raise ConfigError(
+                "loadBalancerLoadPlacementStrategy: AvgShedder placement needs "
+                "loadBalancerLoadSheddingStrategy=AvgShedder, not "
+                f"{self.load_balancer_load_shedding_strategy!r}",
+                key="loadBalancerLoadPlacementStrategy",
+                value="AvgShedder",
+            )
         tombstone_ms = self.load_balancer_service_unit_state_tombstone_delay_time_in_seconds * 1000
         if tombstone_ms < self.load_balancer_in_flight_service_unit_state_waiting_time_in_millis:
             raise ConfigError(

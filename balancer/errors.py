@@ -22,7 +22,8 @@ Invariants:
     │   └── WriterFenced
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
     │   └── NoBrokerAvailable
-    └── DecodeError                   bytes that are not an event (becomes a dead letter)
+    ├── DecodeError                   bytes that are not an event (becomes a dead letter)
+    └── BrokerFilterError             a placement filter could not decide
 """
 
 from __future__ import annotations
@@ -119,12 +120,18 @@ class DecodeError(LoadBalancerError):
     code = "decode_error"
 
 
+class BrokerFilterError(LoadBalancerError):
+    """A broker filter could not decide (Pulsar's ``BrokerFilterException``)."""
+
+    code = "broker_filter_error"
+
+
 ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     cls.code: cls
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
         NamespaceExists, TransferToCurrentOwner, StateConflict, StaleEpoch, InvalidTransition,
-        WriterFenced, Unavailable, NoBrokerAvailable, DecodeError,
+        WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

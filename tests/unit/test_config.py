@@ -105,3 +105,11 @@ def test_any_percentage_in_range_round_trips(value: float) -> None:
     config = LoadBalancerConfig.from_mapping({"loadBalancerBrokerThresholdShedderPercentage": value})
     again = LoadBalancerConfig.from_mapping(config.to_mapping())
     assert again == config
+
+
+def test_avg_shedder_placement_needs_avg_shedder_shedding() -> None:
+    with pytest.raises(ConfigError, match="AvgShedder placement"):
+        LoadBalancerConfig.from_mapping({"loadBalancerLoadPlacementStrategy": "AvgShedder"})
+    paired = LoadBalancerConfig.from_mapping({"loadBalancerLoadPlacementStrategy": "AvgShedder",
+                                              "loadBalancerLoadSheddingStrategy": "AvgShedder"})
+    assert paired.load_balancer_load_placement_strategy == "AvgShedder"

@@ -1,0 +1,54 @@
+"""LeastLongTermMessageRate, the modular default placement strategy (behaviour §5.4).
+
+Invariants:
+- score(b) = +inf when b's modular weighted max usage exceeds the overload threshold (or b has no
+  load data), else the long-term msg rate (in+out) of b's preallocated bundles plus b's own
+  long-term rate (the sum over its bundles, or its report totals for ``lbctl decide place``);
+- the pick is uniformly random among the candidates of minimum score; when every score is
+  infinite that is every candidate (Pulsar's "assign randomly");
+- stateless: equal inputs and an equal ``Random`` state give the same pick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+from balancer.config import LoadBalancerConfig
+from balancer.placement.base import PlacementContext, Selection, modular_usage, pick_uniform
+
+
+def broker_long_term_rate(context: PlacementContext, broker: str) -> float:
+    """A broker's own long-term msg rate (in+out), before its preallocations."""
+    view = context.view
+    if context.rate_from_report:
+        data = view.brokers.get(broker)
+        return 0.0 if data is None else data.report.msg_rate
+    return sum(bundle.long_term.msg_rate for bundle in view.bundles_of(broker))
+
+
+def long_term_score(context: PlacementContext, broker: str) -> float:
+    usage = modular_usage(context.view, broker)
+    if usage is None or usage > context.view.config.overload_threshold:
+        return math.inf
+    preallocated = context.preallocated.get(broker, {})
+    pending = sum(data.long_term.msg_rate for data in preallocated.values())
+    return pending + broker_long_term_rate(context, broker)
+
+
+class LeastLongTermMessageRate:
+    """Pick the broker with the least long-term message rate, preallocations included."""
+
+    name: ClassVar[str] = "LeastLongTermMessageRate"
+
+    def __init__(self, config: LoadBalancerConfig) -> None:
+        self.config = config
+
+    def select(self, candidates: Sequence[str], context: PlacementContext) -> Selection:
+        if not candidates:
+            return Selection(None)
+        scores = {b: long_term_score(context, b) for b in candidates}
+        least = min(scores.values())
+        best = tuple(b for b in candidates if scores[b] == least)
+        return Selection(pick_uniform(best, context.rng), scores, best)

@@ -1,0 +1,211 @@
+"""The modular manager's placement pipeline (behaviour §5.1), with its preallocations.
+
+Invariants, in pipeline order:
+1. an explicit unload destination is returned as given (Pulsar 3.x bundle affinity, nothing is
+   preallocated); a preallocated bundle returns its broker;
+2. the bundle's data is the leader's (the view's), else Pulsar's defaults;
+3. isolation (``isolation_candidates``) gives the base set every later fallback returns to;
+4. topic cap with undo; 5. anti-affinity with failure domains (counts include preallocations);
+6. even spread (``loadBalancerDistributeBundlesEvenlyEnabled``, always for ``pulsar/system``):
+   keep the brokers with the fewest bundles of the namespace, owned or preallocated;
+7. load-manager class and version filters: an error or an empty set restores the isolation set;
+8. the strategy picks (round-robin for ``loadBalancerSheddingExcludedNamespaces``, PIP-380);
+9. if the pick's weighted max usage exceeds the overload threshold, the configured strategy picks
+   again over the isolation set, which then is the reported candidate set;
+10. the pick is preallocated: it counts for later placements until the broker's report shows the
+    bundle (or the broker leaves), which ``release_reported`` notices at the next placement.
+Every filter keeps ascending id order; a ``Placement`` carries the trail of all steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import BrokerFilterError
+from balancer.load import BundleData
+from balancer.placement.anti_affinity import filter_by_counts, modular_counts
+from balancer.placement.avg import HasPlan
+from balancer.placement.base import (
+    SYSTEM_NAMESPACE,
+    Placement,
+    PlacementContext,
+    PlacementStrategy,
+    Step,
+    bundles_by_broker_namespace,
+    default_bundle_data,
+    modular_usage,
+    namespace_of,
+)
+from balancer.placement.filters import (
+    filter_load_manager_class,
+    filter_topic_cap_modular,
+    filter_versions,
+)
+from balancer.placement.isolation import isolation_candidates
+from balancer.placement.round_robin import RoundRobin
+from balancer.placement.strategies import create_placement_strategy
+
+if TYPE_CHECKING:
+    from random import Random
+
+    from balancer.shedding.base import ClusterView
+
+
+class ModularPlacement:
+    """Places bundles for the modular manager and remembers what it preallocated."""
+
+    def __init__(
+        self,
+        config: LoadBalancerConfig,
+        strategy: PlacementStrategy | None = None,
+        *,
+        avg_plan: HasPlan | None = None,
+        rate_from_report: bool = False,
+    ) -> None:
+        self.config = config
+        self.strategy = strategy or create_placement_strategy(
+            config.load_balancer_load_placement_strategy, config, avg_plan=avg_plan
+        )
+        self.round_robin = RoundRobin(config)
+        self.rate_from_report = rate_from_report
+        self.preallocated: dict[str, str] = {}
+        self.preallocated_data: dict[str, BundleData] = {}
+
+    def preallocations(self) -> dict[str, dict[str, BundleData]]:
+        """Broker -> bundle id -> data of the bundles placed on it and not yet reported."""
+        out: dict[str, dict[str, BundleData]] = {}
+        for bundle, broker in sorted(self.preallocated.items()):
+            out.setdefault(broker, {})[bundle] = self.preallocated_data[bundle]
+        return out
+
+    def release_reported(self, view: ClusterView) -> list[str]:
+        """Forget preallocations their broker now reports, or whose broker is gone."""
+        released = [
+            bundle
+            for bundle, broker in sorted(self.preallocated.items())
+            if broker not in view.available
+            or (bundle in view.bundles and view.bundles[bundle].owner == broker)
+        ]
+        for bundle in released:
+            del self.preallocated[bundle]
+            del self.preallocated_data[bundle]
+        return released
+
+    def place(
+        self, view: ClusterView, bundle: str, rng: Random, *, destination: str | None = None
+    ) -> Placement:
+        """Choose a broker for ``bundle`` (None when no broker is available)."""
+        self.release_reported(view)
+        name = self.strategy.name
+        if destination is not None:
+            return Placement(
+                bundle, destination, (destination,), strategy=name, source="destination"
+            )
+        if bundle in self.preallocated:
+            broker = self.preallocated[bundle]
+            return Placement(bundle, broker, (broker,), strategy=name, source="preallocated")
+        data = view.bundles.get(bundle) or default_bundle_data(bundle)
+        isolation, candidates, steps = self._candidates(view, bundle)
+        placement = self._select(view, data, rng, isolation, candidates, steps)
+        if placement.broker is not None:
+            self.preallocated[bundle] = placement.broker
+            self.preallocated_data[bundle] = data
+        return placement
+
+    def _candidates(
+        self, view: ClusterView, bundle: str
+    ) -> tuple[list[str], list[str], list[Step]]:
+        namespace = namespace_of(bundle)
+        isolation = isolation_candidates(view, namespace)
+        steps = [Step("isolation", tuple(isolation))]
+        kept = filter_topic_cap_modular(view, isolation, self._preallocated_topics())
+        steps.append(Step("topic-cap", tuple(kept)))
+        kept = filter_by_counts(view, kept, modular_counts(view, namespace, self.preallocated))
+        steps.append(Step("anti-affinity", tuple(kept)))
+        if (
+            self.config.load_balancer_distribute_bundles_evenly_enabled
+            or namespace == SYSTEM_NAMESPACE
+        ):
+            kept = self._fewest_namespace_bundles(view, namespace, kept)
+            steps.append(Step("even-spread", tuple(kept)))
+        try:
+            kept = filter_versions(view, filter_load_manager_class(view, kept))
+            steps.append(Step("filters", tuple(kept)))
+        except BrokerFilterError as exc:
+            kept = list(isolation)
+            steps.append(Step("filters", tuple(kept), f"{exc.message}; back to the isolation set"))
+        if not kept:
+            kept = list(isolation)
+            steps.append(Step("restore", tuple(kept), "no broker left; back to the isolation set"))
+        return isolation, kept, steps
+
+    def _preallocated_topics(self) -> dict[str, int]:
+        topics: dict[str, int] = {}
+        for bundle, broker in self.preallocated.items():
+            topics[broker] = topics.get(broker, 0) + self.preallocated_data[bundle].stats.topics
+        return topics
+
+    def _fewest_namespace_bundles(
+        self, view: ClusterView, namespace: str, candidates: list[str]
+    ) -> list[str]:
+        if not candidates:
+            return candidates
+        index = bundles_by_broker_namespace(view, self.preallocated)
+        counts = {b: len(index.get(b, {}).get(namespace, ())) for b in candidates}
+        least = min(counts.values())
+        return [b for b in candidates if counts[b] == least]
+
+    def _select(
+        self,
+        view: ClusterView,
+        data: BundleData,
+        rng: Random,
+        isolation: list[str],
+        candidates: list[str],
+        steps: list[Step],
+    ) -> Placement:
+        excluded = (
+            namespace_of(data.bundle) in self.config.load_balancer_shedding_excluded_namespaces
+        )
+        strategy = self.round_robin if excluded else self.strategy
+        context = PlacementContext(view, data, rng, self.preallocations(), self.rate_from_report)
+        chosen = strategy.select(candidates, context)
+        first = Placement(
+            data.bundle,
+            chosen.broker,
+            tuple(candidates),
+            chosen.scores,
+            chosen.best,
+            strategy.name,
+            tuple(steps),
+            "strategy" if chosen.broker is not None else "none",
+        )
+        if chosen.broker is None:
+            return first
+        return self._recheck(context, first, isolation, steps)
+
+    def _recheck(
+        self, context: PlacementContext, first: Placement, isolation: list[str], steps: list[Step]
+    ) -> Placement:
+        """Step 9: an overloaded pick makes the configured strategy choose again over the
+        isolation set (even after round-robin, as in Pulsar)."""
+        usage = None if first.broker is None else modular_usage(context.view, first.broker)
+        if usage is None or usage <= self.config.overload_threshold:
+            return first
+        again = self.strategy.select(isolation, context)
+        note = f"{first.broker} usage {usage:.4f} above the overload threshold"
+        trail = (*steps, Step("recheck", tuple(isolation), note))
+        if again.broker is None:
+            return replace(first, steps=trail)
+        return Placement(
+            first.bundle,
+            again.broker,
+            tuple(isolation),
+            again.scores,
+            again.best,
+            self.strategy.name,
+            trail,
+            "recheck",
+        )
