@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING
 
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision
-from balancer.load import BrokerReport, BundleStats, LoadModel, ResourceUsage
+from balancer.load import BrokerReport, BundleData, BundleStats, LoadModel, ResourceUsage
+from balancer.placement.extensible import ExtensiblePlacement
+from balancer.placement.modular import ModularPlacement
+from balancer.shedding.avg import AvgShedder as HasPlanType
 from balancer.shedding.base import ClusterView, NamespacePolicy, SheddingStrategy, create_strategy
 from balancer.shedding.run import SheddingRun
 
@@ -79,6 +82,37 @@ def least_loaded_placer(view: ClusterView, bundle: str, rng: Random, planned: st
     return rng.choice(sorted(b for b, u in usage.items() if u == lowest))
 
 
+def pulsar_placer(config: LoadBalancerConfig, strategy: SheddingStrategy) -> Placer:
+    """The placement the configured load manager would use (behaviour §5.1 / §5.2)."""
+    if config.extensible:
+        extensible = ExtensiblePlacement(config)
+
+        def place_extensible(view: ClusterView, bundle: str, rng: Random,
+                             planned: str | None) -> str | None:
+            if planned is not None and planned in view.brokers:
+                return planned
+            # An unloaded bundle is Free again: place it as if unowned.
+            owner = view.bundles.get(bundle)
+            if owner is not None and owner.owner is not None:
+                freed = ClusterView(view.now_ms, view.config, view.brokers,
+                                    {**view.bundles, bundle: _unowned(owner)}, view.namespaces,
+                                    view.failure_domains)
+                return extensible.place(freed, bundle, rng).broker
+            return extensible.place(view, bundle, rng).broker
+
+        return place_extensible
+    modular = ModularPlacement(config, avg_plan=strategy if isinstance(strategy, HasPlanType) else None)
+
+    def place_modular(view: ClusterView, bundle: str, rng: Random, planned: str | None) -> str | None:
+        return modular.place(view, bundle, rng).broker
+
+    return place_modular
+
+
+def _unowned(data: BundleData) -> BundleData:
+    return BundleData(data.bundle, None, data.stats, data.short_term, data.long_term)
+
+
 @dataclass
 class SimState:
     """Where every bundle is, and who is live, as a run goes."""
@@ -129,7 +163,7 @@ class Simulation:
         *,
         rng: Random,
         strategy: SheddingStrategy | None = None,
-        placer: Placer = least_loaded_placer,
+        placer: Placer | None = None,
         namespaces: Mapping[str, NamespacePolicy] | None = None,
         start_ms: int = 1_700_000_000_000,
     ) -> None:
@@ -138,7 +172,7 @@ class Simulation:
         self.strategy = strategy or create_strategy(config.load_balancer_load_shedding_strategy, config)
         self.shedding = SheddingRun(config, self.strategy)
         self.model = LoadModel(config)
-        self.placer = placer
+        self.placer = placer or pulsar_placer(config, self.strategy)
         self.namespaces = dict(namespaces or {})
         self.start_ms = start_ms
 
