@@ -19,7 +19,7 @@ def _scenario(seed: int) -> tuple[dict[str, str], dict[str, BrokerModel], dict[s
         size = rng.uniform(1, 20) * MIB  # message rate follows throughput (1 KiB messages)
         loads[bundle] = BundleStats(bundle, msg_rate_in=size / 1024, msg_rate_out=size / 1024,
                                     msg_throughput_in=size, msg_throughput_out=size)
-    brokers = {f"b{i}": BrokerModel(0.05, 1 / (600 * MIB)) for i in range(4)}
+    brokers = {f"b{i}": BrokerModel(0.05, 1 / (1200 * MIB)) for i in range(4)}
     owners = {b: "b0" if i % 4 else "b1" for i, b in enumerate(bundles)}
     return owners, brokers, loads
 
