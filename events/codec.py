@@ -1,0 +1,197 @@
+"""Wire format (msgpack), JSON export (orjson) and upcasting of old payload versions.
+
+Invariants:
+- wire format 1: the envelope as a 10-element msgpack array in ``envelope.FIELDS`` order, with
+  ``use_bin_type`` (str and bytes stay distinct); a msgpack map with the same field names is also
+  read, so hand-made or foreign records decode too;
+- ``decode`` either returns an envelope whose payload matches the *current* version of its type
+  (known type, required fields present, no unknown field) or raises ``DecodeError`` whose
+  ``details["reason"]`` is one of ``REASONS``; it never returns something half-valid;
+- old versions are read through ``UPCASTERS[(type, version)]``, each turning a payload of
+  ``version`` into ``version + 1``; a version newer than the code knows is a dead letter,
+  never guessed at;
+- map keys may be ints (bundle boundaries): ``strict_map_key=False``;
+- ``to_json`` is byte-for-byte deterministic: sorted keys, bytes as base64 text, int map keys as
+  strings, one line.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgpack
+import orjson
+
+from balancer.errors import DecodeError
+from events.catalog import SCHEMAS, Message
+from events.envelope import FIELDS, Envelope
+
+Payload = dict[str, Any]
+Upcaster = Callable[[Payload], Payload]
+
+REASONS = (
+    "corrupt", "bad_envelope", "unknown_type", "future_version", "missing_fields",
+    "unknown_fields", "upcast_failed", "bad_payload",
+)
+
+_N_FIELDS = len(FIELDS)
+_unpackb = msgpack.unpackb
+_packb = msgpack.packb
+_new_envelope = tuple.__new__
+
+
+def _broker_left_v1(payload: Payload) -> Payload:
+    # v1 stored a flag; v2 names the reason so graceful and expired departures read alike.
+    out = {k: v for k, v in payload.items() if k != "expired"}
+    out["reason"] = "expired" if payload.get("expired") else "graceful"
+    return out
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("BrokerLeft", 1): _broker_left_v1,
+}
+
+
+def encode(envelope: Envelope) -> bytes:
+    """The wire bytes of an envelope."""
+    data: bytes = _packb(envelope, use_bin_type=True)
+    return data
+
+
+def encode_message(message: Message) -> bytes:
+    """A bare payload, for tools that store messages without an envelope."""
+    data: bytes = _packb(message.to_payload(), use_bin_type=True)
+    return data
+
+
+def decode(raw: bytes) -> Envelope:
+    """Wire bytes -> a validated, current-version envelope; anything else raises DecodeError."""
+    try:
+        obj = _unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types for bad bytes
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise DecodeError(f"not msgpack ({len(raw)} bytes): {detail}", reason="corrupt") from None
+    if type(obj) is list and len(obj) == _N_FIELDS:
+        envelope: Envelope = _new_envelope(Envelope, obj)
+    elif isinstance(obj, dict):
+        envelope = _from_map(obj)
+    else:
+        raise DecodeError(f"not an envelope: {_describe(obj)}", reason="bad_envelope")
+    _check_envelope(envelope)
+    return _check_payload(envelope)
+
+
+def decode_message(raw: bytes) -> Message:
+    """Wire bytes -> the typed event or command."""
+    return decode(raw).message()
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, list):
+        return f"an array of {len(obj)} elements, expected {_N_FIELDS}"
+    return f"a {type(obj).__name__}"
+
+
+def _from_map(obj: dict[Any, Any]) -> Envelope:
+    missing = [name for name in FIELDS if name not in obj]
+    if missing:
+        raise DecodeError(f"envelope lacks {', '.join(missing)}", reason="bad_envelope")
+    return Envelope(*(obj[name] for name in FIELDS))
+
+
+_OPTIONAL_STR = (str, type(None))
+
+
+def _check_envelope(env: Envelope) -> None:
+    # type() checks, not isinstance: a bool is not a seq number.
+    if (
+        type(env[0]) is str and type(env[1]) is str and type(env[2]) is int
+        and type(env[3]) is str and type(env[4]) is int and type(env[5]) is int
+        and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
+        and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict
+    ):
+        return
+    bad = [
+        f"{name}={value!r:.40}" for name, value, ok in zip(FIELDS, env, _field_checks(env), strict=True)
+        if not ok
+    ]
+    raise DecodeError(f"bad envelope field(s): {', '.join(bad)}", reason="bad_envelope")
+
+
+def _field_checks(env: Envelope) -> list[bool]:
+    kinds = (str, str, int, str, int, int, int, _OPTIONAL_STR, _OPTIONAL_STR, dict)
+    return [
+        type(value) in kind if isinstance(kind, tuple) else type(value) is kind
+        for value, kind in zip(env, kinds, strict=True)
+    ]
+
+
+def _check_payload(env: Envelope) -> Envelope:
+    schema = SCHEMAS.get(env.type)
+    if schema is None:
+        raise DecodeError(f"unknown type {env.type!r} (version {env.version})", reason="unknown_type")
+    if env.version != schema.version:
+        env = upcast(env, schema.version)
+    keys = env.payload.keys()
+    if keys >= schema.required and keys <= schema.allowed:
+        return env
+    missing = sorted(schema.required - keys)
+    if missing:
+        raise DecodeError(f"{env.type} v{env.version}: missing field(s) {', '.join(missing)}",
+                          reason="missing_fields")
+    unknown = sorted(str(k) for k in keys - schema.allowed)
+    raise DecodeError(f"{env.type} v{env.version}: unknown field(s) {', '.join(unknown)}",
+                      reason="unknown_fields")
+
+
+def upcast(env: Envelope, target: int) -> Envelope:
+    """Step an old payload up to ``target`` one version at a time."""
+    if env.version > target:
+        raise DecodeError(
+            f"{env.type} version {env.version} is newer than this code reads (up to {target})",
+            reason="future_version",
+        )
+    payload, version = env.payload, env.version
+    while version < target:
+        step = UPCASTERS.get((env.type, version))
+        if step is None:
+            raise DecodeError(f"no upcaster for {env.type} v{version}", reason="upcast_failed")
+        try:
+            payload = step(payload)
+        except Exception as exc:  # an upcaster meeting a malformed old payload
+            raise DecodeError(f"upcasting {env.type} v{version} failed: {exc}",
+                              reason="upcast_failed") from None
+        version += 1
+    return env._replace(version=version, payload=payload)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"not JSON-exportable: {type(value).__name__}")
+
+
+_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def to_json(envelope: Envelope) -> bytes:
+    """One envelope as deterministic JSON bytes (sorted keys, no trailing newline)."""
+    return orjson.dumps(envelope.to_dict(), default=_json_default, option=_JSON_OPTIONS)
+
+
+def to_json_value(value: Any) -> bytes:
+    """Any plain value as deterministic JSON bytes (used for dead letters and tables)."""
+    return orjson.dumps(value, default=_json_default, option=_JSON_OPTIONS)
+
+
+def export_jsonl(envelopes: Iterable[Envelope]) -> bytes:
+    """Envelopes as JSON lines, each line ``to_json``, newline-terminated."""
+    return b"".join(to_json(env) + b"\n" for env in envelopes)
+
+
+def reason_of(error: DecodeError) -> str:
+    """The dead-letter reason of a decode error (``corrupt`` when none was recorded)."""
+    reason = error.details.get("reason")
+    return reason if isinstance(reason, str) else "corrupt"

@@ -1,0 +1,237 @@
+"""Shared machinery of the memory and local adapters: a synchronous ``Store`` behind the async port.
+
+Invariants:
+- all of seq assignment, fencing and the all-or-nothing write happen inside ``Store.locked()``,
+  which for the local adapter is an exclusive file lock taken after catching up with writes of
+  other processes: two writers can never both take seq n for one key;
+- ``Heads`` is a pure function of the decodable records of the log (max seq, max epoch per
+  key), so a store rebuilt from its files agrees with the one that wrote them;
+- reads see only entries the store has fully committed (``end``), never a half-written batch.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import NamedTuple, Self
+
+from balancer.errors import StateConflict, WriterFenced
+from events.catalog import Message
+from events.codec import encode
+from events.envelope import Envelope, Stamper
+from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
+
+SUBSCRIBE_BATCH = 1000
+
+
+class Entry(NamedTuple):
+    raw: bytes
+    key: str | None
+    ts_ms: int
+    damaged: bool = False  # the store's own framing check failed (crc)
+
+
+class Heads:
+    """key -> (last seq, newest epoch), folded from the records of the log."""
+
+    __slots__ = ("_heads",)
+
+    def __init__(self) -> None:
+        self._heads: dict[str, tuple[int, int]] = {}
+
+    def get(self, key: str) -> tuple[int, int]:
+        return self._heads.get(key, (0, 0))
+
+    def observe(self, envelope: Envelope) -> None:
+        seq, epoch = self._heads.get(envelope.key, (0, 0))
+        self._heads[envelope.key] = (max(seq, envelope.seq), max(epoch, envelope.epoch))
+
+    def observe_raw(self, raw: bytes) -> None:
+        item = to_item(0, 0, raw, None, 0)
+        if isinstance(item, Record):
+            self.observe(item.envelope)
+
+
+def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None) -> int:
+    """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead."""
+    seq, newest = heads.get(key)
+    if epoch < newest:
+        raise WriterFenced(
+            f"writer for {key!r} has epoch {epoch}, but epoch {newest} already wrote there",
+            key=key, epoch=epoch, newest=newest,
+        )
+    if expected_seq is not None and expected_seq != seq:
+        raise StateConflict(
+            f"append to {key!r} expected seq {expected_seq}, the log is at {seq}",
+            key=key, expected_seq=expected_seq, seq=seq,
+        )
+    return seq
+
+
+def crc_partition(key: str, partitions: int) -> int:
+    return zlib.crc32(key.encode()) % partitions if partitions > 1 else 0
+
+
+class Store(ABC):
+    """Synchronous storage of one topic's partitions."""
+
+    partitions: int = 1
+
+    @abstractmethod
+    def locked(self) -> AbstractContextManager[Heads]:
+        """Exclusive writer access; yields the heads, current as of taking the lock."""
+
+    @abstractmethod
+    def write(self, partition: int, entries: Sequence[Entry]) -> int:
+        """Append entries as one unit (call inside ``locked``); returns the first offset."""
+
+    @abstractmethod
+    def end(self, partition: int) -> int: ...
+
+    @abstractmethod
+    def fetch(self, partition: int, start: int, stop: int) -> list[Entry]: ...
+
+    @abstractmethod
+    def offset_for_time(self, partition: int, ts_ms: int) -> int:
+        """The first offset whose timestamp is >= ``ts_ms`` (``end`` if none)."""
+
+    @abstractmethod
+    def save_checkpoint(self, name: str, offsets: Offsets) -> None: ...
+
+    @abstractmethod
+    def load_checkpoint(self, name: str) -> Offsets | None: ...
+
+    @abstractmethod
+    async def wait_for_change(self, seen: Offsets, timeout_s: float) -> None:
+        """Return when some partition may have grown past ``seen`` (or after the timeout)."""
+
+    def poll(self) -> None:  # noqa: B027 - most stores have no other writers to take in
+        """Take in what other processes wrote."""
+
+    def close(self) -> None:  # noqa: B027 - most stores hold nothing to release
+        """Release resources."""
+
+
+class StoreLog:
+    """The async ``EventLog`` API over a ``Store``; memory and local adapters subclass it."""
+
+    def __init__(self, name: str, store: Store, stamper: Stamper | None = None) -> None:
+        self.name = name
+        self.partitions = store.partitions
+        self._store = store
+        self._stamper = stamper or Stamper()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._store.close()
+
+    def partition_for(self, key: str) -> int:
+        return crc_partition(key, self.partitions)
+
+    async def append(
+        self, key: str, messages: Sequence[Message], *, epoch: int,
+        expected_seq: int | None = None, causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> list[Record]:
+        partition = self.partition_for(key)
+        with self._store.locked() as heads:
+            seq = check_append(heads, key, epoch, expected_seq)
+            envelopes = [
+                self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
+                                   causation_id=causation_id, correlation_id=correlation_id)
+                for i, m in enumerate(messages, start=1)
+            ]
+            entries = [Entry(encode(env), key, env.ts_ms) for env in envelopes]
+            base = self._store.write(partition, entries)
+            for env in envelopes:
+                heads.observe(env)
+        return [Record(partition, base + i, env) for i, env in enumerate(envelopes)]
+
+    async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
+        stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms
+        with self._store.locked() as heads:
+            self._store.write(self.partition_for(key), [Entry(bytes(v), key, stamp) for v in values])
+            for value in values:
+                heads.observe_raw(bytes(value))
+
+    async def head(self, key: str) -> tuple[int, int]:
+        with self._store.locked() as heads:
+            return heads.get(key)
+
+    def _begin(self, start: Mapping[int, int] | None, from_ts_ms: int | None) -> Offsets:
+        if from_ts_ms is not None:
+            return {p: self._store.offset_for_time(p, from_ts_ms) for p in range(self.partitions)}
+        start = start or {}
+        return {p: max(0, int(start.get(p, 0))) for p in range(self.partitions)}
+
+    def _read_from(self, begin: Offsets, limit: int | None) -> ReadResult:
+        self._store.poll()
+        items: list[Item] = []
+        nxt = dict(begin)
+        for p in range(self.partitions):
+            end = self._store.end(p)
+            stop = end if limit is None else min(end, begin[p] + max(0, limit - len(items)))
+            if stop <= begin[p]:
+                continue
+            for i, entry in enumerate(self._store.fetch(p, begin[p], stop), start=begin[p]):
+                if entry.damaged:
+                    items.append(DeadLetter(p, i, entry.key, entry.raw, "corrupt",
+                                            "stored frame fails its crc check", entry.ts_ms))
+                else:
+                    items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms))
+            nxt[p] = stop
+        return ReadResult(items, nxt)
+
+    async def read(
+        self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
+        limit: int | None = None,
+    ) -> ReadResult:
+        return self._read_from(self._begin(start, from_ts_ms), limit)
+
+    async def subscribe(
+        self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
+        poll_interval_s: float = 0.05,
+    ) -> AsyncIterator[Item]:
+        position = self._begin(start, from_ts_ms)
+        while True:
+            result = self._read_from(position, SUBSCRIBE_BATCH)
+            position = result.next
+            for item in result.items:
+                yield item
+            if not result.items:
+                await self._store.wait_for_change(position, poll_interval_s)
+
+    async def end_offsets(self) -> Offsets:
+        self._store.poll()
+        return {p: self._store.end(p) for p in range(self.partitions)}
+
+    async def save_checkpoint(self, name: str, offsets: Mapping[int, int]) -> None:
+        self._store.save_checkpoint(name, {int(p): int(o) for p, o in offsets.items()})
+
+    async def load_checkpoint(self, name: str) -> Offsets | None:
+        return self._store.load_checkpoint(name)
+
+    async def dead_letters(self, start: Mapping[int, int] | None = None) -> list[DeadLetter]:
+        return list(self._iter_dead(self._begin(start, None)))
+
+    def _iter_dead(self, position: Offsets) -> Iterator[DeadLetter]:
+        while True:
+            result = self._read_from(position, 10_000)
+            if not result.items:
+                return
+            yield from result.dead_letters
+            position = result.next

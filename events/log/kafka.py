@@ -1,0 +1,466 @@
+"""``KafkaEventLog``: one topic of the event log on Apache Kafka, through aiokafka.
+
+Invariants:
+- the producer is idempotent (acks=all); a log opened with a ``writer_id`` is transactional
+  with ``transactional.id = {cluster}-{writer_id}``: opening a second writer with the same id
+  fences the first (its next append raises ``WriterFenced``) and aborts its open transaction;
+- one append is one transaction (or, without a writer id, one record batch): all or nothing;
+- key -> partition is Kafka's murmur2 partitioner, so Java clients and Spark agree with us;
+- consumers are ``read_committed``: aborted and open transactions are never read; offsets
+  of transaction markers are skipped, so offsets of a partition grow but are not contiguous;
+- the writer learns a key's last seq and newest epoch by reading its partition once (then
+  keeps it): seq stays gap-free across writer restarts, and a stale epoch is refused;
+- an append that fails half-way (broker gone, timeout) is retried until ``append_timeout_s``;
+  before each retry the writer re-reads the partition, so a batch that did commit is not
+  written twice;
+- record timestamps are the envelope's ``ts_ms``; reading from a timestamp uses Kafka's time
+  index; checkpoints are committed offsets of the consumer group ``{cluster}-{name}-{checkpoint}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaError,
+    ProducerFenced,
+    TransactionalIdAuthorizationFailed,
+)
+from aiokafka.partitioner import murmur2
+
+from balancer.errors import InvalidInput, Unavailable, WriterFenced
+from events.catalog import Message
+from events.codec import encode
+from events.envelope import Envelope, Stamper
+from events.log._store import Heads, check_append
+from events.log.kafka_topics import ensure_topic, stream_config, topic_name
+from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
+
+_FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+_FETCH_BYTES = 8 * 1024 * 1024
+
+
+def kafka_partition(key: str, partitions: int) -> int:
+    """Java's DefaultPartitioner: murmur2 of the key bytes, positive, modulo the partitions."""
+    hashed: int = murmur2(key.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+def _item(message: Any) -> Item:
+    key = message.key.decode(errors="replace") if message.key is not None else None
+    return to_item(message.partition, message.offset, message.value or b"", key, message.timestamp)
+
+
+class _SkipEarly:
+    """Drops, per partition, the records before the first with timestamp >= ``from_ts_ms``.
+
+    Kafka's time lookup also counts transaction markers, stamped with the broker's clock, so
+    the offset it gives can be early (never late): the records in between are skipped here.
+    """
+
+    def __init__(self, from_ts_ms: int | None) -> None:
+        self.from_ts_ms = from_ts_ms
+        self.found: set[int] = set()
+
+    def keep(self, partition: int, messages: list[Any]) -> list[Any]:
+        if self.from_ts_ms is None or partition in self.found:
+            return messages
+        for i, message in enumerate(messages):
+            if message.timestamp >= self.from_ts_ms:
+                self.found.add(partition)
+                return messages[i:]
+        return []
+
+
+class KafkaEventLog:
+    """One topic (``{cluster}-{name}``) of the event log on Kafka."""
+
+    def __init__(
+        self, bootstrap_servers: str, *, cluster: str = "lb", name: str = "events",
+        partitions: int = 3, replication_factor: int | None = None, retention_ms: int | None = None,
+        writer_id: str | None = None, stamper: Stamper | None = None,
+        append_timeout_s: float = 60.0, read_timeout_s: float = 60.0,
+        linger_ms: int = 5, max_batch_bytes: int = 1024 * 1024, create_topic: bool = True,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.cluster, self.name = cluster, name
+        self.topic = topic_name(cluster, name)
+        self.partitions = partitions
+        self.replication_factor, self.retention_ms = replication_factor, retention_ms
+        self.writer_id = writer_id
+        self.transactional_id = f"{cluster}-{writer_id}" if writer_id else None
+        self._stamper = stamper or Stamper()
+        self.append_timeout_s, self.read_timeout_s = append_timeout_s, read_timeout_s
+        self._linger_ms, self._max_batch_bytes = linger_ms, max_batch_bytes
+        self._producer: AIOKafkaProducer | None = None
+        self._fenced: WriterFenced | None = None
+        self._reader: AIOKafkaConsumer | None = None
+        self._checkpointers: dict[str, AIOKafkaConsumer] = {}
+        self._heads = Heads()
+        self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
+        self._write_lock = asyncio.Lock()
+        self._read_lock = asyncio.Lock()
+        self._started = False
+        self._create_topic = create_topic
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def _tps(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p) for p in range(self.partitions)]
+
+    async def start(self) -> None:
+        """Create the topic if missing; a writer also opens (and so fences) its producer."""
+        if self._started:
+            return
+        self.partitions = await ensure_topic(
+            self.bootstrap_servers, self.topic, partitions=self.partitions,
+            replication_factor=self.replication_factor,
+            config=stream_config(self.name, self.retention_ms), create=self._create_topic,
+        )
+        self._started = True
+        if self.transactional_id is not None:
+            await self._open_producer()
+
+    async def close(self) -> None:
+        clients: list[Any] = [self._producer, self._reader, *self._checkpointers.values()]
+        self._producer, self._reader, self._checkpointers = None, None, {}
+        for client in clients:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.stop()
+        self._started = False
+
+    def partition_for(self, key: str) -> int:
+        return kafka_partition(key, self.partitions)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def _open_producer(self) -> AIOKafkaProducer:
+        if self._fenced is not None:
+            raise self._fenced
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap_servers, enable_idempotence=True,
+                transactional_id=self.transactional_id, linger_ms=self._linger_ms,
+                max_batch_size=self._max_batch_bytes, max_request_size=self._max_batch_bytes + 65536,
+                request_timeout_ms=int(min(self.append_timeout_s, 30) * 1000),
+            )
+            try:
+                await producer.start()
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+                raise Unavailable(f"Kafka producer for {self.topic} cannot start: {exc!r}") from exc
+            self._producer = producer
+        return self._producer
+
+    async def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+    async def append(
+        self, key: str, messages: Sequence[Message], *, epoch: int,
+        expected_seq: int | None = None, causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> list[Record]:
+        await self.start()
+        partition = self.partition_for(key)
+        async with self._write_lock:
+            seq = check_append(await self._fresh_heads(partition), key, epoch, expected_seq)
+            envelopes = [
+                self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
+                                   causation_id=causation_id, correlation_id=correlation_id)
+                for i, m in enumerate(messages, start=1)
+            ]
+            if not envelopes:
+                return []
+            base = await self._deliver(partition, key, envelopes)
+            for env in envelopes:
+                self._heads.observe(env)
+            return [Record(partition, base + i, env) for i, env in enumerate(envelopes)]
+
+    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope]) -> int:
+        """Write the envelopes once, retrying through outages; returns the first offset."""
+        values = [(encode(env), env.ts_ms) for env in envelopes]
+        loop = asyncio.get_running_loop()
+        deadline, backoff, retrying = loop.time() + self.append_timeout_s, 0.1, False
+        while True:
+            try:
+                await self._open_producer()
+                # A new transactional producer has resolved any transaction of the previous
+                # try, so what the partition shows now is final: look for our batch first.
+                landed = await self._landed(partition, envelopes[-1]) if retrying else None
+                if landed is not None:
+                    return landed - (len(envelopes) - 1)
+                return await self._produce(partition, key.encode(), values)
+            except _FENCED as exc:
+                await self._drop_producer()
+                self._fenced = WriterFenced(
+                    f"writer {self.transactional_id!r} on {self.topic} was fenced by a newer one",
+                    writer=self.transactional_id,
+                )
+                raise self._fenced from exc
+            except (KafkaError, OSError, TimeoutError, Unavailable) as exc:
+                await self._drop_producer()
+                if loop.time() > deadline:
+                    raise Unavailable(f"append to {self.topic}[{partition}] failed: {exc!r}") from exc
+                await asyncio.sleep(backoff)
+                backoff, retrying = min(backoff * 2, 2.0), True
+            except BaseException:
+                await self._drop_producer()  # never leave a transaction open in a kept producer
+                raise
+
+    async def _produce(self, partition: int, key: bytes, values: list[tuple[bytes, int]]) -> int:
+        producer = await self._open_producer()
+        if self.transactional_id is None:
+            futures = await self._send_batches(producer, partition, key, values)
+        else:
+            await producer.begin_transaction()
+            futures = await self._send_batches(producer, partition, key, values)
+            await producer.commit_transaction()
+        metas = await asyncio.gather(*futures)
+        offset: int = metas[0].offset
+        return offset
+
+    async def _send_batches(
+        self, producer: AIOKafkaProducer, partition: int, key: bytes, values: list[tuple[bytes, int]],
+    ) -> list[asyncio.Future[Any]]:
+        futures = []
+        batch = producer.create_batch()
+        for value, ts_ms in values:
+            if batch.append(key=key, value=value, timestamp=ts_ms) is None:
+                batch.close()  # a closed batch goes out at once instead of lingering
+                futures.append(await producer.send_batch(batch, self.topic, partition=partition))
+                batch = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=ts_ms) is None:
+                    raise InvalidInput(f"an event of {len(value)} bytes exceeds max_batch_bytes")
+        if batch.record_count():
+            batch.close()
+            futures.append(await producer.send_batch(batch, self.topic, partition=partition))
+        return futures
+
+    async def _landed(self, partition: int, last: Envelope) -> int | None:
+        """The offset of ``last`` if an earlier, failed-looking try did commit it."""
+        with contextlib.suppress(KafkaError, OSError, TimeoutError, Unavailable):
+            result = await self._read_range({partition: self._heads_at.get(partition, 0)}, None,
+                                            partitions=[partition])
+            for item in result.items:
+                if isinstance(item, Record):
+                    self._heads.observe(item.envelope)
+                    if item.envelope.event_id == last.event_id:
+                        return item.offset
+            self._heads_at[partition] = result.next.get(partition, 0)
+        return None
+
+    async def _fresh_heads(self, partition: int) -> Heads:
+        if partition not in self._heads_at:
+            result = await self._read_range({partition: 0}, None, partitions=[partition])
+            for record in result.records:
+                self._heads.observe(record.envelope)
+            self._heads_at[partition] = result.next.get(partition, 0)
+        return self._heads
+
+    async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
+        await self.start()
+        stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms
+        async with self._write_lock:
+            try:
+                await self._produce(self.partition_for(key), key.encode(), [(bytes(v), stamp) for v in values])
+            except BaseException:
+                await self._drop_producer()
+                raise
+
+    async def head(self, key: str) -> tuple[int, int]:
+        await self.start()
+        async with self._write_lock:
+            return (await self._fresh_heads(self.partition_for(key))).get(key)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _consumer(self, group_id: str | None = None) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers, group_id=group_id,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed", fetch_max_bytes=_FETCH_BYTES,
+            max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_wait_ms=100,
+        )
+
+    async def _open_reader(self) -> AIOKafkaConsumer:
+        if self._reader is None:
+            reader = self._consumer()
+            try:
+                await reader.start()
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    await reader.stop()
+                raise Unavailable(f"Kafka consumer for {self.topic} cannot start: {exc!r}") from exc
+            reader.assign(self._tps)
+            self._reader = reader
+        return self._reader
+
+    async def _begin(
+        self, consumer: AIOKafkaConsumer, start: Mapping[int, int] | None, from_ts_ms: int | None,
+    ) -> Offsets:
+        if from_ts_ms is None:
+            start = start or {}
+            return {p: max(0, int(start.get(p, 0))) for p in range(self.partitions)}
+        found = await consumer.offsets_for_times({tp: from_ts_ms for tp in self._tps})
+        ends = await consumer.end_offsets(self._tps)
+        return {tp.partition: ends[tp] if hit is None else hit.offset for tp, hit in found.items()}
+
+    async def _read_range(
+        self, begin: Offsets, limit: int | None, *, partitions: Sequence[int] | None = None,
+        from_ts_ms: int | None = None,
+    ) -> ReadResult:
+        await self.start()
+        async with self._read_lock:
+            consumer = await self._open_reader()
+            try:
+                return await self._fetch(consumer, begin, limit, partitions, from_ts_ms)
+            except (KafkaError, OSError) as exc:
+                raise Unavailable(f"reading {self.topic} failed: {exc!r}") from exc
+
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, begin: Offsets, limit: int | None,
+        partitions: Sequence[int] | None, from_ts_ms: int | None,
+    ) -> ReadResult:
+        skip = _SkipEarly(from_ts_ms)
+        tps = [TopicPartition(self.topic, p) for p in (partitions or range(self.partitions))]
+        ends = await consumer.end_offsets(tps)
+        nxt = {tp.partition: begin.get(tp.partition, 0) for tp in tps}
+        for tp in tps:
+            consumer.seek(tp, nxt[tp.partition])
+        pending = [tp for tp in tps if nxt[tp.partition] < ends[tp]]
+        items: list[Item] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
+        while pending and (limit is None or len(items) < limit):
+            room = None if limit is None else limit - len(items)
+            batch = await consumer.getmany(*pending, timeout_ms=200, max_records=room)
+            for tp, messages in batch.items():
+                items.extend(_item(m) for m in skip.keep(tp.partition, messages))
+                if messages:
+                    nxt[tp.partition] = messages[-1].offset + 1
+                    deadline = loop.time() + self.read_timeout_s
+            pending = await self._not_done(consumer, pending, ends, nxt)
+            if pending and loop.time() > deadline:
+                raise Unavailable(f"reading {self.topic}: no progress for {self.read_timeout_s}s")
+        return ReadResult(items, nxt)
+
+    async def _not_done(
+        self, consumer: AIOKafkaConsumer, pending: list[TopicPartition],
+        ends: dict[TopicPartition, int], nxt: Offsets,
+    ) -> list[TopicPartition]:
+        still = []
+        for tp in pending:
+            position = await consumer.position(tp)
+            if position >= ends[tp]:
+                # Past the end: the rest were transaction markers, skip them for good.
+                nxt[tp.partition] = max(nxt[tp.partition], ends[tp])
+            else:
+                still.append(tp)
+        return still
+
+    async def read(
+        self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
+        limit: int | None = None,
+    ) -> ReadResult:
+        await self.start()
+        if from_ts_ms is None:
+            return await self._read_range(await self._begin_plain(start), limit)
+        async with self._read_lock:
+            begin = await self._begin(await self._open_reader(), None, from_ts_ms)
+        return await self._read_range(begin, limit, from_ts_ms=from_ts_ms)
+
+    async def _begin_plain(self, start: Mapping[int, int] | None) -> Offsets:
+        start = start or {}
+        return {p: max(0, int(start.get(p, 0))) for p in range(self.partitions)}
+
+    async def subscribe(
+        self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
+        poll_ms: int = 500,
+    ) -> AsyncIterator[Item]:
+        await self.start()
+        consumer = self._consumer()
+        await consumer.start()
+        try:
+            consumer.assign(self._tps)
+            begin = await self._begin(consumer, start, from_ts_ms)
+            for tp in self._tps:
+                consumer.seek(tp, begin[tp.partition])
+            skip = _SkipEarly(from_ts_ms)
+            while True:
+                batch = await consumer.getmany(timeout_ms=poll_ms)
+                for tp, messages in batch.items():
+                    for message in skip.keep(tp.partition, messages):
+                        yield _item(message)
+        finally:
+            await consumer.stop()
+
+    async def end_offsets(self) -> Offsets:
+        await self.start()
+        async with self._read_lock:
+            ends = await (await self._open_reader()).end_offsets(self._tps)
+        return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def dead_letters(self, start: Mapping[int, int] | None = None) -> list[DeadLetter]:
+        position, found = await self._begin_plain(start), []
+        while True:
+            result = await self._read_range(position, 10_000)
+            found.extend(result.dead_letters)
+            if not result.items:
+                return found
+            position = result.next
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def _checkpointer(self, name: str) -> AIOKafkaConsumer:
+        consumer = self._checkpointers.get(name)
+        if consumer is None:
+            consumer = self._consumer(group_id=f"{self.cluster}-{self.name}-{name}")
+            try:
+                await consumer.start()
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    await consumer.stop()
+                raise Unavailable(f"Kafka group for checkpoint {name!r} unreachable: {exc!r}") from exc
+            consumer.assign(self._tps)
+            self._checkpointers[name] = consumer
+        return consumer
+
+    async def save_checkpoint(self, name: str, offsets: Mapping[int, int]) -> None:
+        await self.start()
+        consumer = await self._checkpointer(name)
+        try:
+            await consumer.commit({TopicPartition(self.topic, p): int(o) for p, o in offsets.items()})
+        except (KafkaError, OSError) as exc:
+            raise Unavailable(f"saving checkpoint {name!r} failed: {exc!r}") from exc
+
+    async def load_checkpoint(self, name: str) -> Offsets | None:
+        await self.start()
+        consumer = await self._checkpointer(name)
+        found: Offsets = {}
+        try:
+            for tp in self._tps:
+                offset = await consumer.committed(tp)
+                if offset is not None:
+                    found[tp.partition] = offset
+        except (KafkaError, OSError) as exc:
+            raise Unavailable(f"loading checkpoint {name!r} failed: {exc!r}") from exc
+        return found or None

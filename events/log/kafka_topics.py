@@ -1,0 +1,165 @@
+"""Kafka topics of a cluster: names, creation with partitions and retention, the ownership snapshot.
+
+Invariants:
+- every topic name is ``{cluster}-{stream}`` (``lb-events``, ``lb-load``, ``lb-commands``,
+  ``lb-ownership``): two clusters never share a topic;
+- the event streams use ``cleanup.policy=delete`` (``events``: retention forever by default);
+  only ``ownership`` is compacted: it holds the latest record per bundle and is a cache that can
+  always be rebuilt from ``events``, never the source of truth;
+- a topic that exists keeps its partition count (changing it would remap keys and break the
+  per-key order); ``ensure_topic`` only creates what is missing and reports what is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from balancer.errors import InvalidInput, Unavailable
+
+OWNERSHIP_STREAM = "ownership"
+TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
+
+
+def topic_name(cluster: str, stream: str) -> str:
+    """The Kafka topic of ``stream`` (events, load, commands, ownership) in ``cluster``."""
+    return f"{cluster}-{stream}"
+
+
+async def ensure_topic(
+    bootstrap_servers: str, topic: str, *, partitions: int, replication_factor: int | None = None,
+    config: Mapping[str, str] | None = None, timeout_s: float = 30.0, create: bool = True,
+) -> int:
+    """Create ``topic`` unless it exists (or, with ``create=False``, refuse a missing one with
+    ``InvalidInput``); returns its partition count once every partition has a leader."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15000)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await admin.start()
+            if topic not in await admin.list_topics():
+                if not create:
+                    raise InvalidInput(f"no topic {topic!r} at {bootstrap_servers}", topic=topic)
+                await _create(admin, topic, partitions, replication_factor, dict(config or {}))
+            return await _wait_for_leaders(admin, topic)
+    except (KafkaError, OSError, TimeoutError) as exc:
+        raise Unavailable(f"cannot create or describe topic {topic!r} at {bootstrap_servers}: {exc!r}",
+                          topic=topic) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+async def _create(
+    admin: AIOKafkaAdminClient, topic: str, partitions: int, replication: int | None,
+    config: dict[str, str],
+) -> None:
+    if replication is None:
+        brokers = (await admin.describe_cluster()).get("brokers") or [None]
+        replication = min(3, len(brokers))
+    if replication >= 3:
+        config.setdefault("min.insync.replicas", "2")
+    response = await admin.create_topics([NewTopic(topic, partitions, replication, topic_configs=config)])
+    for _name, code, *rest in response.topic_errors:
+        if code not in (0, TOPIC_ALREADY_EXISTS):
+            raise KafkaError(f"create_topics({topic}) failed with error {code}: {rest}")
+
+
+async def _wait_for_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
+    while True:
+        described: list[Any] = await admin.describe_topics([topic])
+        parts = described[0]["partitions"] if described and described[0]["error_code"] == 0 else []
+        if parts and all(p["leader"] >= 0 for p in parts):
+            return len(parts)
+        await asyncio.sleep(0.05)
+
+
+def stream_config(stream: str, retention_ms: int | None = None) -> dict[str, str]:
+    """Topic configuration for a stream of ARCHITECTURE §2."""
+    if stream == OWNERSHIP_STREAM:
+        return {
+            "cleanup.policy": "compact",
+            "min.compaction.lag.ms": "0",
+            "segment.ms": "60000",
+            "delete.retention.ms": "86400000",
+        }
+    retention = -1 if retention_ms is None else retention_ms
+    return {"cleanup.policy": "delete", "retention.ms": str(retention)}
+
+
+class OwnershipSnapshots:
+    """The compacted ``{cluster}-ownership`` topic: the latest ownership record per bundle.
+
+    Values are msgpack maps (the projection's record of a bundle); ``None`` writes a tombstone.
+    """
+
+    def __init__(self, bootstrap_servers: str, *, cluster: str = "lb", partitions: int = 1) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic_name(cluster, OWNERSHIP_STREAM)
+        self.partitions = partitions
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        self.partitions = await ensure_topic(
+            self.bootstrap_servers, self.topic, partitions=self.partitions,
+            config=stream_config(OWNERSHIP_STREAM),
+        )
+        if self._producer is None:
+            self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers,
+                                              enable_idempotence=True)
+            await self._producer.start()
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    async def put(self, records: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Write the latest record of each bundle (None = tombstone), then wait for the acks."""
+        if self._producer is None:
+            await self.start()
+        assert self._producer is not None
+        futures = [
+            await self._producer.send(
+                self.topic, key=bundle.encode(),
+                value=None if record is None else msgpack.packb(dict(record), use_bin_type=True),
+            )
+            for bundle, record in records.items()
+        ]
+        await asyncio.gather(*futures)
+
+    async def load(self, timeout_s: float = 30.0) -> dict[str, dict[str, Any]]:
+        """Every bundle's latest record (tombstoned bundles are absent)."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
+                                    isolation_level="read_committed")
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            latest: dict[str, dict[str, Any]] = {}
+            async with asyncio.timeout(timeout_s):
+                while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                    for messages in (await consumer.getmany(timeout_ms=200)).values():
+                        for m in messages:
+                            _fold_snapshot(latest, m.key, m.value)
+            return latest
+        finally:
+            await consumer.stop()
+
+
+def _fold_snapshot(latest: dict[str, dict[str, Any]], key: bytes | None, value: bytes | None) -> None:
+    if key is None:
+        return
+    bundle = key.decode()
+    if value is None:
+        latest.pop(bundle, None)
+    else:
+        latest[bundle] = msgpack.unpackb(value, raw=False, strict_map_key=False)
