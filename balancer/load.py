@@ -316,7 +316,18 @@ def top_bundle_sort_key(stats: BundleStats) -> tuple[int, int, int, int, int]:
 
 
 def _round_half_up(value: float) -> int:
-    return math.floor(value + 0.5)
+    """Java's ``Math.round``: the exact floor(x + 1/2); NaN -> 0, infinities saturate.
+
+    ``floor(x + 0.5)`` in doubles is wrong where the sum rounds (0.49999999999999994 -> 1, odd
+    integers above 2**52 -> the next even one); ``x - floor(x)`` is exact, so compare that.
+    """
+    try:
+        whole = math.floor(value)
+    except (ValueError, OverflowError):  # NaN, +-inf: rare, kept off the per-bundle fast path
+        if math.isnan(value):
+            return 0
+        return 2**63 - 1 if value > 0 else -(2**63)
+    return whole + 1 if value - whole >= 0.5 else whole
 
 
 def top_bundles(
