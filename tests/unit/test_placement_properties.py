@@ -52,6 +52,8 @@ class Scenario:
         overrides = dict(self.config)
         if extensible:
             overrides["loadManagerClassName"] = "ExtensibleLoadManagerImpl"
+        if overrides.get("loadBalancerLoadPlacementStrategy") == "AvgShedder":
+            overrides["loadBalancerLoadSheddingStrategy"] = "AvgShedder"  # Pulsar requires the pair
         config = LoadBalancerConfig.from_mapping(overrides)
         model = LoadModel(config)
         model.apply_round(0, self.reports, self.bundles)
