@@ -315,6 +315,10 @@ class TransferShedder:
         min_new = pair.min_tput + pair.marked - pair.gained + size
         swap = _Swap([], 0.0)
         for candidate in min_tops:
+            # Pulsar's swap walk forgets the grace period; behaviour §4.0 applies it to every
+            # selection, and so do we: a bundle just shed to min must not come straight back.
+            if candidate.bundle in run.view.recently_unloaded:
+                continue
             if not self._transferable(run, candidate.bundle, pair.min_broker, pair.max_broker):
                 continue
             gain = candidate.msg_throughput
