@@ -32,50 +32,28 @@ from aiokafka.errors import (
     ProducerFenced,
     TransactionalIdAuthorizationFailed,
 )
-from aiokafka.partitioner import murmur2
 
 from balancer.errors import InvalidInput, Unavailable, WriterFenced
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
 from events.log._store import Heads, check_append
-from events.log.kafka_topics import ensure_topic, stream_config, topic_name
+from events.log.kafka_topics import (
+    SkipEarly,
+    ensure_topic,
+    kafka_partition,
+    stream_config,
+    topic_name,
+)
 from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 _FETCH_BYTES = 8 * 1024 * 1024
 
 
-def kafka_partition(key: str, partitions: int) -> int:
-    """Java's DefaultPartitioner: murmur2 of the key bytes, positive, modulo the partitions."""
-    hashed: int = murmur2(key.encode())
-    return (hashed & 0x7FFFFFFF) % partitions
-
-
 def _item(message: Any) -> Item:
     key = message.key.decode(errors="replace") if message.key is not None else None
     return to_item(message.partition, message.offset, message.value or b"", key, message.timestamp)
-
-
-class _SkipEarly:
-    """Drops, per partition, the records before the first with timestamp >= ``from_ts_ms``.
-
-    Kafka's time lookup also counts transaction markers, stamped with the broker's clock, so
-    the offset it gives can be early (never late): the records in between are skipped here.
-    """
-
-    def __init__(self, from_ts_ms: int | None) -> None:
-        self.from_ts_ms = from_ts_ms
-        self.found: set[int] = set()
-
-    def keep(self, partition: int, messages: list[Any]) -> list[Any]:
-        if self.from_ts_ms is None or partition in self.found:
-            return messages
-        for i, message in enumerate(messages):
-            if message.timestamp >= self.from_ts_ms:
-                self.found.add(partition)
-                return messages[i:]
-        return []
 
 
 class KafkaEventLog:
@@ -104,6 +82,7 @@ class KafkaEventLog:
         self._checkpointers: dict[str, AIOKafkaConsumer] = {}
         self._heads = Heads()
         self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
+        self._written: dict[int, int] = {}  # partition -> one past the last offset we wrote
         self._write_lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
         self._started = False
@@ -190,13 +169,30 @@ class KafkaEventLog:
             ]
             if not envelopes:
                 return []
-            base = await self._deliver(partition, key, envelopes)
+            offsets = await self._deliver(partition, key, envelopes)
             for env in envelopes:
                 self._heads.observe(env)
-            return [Record(partition, base + i, env) for i, env in enumerate(envelopes)]
+            self._note_written(partition, offsets[-1])
+        if self.transactional_id is not None:
+            await self._wait_visible(partition)
+        return [Record(partition, o, env) for o, env in zip(offsets, envelopes, strict=True)]
 
-    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope]) -> int:
-        """Write the envelopes once, retrying through outages; returns the first offset."""
+    async def _wait_visible(self, partition: int) -> None:
+        """Return once this handle's appends to ``partition`` are readable by every
+        read_committed consumer, so an append that returned is an append anyone can read.
+        Best effort: the append has committed, so no error here may make it look failed."""
+        with contextlib.suppress(Exception):
+            async with self._read_lock:
+                reader = await self._open_reader()
+                await self._visible_ends(reader, [TopicPartition(self.topic, partition)])
+
+    def _note_written(self, partition: int, last_offset: int) -> None:
+        # read() waits until these are visible: a commit returns before Kafka writes the
+        # transaction markers that make records readable under read_committed.
+        self._written[partition] = max(self._written.get(partition, 0), last_offset + 1)
+
+    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope]) -> list[int]:
+        """Write the envelopes once, retrying through outages; returns their offsets."""
         values = [(encode(env), env.ts_ms) for env in envelopes]
         loop = asyncio.get_running_loop()
         deadline, backoff, retrying = loop.time() + self.append_timeout_s, 0.1, False
@@ -205,9 +201,9 @@ class KafkaEventLog:
                 await self._open_producer()
                 # A new transactional producer has resolved any transaction of the previous
                 # try, so what the partition shows now is final: look for our batch first.
-                landed = await self._landed(partition, envelopes[-1]) if retrying else None
+                landed = await self._landed(partition, envelopes) if retrying else None
                 if landed is not None:
-                    return landed - (len(envelopes) - 1)
+                    return landed
                 return await self._produce(partition, key.encode(), values)
             except _FENCED as exc:
                 await self._drop_producer()
@@ -226,7 +222,7 @@ class KafkaEventLog:
                 await self._drop_producer()  # never leave a transaction open in a kept producer
                 raise
 
-    async def _produce(self, partition: int, key: bytes, values: list[tuple[bytes, int]]) -> int:
+    async def _produce(self, partition: int, key: bytes, values: list[tuple[bytes, int]]) -> list[int]:
         producer = await self._open_producer()
         if self.transactional_id is None:
             futures = await self._send_batches(producer, partition, key, values)
@@ -234,38 +230,47 @@ class KafkaEventLog:
             await producer.begin_transaction()
             futures = await self._send_batches(producer, partition, key, values)
             await producer.commit_transaction()
-        metas = await asyncio.gather(*futures)
-        offset: int = metas[0].offset
-        return offset
+        offsets: list[int] = []
+        # Offsets are consecutive within one record batch only: other producers' records may
+        # sit between two batches of one append.
+        for future, count in futures:
+            base: int = (await future).offset
+            offsets.extend(range(base, base + count))
+        return offsets
 
     async def _send_batches(
         self, producer: AIOKafkaProducer, partition: int, key: bytes, values: list[tuple[bytes, int]],
-    ) -> list[asyncio.Future[Any]]:
+    ) -> list[tuple[asyncio.Future[Any], int]]:
         futures = []
         batch = producer.create_batch()
         for value, ts_ms in values:
             if batch.append(key=key, value=value, timestamp=ts_ms) is None:
                 batch.close()  # a closed batch goes out at once instead of lingering
-                futures.append(await producer.send_batch(batch, self.topic, partition=partition))
+                futures.append((await producer.send_batch(batch, self.topic, partition=partition),
+                                batch.record_count()))
                 batch = producer.create_batch()
                 if batch.append(key=key, value=value, timestamp=ts_ms) is None:
                     raise InvalidInput(f"an event of {len(value)} bytes exceeds max_batch_bytes")
         if batch.record_count():
             batch.close()
-            futures.append(await producer.send_batch(batch, self.topic, partition=partition))
+            futures.append((await producer.send_batch(batch, self.topic, partition=partition),
+                            batch.record_count()))
         return futures
 
-    async def _landed(self, partition: int, last: Envelope) -> int | None:
-        """The offset of ``last`` if an earlier, failed-looking try did commit it."""
+    async def _landed(self, partition: int, envelopes: list[Envelope]) -> list[int] | None:
+        """The offsets of ``envelopes`` if an earlier, failed-looking try did commit them."""
+        ours = {env.event_id: i for i, env in enumerate(envelopes)}
+        found: dict[int, int] = {}
         with contextlib.suppress(KafkaError, OSError, TimeoutError, Unavailable):
             result = await self._read_range({partition: self._heads_at.get(partition, 0)}, None,
                                             partitions=[partition])
-            for item in result.items:
-                if isinstance(item, Record):
-                    self._heads.observe(item.envelope)
-                    if item.envelope.event_id == last.event_id:
-                        return item.offset
+            for item in result.records:
+                self._heads.observe(item.envelope)
+                if item.envelope.event_id in ours:
+                    found[ours[item.envelope.event_id]] = item.offset
             self._heads_at[partition] = result.next.get(partition, 0)
+        if len(found) == len(envelopes):
+            return [found[i] for i in range(len(envelopes))]
         return None
 
     async def _fresh_heads(self, partition: int) -> Heads:
@@ -281,7 +286,11 @@ class KafkaEventLog:
         stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms
         async with self._write_lock:
             try:
-                await self._produce(self.partition_for(key), key.encode(), [(bytes(v), stamp) for v in values])
+                partition = self.partition_for(key)
+                offsets = await self._produce(partition, key.encode(), [(bytes(v), stamp) for v in values])
+                if offsets:
+                    self._note_written(partition, offsets[-1])
+                    await self._wait_visible(partition)
             except BaseException:
                 await self._drop_producer()
                 raise
@@ -340,9 +349,9 @@ class KafkaEventLog:
         self, consumer: AIOKafkaConsumer, begin: Offsets, limit: int | None,
         partitions: Sequence[int] | None, from_ts_ms: int | None,
     ) -> ReadResult:
-        skip = _SkipEarly(from_ts_ms)
+        skip = SkipEarly(from_ts_ms)
         tps = [TopicPartition(self.topic, p) for p in (partitions or range(self.partitions))]
-        ends = await consumer.end_offsets(tps)
+        ends = await self._visible_ends(consumer, tps)
         nxt = {tp.partition: begin.get(tp.partition, 0) for tp in tps}
         for tp in tps:
             consumer.seek(tp, nxt[tp.partition])
@@ -362,6 +371,18 @@ class KafkaEventLog:
             if pending and loop.time() > deadline:
                 raise Unavailable(f"reading {self.topic}: no progress for {self.read_timeout_s}s")
         return ReadResult(items, nxt)
+
+    async def _visible_ends(
+        self, consumer: AIOKafkaConsumer, tps: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """End offsets, once everything this handle appended is readable (bounded wait)."""
+        deadline = asyncio.get_running_loop().time() + self.read_timeout_s
+        while True:
+            ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+            behind = [tp for tp in tps if ends[tp] < self._written.get(tp.partition, 0)]
+            if not behind or asyncio.get_running_loop().time() > deadline:
+                return ends
+            await asyncio.sleep(0.005)
 
     async def _not_done(
         self, consumer: AIOKafkaConsumer, pending: list[TopicPartition],
@@ -404,7 +425,7 @@ class KafkaEventLog:
             begin = await self._begin(consumer, start, from_ts_ms)
             for tp in self._tps:
                 consumer.seek(tp, begin[tp.partition])
-            skip = _SkipEarly(from_ts_ms)
+            skip = SkipEarly(from_ts_ms)
             while True:
                 batch = await consumer.getmany(timeout_ms=poll_ms)
                 for tp, messages in batch.items():
@@ -416,7 +437,7 @@ class KafkaEventLog:
     async def end_offsets(self) -> Offsets:
         await self.start()
         async with self._read_lock:
-            ends = await (await self._open_reader()).end_offsets(self._tps)
+            ends = await self._visible_ends(await self._open_reader(), self._tps)
         return {tp.partition: offset for tp, offset in ends.items()}
 
     async def dead_letters(self, start: Mapping[int, int] | None = None) -> list[DeadLetter]:

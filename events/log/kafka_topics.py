@@ -1,4 +1,5 @@
-"""Kafka topics of a cluster: names, creation with partitions and retention, the ownership snapshot.
+"""Kafka topics of a cluster: names, key -> partition, creation with partitions and retention,
+the ownership snapshot, and the time-lookup correction readers need.
 
 Invariants:
 - every topic name is ``{cluster}-{stream}`` (``lb-events``, ``lb-load``, ``lb-commands``,
@@ -21,6 +22,7 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.partitioner import murmur2
 
 from balancer.errors import InvalidInput, Unavailable
 
@@ -91,6 +93,33 @@ def stream_config(stream: str, retention_ms: int | None = None) -> dict[str, str
         }
     retention = -1 if retention_ms is None else retention_ms
     return {"cleanup.policy": "delete", "retention.ms": str(retention)}
+
+
+def kafka_partition(key: str, partitions: int) -> int:
+    """Java's DefaultPartitioner: murmur2 of the key bytes, positive, modulo the partitions."""
+    hashed: int = murmur2(key.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+class SkipEarly:
+    """Drops, per partition, the records before the first with timestamp >= ``from_ts_ms``.
+
+    Kafka's time lookup also counts transaction markers, stamped with the broker's clock, so
+    the offset it gives can be early (never late): the records in between are skipped here.
+    """
+
+    def __init__(self, from_ts_ms: int | None) -> None:
+        self.from_ts_ms = from_ts_ms
+        self.found: set[int] = set()
+
+    def keep(self, partition: int, messages: list[Any]) -> list[Any]:
+        if self.from_ts_ms is None or partition in self.found:
+            return messages
+        for i, message in enumerate(messages):
+            if message.timestamp >= self.from_ts_ms:
+                self.found.add(partition)
+                return messages[i:]
+        return []
 
 
 class OwnershipSnapshots:

@@ -56,7 +56,8 @@ class MemoryStore(Store):
             waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
-                fut.get_loop().call_soon_threadsafe(_wake, fut)
+                with suppress(RuntimeError):  # the waiter's loop has closed meanwhile
+                    fut.get_loop().call_soon_threadsafe(_wake, fut)
         return base
 
     def end(self, partition: int) -> int:

@@ -1,0 +1,107 @@
+"""Pins the stored names: every event and command type, its version and its field names.
+
+Logs keep these names forever. A rename, a removed field or a new required field without a
+version bump and an upcaster makes old logs unreadable, so this test fails on any of them; change
+it only together with a version bump and an upcaster in ``events/codec.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
+
+from events.catalog import (
+    COMMANDS,
+    EVENTS,
+    LOAD_TOPIC,
+    BundleAssigned,
+    CommandRejected,
+    LeaderElected,
+    LoadReported,
+    SplitBundle,
+    UnloadRequested,
+    from_payload,
+    namespace_of,
+)
+
+PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
+    "LeaderElected": (1, ("epoch", "leader_id")),
+    "BrokerRegistered": (1, ("broker_id", "capacity", "failure_domain", "url", "version")),
+    "BrokerLeft": (2, ("broker_id", "reason")),
+    "LoadReported": (1, ("broker_id", "broker_load", "bundles")),
+    "NamespaceCreated": (1, ("anti_affinity_group", "boundaries", "isolation", "namespace")),
+    "NamespacePolicySet": (1, ("anti_affinity_group", "isolation", "namespace")),
+    "FailureDomainSet": (1, ("brokers", "domain")),
+    "BundleAssigned": (1, ("bundle", "dst", "force", "reason", "src")),
+    "BundleOwned": (1, ("bundle", "owner", "src")),
+    "UnloadRequested": (1, ("bundle", "decision", "reason", "src")),
+    "TransferPrepared": (1, ("bundle", "decision", "dst", "reason", "src")),
+    "BundleReleased": (1, ("bundle", "src")),
+    "SplitRequested": (1, ("algorithm", "bundle", "positions", "reason", "src", "unload_children")),
+    "SplitCompleted": (1, ("boundaries", "children", "owner", "parent")),
+    "SheddingSkipped": (1, ("reason", "strategy")),
+    "CommandRejected": (1, ("command", "command_id", "error", "key")),
+    "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
+                            "isolation", "namespace")),
+    "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
+    "SetFailureDomain": (1, ("brokers", "command_id", "domain", "epoch")),
+    "AssignBundle": (1, ("bundle", "command_id", "dst", "epoch", "force", "reason")),
+    "ConfirmOwnership": (1, ("bundle", "command_id", "epoch", "owner", "src")),
+    "UnloadBundle": (1, ("bundle", "command_id", "decision", "dst", "epoch", "reason")),
+    "UnloadNamespace": (1, ("command_id", "epoch", "namespace")),
+    "SplitBundle": (1, ("algorithm", "bundle", "command_id", "epoch", "namespace", "positions", "unload")),
+    "ConfirmRelease": (1, ("bundle", "command_id", "epoch", "src")),
+    "ConfirmSplit": (1, ("boundaries", "children", "command_id", "epoch", "owner", "parent")),
+}
+
+
+def test_every_type_name_version_and_field_is_pinned() -> None:
+    actual = {
+        cls.TYPE: (cls.VERSION, tuple(sorted(f.name for f in fields(cls))))
+        for cls in (*EVENTS, *COMMANDS)
+    }
+    assert actual == PINNED
+
+
+def test_the_contract_lists_are_complete() -> None:
+    # contracts §1 (16 events) and §2 (10 commands)
+    assert len(EVENTS) == 16
+    assert len(COMMANDS) == 10
+    assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
+
+
+def test_events_are_immutable() -> None:
+    event = LeaderElected(leader_id="broker-1", epoch=3)
+    with pytest.raises(FrozenInstanceError):
+        event.epoch = 4  # type: ignore[misc]
+
+
+def test_fields_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        LeaderElected("broker-1", 3)  # type: ignore[call-arg]
+
+
+def test_every_command_carries_an_id_and_an_epoch() -> None:
+    for cls in COMMANDS:
+        names = {f.name for f in fields(cls)}
+        assert {"command_id", "epoch"} <= names, cls.TYPE
+
+
+def test_keys_follow_the_architecture() -> None:
+    bundle = "public/default/0x00000000_0x40000000"
+    assert BundleAssigned(bundle=bundle, dst="b").default_key() == "public/default"
+    assert LeaderElected(leader_id="b", epoch=1).default_key() == "_leader"
+    assert LoadReported(broker_id="broker-2", broker_load={}).default_key() == "broker-2"
+    assert LoadReported.TOPIC == LOAD_TOPIC
+    assert SplitBundle(command_id="c", epoch=1, namespace="t/n", bundle="LARGEST",
+                       algorithm="range_equally_divide").default_key() == "t/n"
+    assert CommandRejected(command_id="c", command="SplitBundle", error={}, key="t/n").default_key() == "t/n"
+    assert namespace_of(bundle) == "public/default"
+
+
+def test_a_decision_travels_as_a_plain_dict() -> None:
+    decision = {"label": "Success", "reason": "Overloaded", "inputs": {"cpu": 0.91}}
+    event = UnloadRequested(bundle="t/n/0x00000000_0xffffffff", src="b1", reason="Overloaded",
+                            decision=decision)
+    assert from_payload("UnloadRequested", event.to_payload()) == event

@@ -1,0 +1,150 @@
+"""The wire format: round trips, stored bytes of earlier code, upcasting, bad input, JSON export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import orjson
+import pytest
+
+from balancer.errors import DecodeError
+from events import catalog as c
+from events.codec import decode, decode_message, encode, export_jsonl, to_json
+from events.envelope import Envelope, Stamper, counting_ids, seal
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+BUNDLE = "public/default/0x00000000_0x40000000"
+DECISION = {"label": "Success", "reason": "Overloaded", "inputs": {"cpu": 0.93, "threshold": 0.85}}
+
+
+def samples() -> list[c.Message]:
+    """One message of every type, with values that exercise the awkward cases."""
+    cmd: dict[str, Any] = {"command_id": "cmd-1", "epoch": 4}
+    return [
+        c.LeaderElected(leader_id="broker-1", epoch=4),
+        c.BrokerRegistered(broker_id="broker-1", url="pulsar://h:6650", failure_domain="d1",
+                           version="4.0.0", capacity={"cpu": 100.0, "memory": 2**33}),
+        c.BrokerLeft(broker_id="broker-3", reason="graceful"),
+        c.LoadReported(broker_id="broker-1", broker_load={"cpu": {"usage": 40.5, "limit": 100}},
+                       bundles=[{"bundle": BUNDLE, "msg_rate_in": 1.5, "topic_hashes": [1, 2**32 - 1]}]),
+        c.NamespaceCreated(namespace="public/default", boundaries=[0, 2**31, 2**32 - 1],
+                           anti_affinity_group=None, isolation={"primary": ["broker-.*"]}),
+        c.NamespacePolicySet(namespace="public/default", anti_affinity_group="g1"),
+        c.FailureDomainSet(domain="d1", brokers=["broker-1", "broker-2"]),
+        c.BundleAssigned(bundle=BUNDLE, dst="broker-2", src="broker-1", reason="transfer", force=True),
+        c.BundleOwned(bundle=BUNDLE, owner="broker-2", src="broker-1"),
+        c.UnloadRequested(bundle=BUNDLE, src="broker-1", reason="Overloaded", decision=DECISION),
+        c.TransferPrepared(bundle=BUNDLE, src="broker-1", dst="broker-2", reason="Overloaded",
+                           decision=DECISION),
+        c.BundleReleased(bundle=BUNDLE, src="broker-1"),
+        c.SplitRequested(bundle=BUNDLE, src="broker-1", algorithm="specified_positions_divide",
+                         positions=[2**30], reason="admin", unload_children=True),
+        c.SplitCompleted(parent=BUNDLE, children=["public/default/0x00000000_0x20000000",
+                                                  "public/default/0x20000000_0x40000000"],
+                         owner="broker-1", boundaries=[0, 2**29, 2**30]),
+        c.SheddingSkipped(strategy="ThresholdShedder", reason="HitCount"),
+        c.CommandRejected(command_id="cmd-9", command="SplitBundle",
+                          error={"code": "unsplittable_bundle", "message": "one hash"}, key="t/n"),
+        c.CreateNamespace(**cmd, namespace="t/n", bundles=16),
+        c.SetNamespacePolicy(**cmd, namespace="t/n", anti_affinity_group="g1"),
+        c.SetFailureDomain(**cmd, domain="d1", brokers=["b1"]),
+        c.AssignBundle(**cmd, bundle=BUNDLE),
+        c.ConfirmOwnership(**cmd, bundle=BUNDLE, owner="b2"),
+        c.UnloadBundle(**cmd, bundle=BUNDLE, dst="b3"),
+        c.UnloadNamespace(**cmd, namespace="t/n"),
+        c.SplitBundle(**cmd, namespace="t/n", bundle="HOT", algorithm="flow_or_qps_equally_divide"),
+        c.ConfirmRelease(**cmd, bundle=BUNDLE, src="b1"),
+        c.ConfirmSplit(**cmd, parent=BUNDLE, children=[], owner="b1", boundaries=[0, 2**30]),
+    ]
+
+
+def golden_envelopes() -> list[Envelope]:
+    stamper = Stamper(iter(range(1_700_000_000_000, 1_800_000_000_000, 1000)).__next__, counting_ids())
+    return [stamper.seal(m, key=m.default_key(), seq=i, epoch=4, correlation_id="corr-1")
+            for i, m in enumerate(samples(), start=1)]
+
+
+def test_every_type_round_trips() -> None:
+    assert {type(m) for m in samples()} == {*c.EVENTS, *c.COMMANDS}
+    for envelope in golden_envelopes():
+        again = decode(encode(envelope))
+        assert again == envelope
+        assert again.message() == decode_message(encode(envelope))
+
+
+def test_bytes_stored_today_stay_readable_and_stable() -> None:
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11.msgpack").read_bytes())
+    assert [decode(raw) for raw in stored] == golden_envelopes()
+    assert [encode(env) for env in golden_envelopes()] == stored
+
+
+def test_a_stored_v1_payload_is_read_through_its_upcaster() -> None:
+    envelope = decode((FIXTURES / "broker_left_v1.msgpack").read_bytes())
+    assert envelope.version == 2
+    assert envelope.message() == c.BrokerLeft(broker_id="broker-7", reason="expired")
+    assert (envelope.key, envelope.seq, envelope.epoch) == ("broker-7", 3, 2)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "corrupt"),
+        (b"\xc1", "corrupt"),
+        (msgpack.packb({"a": 1})[:-1], "corrupt"),
+        (msgpack.packb("just a string"), "bad_envelope"),
+        (msgpack.packb(["id", "BundleOwned", 1]), "bad_envelope"),
+        (msgpack.packb(["id", "BundleOwned", "1", "k", 1, 1, 1, None, None, {}]), "bad_envelope"),
+        (msgpack.packb(["id", "BundleOwned", 1, "k", True, 1, 1, None, None, {}]), "bad_envelope"),
+        (msgpack.packb(["id", "Teleported", 1, "k", 1, 1, 1, None, None, {}]), "unknown_type"),
+        (msgpack.packb(["id", "BundleOwned", 2, "k", 1, 1, 1, None, None,
+                        {"bundle": "b", "owner": "o"}]), "future_version"),
+        (msgpack.packb(["id", "BundleOwned", 1, "k", 1, 1, 1, None, None, {"bundle": "b"}]),
+         "missing_fields"),
+        (msgpack.packb(["id", "BundleOwned", 1, "k", 1, 1, 1, None, None,
+                        {"bundle": "b", "owner": "o", "colour": "red"}]), "unknown_fields"),
+        (msgpack.packb(["id", "BrokerLeft", 1, "k", 1, 1, 1, None, None, []]), "bad_envelope"),
+    ],
+)
+def test_bad_bytes_raise_decode_error_with_a_reason(raw: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode(raw)
+    assert caught.value.details["reason"] == reason
+    assert caught.value.message
+
+
+def test_a_map_shaped_envelope_is_read_too() -> None:
+    envelope = golden_envelopes()[0]
+    assert decode(msgpack.packb(envelope.to_dict())) == envelope
+
+
+def test_int_map_keys_and_large_boundaries_survive() -> None:
+    event = c.LoadReported(broker_id="b", broker_load={"by_hash": {2**32 - 1: 1.0, 0: 2.0}})
+    envelope = seal(event, key="b", seq=1, epoch=1, clock_ms=lambda: 5, new_id=counting_ids())
+    assert decode(encode(envelope)).message() == event
+
+
+def test_json_export_is_deterministic_and_sorted() -> None:
+    envelope = golden_envelopes()[3]
+    first = to_json(envelope)
+    assert first == to_json(decode(encode(envelope)))
+    parsed = orjson.loads(first)
+    assert list(parsed) == sorted(parsed)
+    assert parsed["payload"]["bundles"][0]["topic_hashes"] == [1, 2**32 - 1]
+    lines = export_jsonl(golden_envelopes()).splitlines()
+    assert len(lines) == len(samples())
+    payload: dict[Any, Any] = {"blob": b"\x00\xff", 7: "int key"}
+    with_bytes = envelope._replace(payload=payload)
+    assert orjson.loads(to_json(with_bytes))["payload"] == {"7": "int key", "blob": "AP8="}
+
+
+def test_ids_and_time_are_injected() -> None:
+    ids = counting_ids()
+    one = seal(c.LeaderElected(leader_id="b", epoch=1), key="_leader", seq=1, epoch=1,
+               clock_ms=lambda: 42, new_id=ids)
+    two = seal(c.LeaderElected(leader_id="b", epoch=1), key="_leader", seq=2, epoch=1,
+               clock_ms=lambda: 43, new_id=ids)
+    assert (one.ts_ms, two.ts_ms) == (42, 43)
+    assert one.event_id != two.event_id
+    assert one.event_id == "00000000-0000-4000-8000-000000000001"
