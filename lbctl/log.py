@@ -1,4 +1,5 @@
-"""``lbctl log dead-letters|tail``: look into an event log, embedded (``--log-dir``) or Kafka.
+"""``lbctl log dead-letters|tail|ownership|anomalies``: look into an event log, embedded
+(``--log-dir``) or Kafka.
 
 Invariants: the commands only read (a Kafka topic is never created, a missing log directory is
 an error naming it); output is one line per entry: a table by default, deterministic JSON lines
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from balancer.errors import MalformedInput
+from balancer.errors import MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item
+from projections.ownership import OwnershipProjection
+from projections.runner import ProjectionRunner, view_as_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,6 +40,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tail.add_argument("--limit", type=int, default=None, help="at most this many entries")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
     tail.set_defaults(handler=_tail)
+    view = verbs.add_parser("ownership", help="the ownership view folded from the log (time travel)")
+    _source_arguments(view)
+    view.add_argument("--as-of-offset", action="append", default=[], metavar="PARTITION:OFFSET",
+                      help="fold only entries before this offset (repeatable)")
+    view.add_argument("--as-of-ts", type=int, default=None, metavar="MS",
+                      help="fold only events with ts_ms <= MS")
+    view.add_argument("--namespace", default=None, help="only this namespace")
+    view.set_defaults(handler=_ownership)
+    anomalies = verbs.add_parser("anomalies", help="what the ownership fold refused: gaps, "
+                                 "duplicates, stale epochs, invalid transitions, dead letters")
+    _source_arguments(anomalies)
+    anomalies.set_defaults(handler=_anomalies)
 
 
 def _source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,3 +144,48 @@ def _dead_letters(args: argparse.Namespace) -> int:
 
 def _tail(args: argparse.Namespace) -> int:
     return asyncio.run(_print_entries(args, parse_offsets(args.from_offset)))
+
+
+async def _fold(args: argparse.Namespace) -> OwnershipProjection:
+    log = open_log(args)
+    try:
+        await log.start()
+        offsets = parse_offsets(getattr(args, "as_of_offset", []) or []) or None
+        if offsets is None and getattr(args, "as_of_ts", None) is None:
+            runner = ProjectionRunner(log, OwnershipProjection())
+            await runner.catch_up()
+            projection = runner.projection
+        else:
+            projection = await view_as_of(log, OwnershipProjection(), offsets=offsets,
+                                          ts_ms=args.as_of_ts)
+    finally:
+        await log.close()
+    assert isinstance(projection, OwnershipProjection)
+    return projection
+
+
+def _ownership(args: argparse.Namespace) -> int:
+    projection = asyncio.run(_fold(args))
+    if args.namespace is not None and args.namespace not in projection.namespaces:
+        raise UnknownNamespace(f"namespace {args.namespace!r} is not in the log; known: "
+                               f"{', '.join(sorted(projection.namespaces)) or 'none'}",
+                               value=args.namespace)
+    for row in projection.bundles(args.namespace):
+        if args.json:
+            print(to_json_value(dataclasses.asdict(row)).decode())
+        else:
+            print(f"{row.bundle}\t{row.state}\towner={row.owner or '-'}\tv{row.version}")
+    return 0
+
+
+def _anomalies(args: argparse.Namespace) -> int:
+    projection = asyncio.run(_fold(args))
+    for anomaly in projection.anomalies:
+        if args.json:
+            print(to_json_value(anomaly.to_dict()).decode())
+        else:
+            print(f"{anomaly.offset}\t{anomaly.kind}\t{anomaly.event_type}\tkey={anomaly.key}"
+                  f"\tseq={anomaly.seq}\t{anomaly.detail}")
+    if not args.json:
+        print(f"{len(projection.anomalies)} anomaly(ies)", file=sys.stderr)
+    return 0
