@@ -35,7 +35,7 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy balancer events projections lbctl
+	$(BIN)/mypy balancer events projections actors lbctl
 
 test: install kafka-jars lint typecheck
 	KAFKA_LIBS=$(KAFKA_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -75,14 +75,17 @@ class OwnershipProjection:
         """Apply one event at ``offset``; False if it was skipped (see the anomalies)."""
         kind = envelope.type
         simple = _SIMPLE.get(kind)
-        if simple is None and kind not in _HANDLERS:
-            return False
+        folded = simple is not None or kind in _HANDLERS
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
         key = envelope.key
         last_seq = self.tracker.last_seq
         if envelope.seq == last_seq.get(key, 0) + 1 and envelope.epoch == self.tracker.max_epoch.get(key):
             last_seq[key] = envelope.seq
         elif not self.tracker.admit(offset, envelope):
+            return False
+        if not folded:
+            # Other events of the key (CommandRejected, ...) still take their seq, or the next
+            # folded event would look like a gap.
             return False
         payload = envelope.payload
         try:

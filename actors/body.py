@@ -1,0 +1,110 @@
+"""The actor body port and the log-following state every body shares.
+
+Invariants:
+- a body is a plain object: no Ray, no asyncio, no clock (time is the ``now_ms`` argument), no
+  global RNG (a seeded ``random.Random`` comes through its constructor);
+- a body's state is a fold of the log: ``recover`` folds the history of a fresh body,
+  ``on_event`` folds one more record, and both fold the same way, so a body restarted from the log
+  equals the body that lived through it (no reaction happens during ``recover``);
+- records are folded once: a record whose seq is not above the last folded seq of its (topic,
+  key) is ignored, so a host may redeliver safely, and records of the ``events`` and ``load``
+  topics may come from two logs (each numbers its keys' seqs on its own);
+- ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
+  last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from actors.effects import NOTHING, Effects
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput
+from balancer.ownership import AcceptMode
+from events.catalog import EVENTS_TOPIC, LEADER_KEY, SCHEMAS, Command
+from events.log.port import Record
+from projections.ownership import OwnershipProjection
+
+
+@runtime_checkable
+class Body(Protocol):
+    """What a host drives (docs/design/actors.md §1)."""
+
+    name: str
+
+    def recover(self, history: Iterable[Record]) -> None: ...
+
+    def on_command(self, command: Command, now_ms: int) -> Effects: ...
+
+    def on_event(self, record: Record, now_ms: int) -> Effects: ...
+
+    def on_tick(self, now_ms: int) -> Effects: ...
+
+
+class Follower:
+    """Folds the log into the ownership view, the leader epoch and the broker registry."""
+
+    name: str = "follower"
+
+    def __init__(self, config: LoadBalancerConfig) -> None:
+        self.config = config
+        self.view = OwnershipProjection(mode=AcceptMode.from_config(config))
+        self.epoch = 0
+        self.leader_id: str | None = None
+        self.leader_seq = 0
+        self.brokers: dict[str, Mapping[str, Any]] = {}
+        """Registered brokers (BrokerRegistered payloads), until their BrokerLeft."""
+        self._folded: dict[tuple[str, str], int] = {}
+
+    # -- the port --------------------------------------------------------------------------
+    def recover(self, history: Iterable[Record]) -> None:
+        for record in history:
+            self.fold(record)
+
+    def on_event(self, record: Record, now_ms: int) -> Effects:
+        if not self.fold(record):
+            return NOTHING
+        return self.react(record, now_ms)
+
+    def on_command(self, command: Command, now_ms: int) -> Effects:
+        return Effects(error=InvalidInput(f"{self.name} takes no {command.TYPE} command",
+                                          value=command.TYPE))
+
+    def on_tick(self, now_ms: int) -> Effects:
+        return NOTHING
+
+    # -- folding ---------------------------------------------------------------------------
+    def fold(self, record: Record) -> bool:
+        """Fold one record; False if it was folded before (a redelivery)."""
+        envelope = record.envelope
+        stream = (_topic(envelope.type), envelope.key)
+        if envelope.seq <= self._folded.get(stream, 0):
+            return False
+        self._folded[stream] = envelope.seq
+        self.view.apply(record.offset, envelope)
+        kind, payload = envelope.type, envelope.payload
+        if envelope.key == LEADER_KEY:
+            self.leader_seq = max(self.leader_seq, envelope.seq)
+        if kind == "LeaderElected":
+            if int(payload["epoch"]) >= self.epoch:
+                self.epoch = int(payload["epoch"])
+                self.leader_id = str(payload["leader_id"])
+        elif kind == "BrokerRegistered":
+            self.brokers[str(payload["broker_id"])] = payload
+        elif kind == "BrokerLeft":
+            self.brokers.pop(str(payload["broker_id"]), None)
+        self.fold_more(record)
+        return True
+
+    def fold_more(self, record: Record) -> None:
+        """Subclasses fold what else they keep."""
+
+    def react(self, record: Record, now_ms: int) -> Effects:
+        """Subclasses react to a newly folded record (never called during ``recover``)."""
+        return NOTHING
+
+
+def _topic(type_name: str) -> str:
+    schema = SCHEMAS.get(type_name)
+    return schema.cls.TOPIC if schema is not None else EVENTS_TOPIC

@@ -1,0 +1,224 @@
+"""BrokerBody: registers, serves the bundles the ownership view gives it, reports its load.
+
+Invariants:
+- it writes only its own key: BrokerRegistered, LoadReported, BrokerLeft(graceful); every append
+  carries the newest leader epoch it has folded (a broker key is also written by the leader when
+  it expires the broker, and a lower epoch would be fenced);
+- what it serves is read from the ownership view, never remembered: Owned with ``dst`` = itself;
+  so a restarted broker serves exactly what the log says it owns;
+- every in-flight record waiting on it (Assigning to it, Releasing or Splitting from it) gets its
+  confirmation at once, and again every ``retry_ms`` while the record waits; a retry for the same
+  record version, epoch and session reuses its command id (a repeat gets the first answer);
+- a split's boundaries come from its own topics (``balancer.split.split_boundaries``); an
+  algorithm that finds no boundary completes the split with none (behaviour §2: no split);
+- it reports at least every ``heartbeat_ms`` (liveness), and in between whenever
+  ``should_publish_report`` says the load moved enough; never while draining or unregistered;
+- after ``BrokerLeft(expired)`` of itself it registers again; after a graceful shutdown it is
+  inert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from actors.body import Follower
+from actors.effects import NOTHING, Effects, appending, combine
+from actors.settings import ActorSettings, broker_body_name
+from actors.workload import Capacity, Workload, broker_report
+from balancer.bundles import BundleId
+from balancer.config import LoadBalancerConfig
+from balancer.errors import LoadBalancerError
+from balancer.load import BrokerReport, should_publish_report
+from balancer.ownership import ACTIVE, IN_FLIGHT, BundleState, OwnershipRecord
+from balancer.split import split_boundaries
+from events.catalog import (
+    AssignBundle,
+    BrokerLeft,
+    BrokerRegistered,
+    Command,
+    ConfirmOwnership,
+    ConfirmRelease,
+    ConfirmSplit,
+    LoadReported,
+)
+from events.log.port import Record
+from projections.load import report_to_payload, stats_to_payload
+
+_WATCHED = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested",
+                      "BrokerLeft", "BrokerRegistered", "LeaderElected"})
+
+
+class BrokerBody(Follower):
+    """One broker of the cluster."""
+
+    def __init__(self, broker_id: str, config: LoadBalancerConfig, workload: Workload, *,
+                 settings: ActorSettings | None = None, url: str | None = None,
+                 failure_domain: str | None = None, version: str = "3.3.0",
+                 capacity: Capacity | None = None) -> None:
+        super().__init__(config)
+        self.broker_id = broker_id
+        self.name = broker_body_name(broker_id)
+        self.workload = workload
+        self.settings = settings or ActorSettings()
+        self.url = url or f"pulsar://{broker_id}:6650"
+        self.failure_domain = failure_domain
+        self.version = version
+        self.capacity = capacity or Capacity()
+        self.registered = False
+        self.sessions = 0
+        """Registrations of this broker in the log: part of confirmation ids, so a new session
+        never gets the cached answer to the old session's confirmation."""
+        self.draining_since: int | None = None
+        self.stopped = False
+        self.last_report: BrokerReport | None = None
+        self.last_published_ms = -(1 << 62)
+        self._next_check_ms = 0
+        self._register_sent_ms = -(1 << 62)
+        self._sent: dict[str, tuple[str, int]] = {}
+        """Bundle -> (command id, when) of the last confirmation or drain request sent."""
+        self.split_requests: dict[str, Mapping[str, Any]] = {}
+
+    # -- folding ---------------------------------------------------------------------------
+    def fold_more(self, record: Record) -> None:
+        envelope = record.envelope
+        if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
+            self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
+            return
+        if envelope.key != self.broker_id:
+            return
+        if envelope.type == "BrokerRegistered":
+            self.registered = True
+            self.sessions += 1
+        elif envelope.type == "BrokerLeft":
+            self.registered = False
+
+    def react(self, record: Record, now_ms: int) -> Effects:
+        if self.stopped or record.envelope.type not in _WATCHED:
+            return NOTHING
+        if record.envelope.type in ("BrokerLeft", "BrokerRegistered", "LeaderElected"):
+            if record.envelope.type != "LeaderElected" and record.envelope.key != self.broker_id:
+                return NOTHING
+            # A new epoch or session: earlier confirmations may have been refused; send again.
+            self._sent.clear()
+            return self._confirmations(now_ms)
+        bundle = str(record.envelope.payload["bundle"])
+        return self._confirm(bundle, now_ms)
+
+    # -- the port --------------------------------------------------------------------------
+    def on_tick(self, now_ms: int) -> Effects:
+        if self.stopped:
+            return NOTHING
+        if not self.registered:
+            return self._register(now_ms)
+        if self.draining_since is not None:
+            return self._drain(now_ms)
+        return self._confirmations(now_ms) + self._report(now_ms)
+
+    def shutdown(self, now_ms: int) -> Effects:
+        """Graceful shutdown: stop reporting, have every bundle transferred, then leave."""
+        if self.stopped or self.draining_since is not None:
+            return NOTHING
+        self.draining_since = now_ms
+        return self._drain(now_ms)
+
+    # -- registration and load ---------------------------------------------------------------
+    def _append(self, *events: BrokerRegistered | LoadReported | BrokerLeft) -> Effects:
+        return appending(self.broker_id, events, epoch=self.epoch)
+
+    def _register(self, now_ms: int) -> Effects:
+        if now_ms - self._register_sent_ms < self.settings.retry_ms:
+            return NOTHING
+        self._register_sent_ms = now_ms
+        self.last_report = None  # a fresh session reports at once
+        return self._append(BrokerRegistered(
+            broker_id=self.broker_id, url=self.url, failure_domain=self.failure_domain,
+            version=self.version, capacity=self.capacity.to_dict()))
+
+    def owned(self) -> list[str]:
+        """The bundles this broker serves now, ascending."""
+        return sorted(b for b, r in self.view.records.items()
+                      if r.state is BundleState.OWNED and r.dst == self.broker_id)
+
+    def _report(self, now_ms: int) -> Effects:
+        if now_ms < self._next_check_ms:
+            return NOTHING
+        self._next_check_ms = now_ms + self.config.load_balancer_report_update_min_interval_millis
+        stats = [self.workload.bundle_stats(b) for b in self.owned()]
+        report = broker_report(self.broker_id, stats, self.capacity)
+        due = now_ms - self.last_published_ms >= self.settings.heartbeat_ms
+        if not due and not should_publish_report(self.last_report, report, now_ms=now_ms,
+                                                 last_published_ms=self.last_published_ms,
+                                                 config=self.config):
+            return NOTHING
+        self.last_report, self.last_published_ms = report, now_ms
+        return self._append(LoadReported(broker_id=self.broker_id, broker_load=report_to_payload(report),
+                                         bundles=[stats_to_payload(s) for s in stats]))
+
+    # -- confirmations -----------------------------------------------------------------------
+    def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:
+        me = self.broker_id
+        for bundle, record in self.view.records.items():
+            if (record.state is BundleState.ASSIGNING and record.dst == me) or (
+                    record.state in (BundleState.RELEASING, BundleState.SPLITTING) and record.src == me):
+                yield bundle, record
+
+    def _confirmations(self, now_ms: int) -> Effects:
+        return combine(self._confirm(bundle, now_ms) for bundle, _ in sorted(self._waiting()))
+
+    def _confirm(self, bundle: str, now_ms: int) -> Effects:
+        record = self.view.records.get(bundle)
+        if record is None or not self.registered:
+            return NOTHING
+        command = self._confirmation(bundle, record)
+        if command is None:
+            return NOTHING
+        last = self._sent.get(bundle)
+        if last is not None and last[0] == command.command_id and now_ms - last[1] < self.settings.retry_ms:
+            return NOTHING
+        self._sent[bundle] = (command.command_id, now_ms)
+        return Effects(send=(command,))
+
+    def _confirmation(self, bundle: str, record: OwnershipRecord) -> Command | None:
+        me, tag = self.broker_id, f"v{record.version}:e{self.epoch}:s{self.sessions}"
+        if record.state is BundleState.ASSIGNING and record.dst == me:
+            return ConfirmOwnership(command_id=f"{me}:own:{bundle}:{tag}", epoch=self.epoch,
+                                    bundle=bundle, owner=me, src=record.src)
+        if record.state is BundleState.RELEASING and record.src == me:
+            return ConfirmRelease(command_id=f"{me}:release:{bundle}:{tag}", epoch=self.epoch,
+                                  bundle=bundle, src=me)
+        if record.state is BundleState.SPLITTING and record.src == me:
+            boundaries = self._boundaries(bundle)
+            return ConfirmSplit(command_id=f"{me}:split:{bundle}:{tag}", epoch=self.epoch,
+                                parent=bundle, children=[], owner=me, boundaries=boundaries)
+        return None
+
+    def _boundaries(self, bundle: str) -> list[int]:
+        request = self.split_requests.get(bundle, {})
+        algorithm = str(request.get("algorithm") or self.config.default_namespace_bundle_split_algorithm)
+        positions = request.get("positions")
+        try:
+            cuts = split_boundaries(algorithm, BundleId.parse(bundle).range,
+                                    self.workload.topic_loads(bundle), self.config, positions)
+        except LoadBalancerError:
+            return []  # the algorithm cannot cut this bundle: complete the split with no split
+        return list(cuts)
+
+    # -- graceful shutdown -------------------------------------------------------------------
+    def _drain(self, now_ms: int) -> Effects:
+        assert self.draining_since is not None
+        me = self.broker_id
+        busy = [b for b, r in self.view.records.items()
+                if (r.dst == me and r.state in ACTIVE) or (r.src == me and r.state in IN_FLIGHT)]
+        if not busy or now_ms - self.draining_since >= self.settings.drain_timeout_ms:
+            self.stopped = True
+            return self._append(BrokerLeft(broker_id=me, reason="graceful"))
+        requests: list[Effects] = [self._confirmations(now_ms)]
+        for bundle in self.owned():
+            command = AssignBundle(command_id=f"{me}:drain:{bundle}:e{self.epoch}:{now_ms}",
+                                   epoch=self.epoch, bundle=bundle, reason="transfer")
+            last = self._sent.get(bundle)
+            if last is None or now_ms - last[1] >= self.settings.retry_ms:
+                self._sent[bundle] = (command.command_id, now_ms)
+                requests.append(Effects(send=(command,)))
+        return combine(requests)

@@ -1,0 +1,404 @@
+"""LeaderBody: election, placement, shedding, auto-split, broker expiry (docs/design/actors.md §4-5).
+
+Invariants:
+- a fresh body (new or restarted) is a candidate: it appends ``LeaderElected(epoch = newest + 1)``
+  with ``expected_seq`` = the last seq of ``_leader`` it folded (compare-and-set); it leads only
+  once its own election is in the log, follows when another election of an epoch at least its
+  own is, and steps down on any newer one; only a leader acts, and everything it sends carries
+  its epoch;
+- it writes ``_leader`` (LeaderElected, SheddingSkipped, rejected lookups), ``_cluster``
+  (FailureDomainSet) and the key of a broker it expires (BrokerLeft(expired)); every ownership
+  change it wants is a command to the namespace that writes it;
+- every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
+  that chose the destination) into UnloadRequested/TransferPrepared; a skipped run is a
+  SheddingSkipped; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
+- no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
+  from the decision events of the log, so a restarted leader knows what its predecessor shed; a
+  placement waits for the state it caused (one request per bundle version at a time);
+- timers (sweep, monitor, shedding, split) run on the ``now_ms`` of ticks, never a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from random import Random
+from typing import Any
+
+from actors.body import Follower
+from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
+from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
+from actors.namespace import AUTO_PREFIX
+from actors.settings import LEADER, ActorSettings
+from balancer.bundles import BundleId
+from balancer.config import LoadBalancerConfig
+from balancer.decisions import Decision, Reason, ShedResult
+from balancer.errors import (
+    InvalidInput,
+    LoadBalancerError,
+    NoBrokerAvailable,
+    StaleEpoch,
+    Unavailable,
+    UnknownBroker,
+    UnknownBundle,
+    UnknownNamespace,
+)
+from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
+from balancer.shedding.base import ClusterView
+from balancer.shedding.run import SheddingRun
+from balancer.split import (
+    SplitDecision,
+    SplitHitCounts,
+    extensible_split_candidates,
+    modular_split_candidates,
+)
+from events.catalog import (
+    CLUSTER_KEY,
+    LEADER_KEY,
+    AssignBundle,
+    BrokerLeft,
+    Command,
+    FailureDomainSet,
+    LeaderElected,
+    SetFailureDomain,
+    SheddingSkipped,
+    SplitBundle,
+    UnloadBundle,
+    namespace_of,
+)
+from events.log.port import Record
+from projections.load import LoadProjection
+
+_DECISION_EVENTS = ("UnloadRequested", "TransferPrepared")
+
+
+class Role(StrEnum):
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class _Timers:
+    sweep: int = 0
+    monitor: int = 0
+    shed: int = 0
+    split: int = 0
+
+
+class LeaderBody(Follower):
+    """The cluster's decision loop, active only while it holds the newest epoch."""
+
+    def __init__(self, config: LoadBalancerConfig, *, rng: Random, settings: ActorSettings | None = None,
+                 leader_id: str = LEADER, name: str = LEADER) -> None:
+        super().__init__(config)
+        self.name, self.candidate_id, self.rng = name, leader_id, rng
+        self.settings = settings or ActorSettings()
+        self.load = LoadProjection(config)
+        self.role = Role.CANDIDATE
+        self.attempt: int | None = None
+        self._attempt_ms = -(1 << 62)
+        self.leader_since: int | None = None
+        self.shedding = SheddingRun(config)
+        plan = self.shedding.strategy if hasattr(self.shedding.strategy, "planned") else None
+        self.placer = Placer(config, avg_plan=plan)  # type: ignore[arg-type]
+        self.split_hits = SplitHitCounts()
+        self.pending: dict[str, tuple[int, int]] = {}
+        """Bundle -> (record version, when) of the last command sent about it (one at a time)."""
+        self.draining: dict[str, int] = {}
+        self.parents: dict[str, str] = {}
+        """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
+        self.timers = _Timers()
+        self.outcomes = Outcomes()
+
+    @property
+    def leads(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def my_epoch(self) -> int:
+        return self.attempt or 0
+
+    # -- folding ---------------------------------------------------------------------------
+    def fold_more(self, record: Record) -> None:
+        envelope = record.envelope
+        kind, payload = envelope.type, envelope.payload
+        self.load.apply(record.offset, envelope)
+        if envelope.key in (LEADER_KEY, CLUSTER_KEY):
+            self.outcomes.fold(kind, payload, envelope.causation_id)
+        if kind == "LeaderElected":
+            self._election(int(payload["epoch"]), str(payload["leader_id"]), envelope.ts_ms)
+        elif kind == "BrokerLeft":
+            self.draining.pop(str(payload["broker_id"]), None)
+        elif kind in _DECISION_EVENTS:
+            self._remember(payload, envelope.ts_ms)
+        elif kind == "SplitCompleted":
+            for child in payload["children"]:
+                self.parents[str(child)] = str(payload["parent"])
+
+    def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
+        if self.attempt is not None and epoch == self.attempt and leader_id == self.candidate_id:
+            self.role, self.leader_since = Role.LEADER, ts_ms
+            self.timers = _Timers(sweep=ts_ms, monitor=ts_ms, shed=ts_ms + self._shed_interval(),
+                                  split=ts_ms + self._split_interval())
+        elif self.attempt is not None and epoch >= self.attempt:
+            self.role = Role.FOLLOWER
+
+    def _remember(self, payload: Mapping[str, Any], ts_ms: int) -> None:
+        decision = payload.get("decision")
+        strategy = self.shedding.strategy
+        if not isinstance(decision, dict) or decision.get("strategy") != strategy.name:
+            return  # admin unloads and drains are not shedding: no grace period
+        bundle = str(payload["bundle"])
+        memory = self.shedding.memory
+        memory.recently_unloaded[bundle] = max(ts_ms, memory.recently_unloaded.get(bundle, ts_ms))
+        if strategy.extensible:
+            memory.recently_unloaded_brokers[str(payload["src"])] = ts_ms
+
+    # -- commands --------------------------------------------------------------------------
+    def on_command(self, command: Command, now_ms: int) -> Effects:
+        if not self.leads:
+            return Effects(error=Unavailable(f"{self.name} is not the leader ({self.role})"))
+        repeated = self.outcomes.repeat(command)
+        if repeated is not None:
+            return repeated
+        try:
+            if command.epoch < self.epoch:
+                raise StaleEpoch(f"{command.TYPE} {command.command_id} carries epoch {command.epoch}; "
+                                 f"the newest leader epoch is {self.epoch}", epoch=command.epoch)
+            if isinstance(command, SetFailureDomain):
+                return self._set_domain(command)
+            if isinstance(command, AssignBundle) and command.dst is None:
+                return self._lookup(command, now_ms)
+            raise InvalidInput(f"the leader takes no {command.TYPE}", value=command.TYPE)
+        except LoadBalancerError as exc:
+            if exc.retriable:
+                return Effects(error=exc)
+            return rejection(command, exc, key=command.default_key(), under=LEADER_KEY, epoch=self.my_epoch)
+
+    def _set_domain(self, command: SetFailureDomain) -> Effects:
+        unknown = [b for b in command.brokers if b not in self.brokers]
+        if unknown:
+            raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
+                                f"{', '.join(sorted(self.brokers)) or 'none'}", value=unknown)
+        event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers))
+        return appending(CLUSTER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
+                         reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
+
+    def _lookup(self, command: AssignBundle, now_ms: int) -> Effects:
+        bundle = command.bundle
+        self._check_bundle(bundle)
+        record = self.view.records.get(bundle)
+        state = BundleState.INIT if record is None else record.state
+        if command.reason == "transfer" and record is not None and state is BundleState.OWNED:
+            return self._drain_request(command, record, now_ms)
+        if state not in (BundleState.INIT, BundleState.FREE):
+            owner = record.dst if record is not None else None
+            return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": owner}))
+        placed = self._place(bundle, record, now_ms, reason="lookup")
+        if placed is None:
+            raise NoBrokerAvailable(f"no broker can take {bundle}", bundle=bundle)
+        return placed
+
+    def _check_bundle(self, bundle: str) -> None:
+        namespace = namespace_of(bundle)
+        info = self.view.namespaces.get(namespace)
+        if info is None:
+            raise UnknownNamespace(f"namespace {namespace!r} does not exist", value=namespace)
+        if BundleId.parse(bundle).range not in info.layout:
+            raise UnknownBundle(f"{bundle} is not a bundle of {namespace}", value=bundle)
+
+    def _drain_request(self, command: AssignBundle, record: OwnershipRecord, now_ms: int) -> Effects:
+        source = record.dst
+        assert source is not None
+        self.draining.setdefault(source, now_ms)
+        decision = Decision(command.bundle, source, None, reason=Reason.ADMIN, strategy="GracefulShutdown",
+                            inputs={"requested_by": command.command_id})
+        return self._move(decision, now_ms, reason="shutdown")
+
+    # -- placement ---------------------------------------------------------------------------
+    def _view(self, now_ms: int, exclude: tuple[str, ...] = (), placing: bool = True) -> ClusterView:
+        skipped = (*exclude, *self.draining)
+        return cluster_view(now_ms, self.config, ownership=self.view, load=self.load,
+                            registry=self.brokers, exclude=skipped, placing=placing)
+
+    def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> bool:
+        """A command about ``bundle`` is on its way and the bundle has not moved since."""
+        version = 0 if record is None else record.version
+        sent = self.pending.get(bundle)
+        return sent is not None and sent[0] == version and now_ms - sent[1] < self.settings.retry_ms
+
+    def _sent(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> None:
+        self.pending[bundle] = (0 if record is None else record.version, now_ms)
+
+    def _place(self, bundle: str, record: OwnershipRecord | None, now_ms: int, *, reason: str,
+               force: bool = False, dst: str | None = None, exclude: tuple[str, ...] = ()) -> Effects | None:
+        """Send the AssignBundle that places ``bundle``; None when no broker qualifies."""
+        if self._waiting(bundle, record, now_ms):
+            return Effects(reply=Receipt(f"{self.candidate_id}:pending", detail={"pending": bundle}))
+        if dst is None:
+            dst = self.placer.place(self._view(now_ms, exclude), bundle, self.rng).broker
+        if dst is None:
+            return None
+        version = 0 if record is None else record.version
+        self._sent(bundle, record, now_ms)
+        command = AssignBundle(command_id=f"{self.candidate_id}:assign:{bundle}:v{version}:e{self.my_epoch}:{now_ms}",
+                               epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force)
+        return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
+
+    def _move(self, decision: Decision, now_ms: int, *, reason: str) -> Effects:
+        """Unload ``decision.bundle`` from its source, to a destination placement picks if none."""
+        source = decision.source
+        record = self.view.records.get(decision.bundle)
+        if record is None or record.state is not BundleState.OWNED or record.dst != source or source is None:
+            return NOTHING
+        if self._waiting(decision.bundle, record, now_ms):
+            return NOTHING
+        stored = decision.to_dict()
+        dst = decision.destination
+        if dst is None and not (self.config.extensible and not self.config.load_balancer_transfer_enabled):
+            placement = self.placer.place(self._view(now_ms, (source,)), decision.bundle, self.rng)
+            dst, stored["placement"] = placement.broker, placement.to_dict()
+            if dst is None or dst == source:
+                return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner
+        stored.update(destination=dst, kind="transfer" if dst else "unload")
+        self._sent(decision.bundle, record, now_ms)
+        command = UnloadBundle(command_id=f"{self.candidate_id}:{reason}:{decision.bundle}:e{self.my_epoch}:{now_ms}",
+                               epoch=self.my_epoch, bundle=decision.bundle, dst=dst, reason=reason,
+                               decision=stored)
+        return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
+
+    # -- ticks -----------------------------------------------------------------------------
+    def on_tick(self, now_ms: int) -> Effects:
+        if self.role is Role.CANDIDATE:
+            return self._campaign(now_ms)
+        if not self.leads or not self.config.load_balancer_enabled:
+            return NOTHING
+        parts: list[Effects] = []
+        if now_ms >= self.timers.sweep:
+            self.timers.sweep = now_ms + self.settings.sweep_ms
+            parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
+        if now_ms >= self.timers.monitor:
+            self.timers.monitor = now_ms + self.config.load_balancer_service_unit_state_monitor_interval_in_seconds * 1000
+            parts.append(self._stuck(now_ms))
+        if now_ms >= self.timers.shed:
+            self.timers.shed = now_ms + self._shed_interval()
+            parts.append(self._shed(now_ms))
+        if now_ms >= self.timers.split:
+            self.timers.split = now_ms + self._split_interval()
+            parts.append(self._auto_split(now_ms))
+        return combine(parts)
+
+    def _shed_interval(self) -> int:
+        return self.config.load_balancer_shedding_interval_minutes * 60_000
+
+    def _split_interval(self) -> int:
+        return self.config.load_balancer_split_interval_minutes * 60_000
+
+    def _campaign(self, now_ms: int) -> Effects:
+        if now_ms - self._attempt_ms < self.settings.retry_ms:
+            return NOTHING
+        self.attempt, self._attempt_ms = self.epoch + 1, now_ms
+        event = LeaderElected(leader_id=self.candidate_id, epoch=self.attempt)
+        return Effects(append=((LEADER_KEY, event),), epoch=self.attempt,
+                       expected_seq={LEADER_KEY: self.leader_seq})
+
+    def _expire(self, now_ms: int) -> Effects:
+        timeout = self.settings.session_timeout_ms
+        gone = [b for b in sorted(self.brokers)
+                if now_ms - self._last_seen(b) > timeout]
+        events = [BrokerLeft(broker_id=b, reason="expired") for b in gone]
+        return combine(appending(e.broker_id, [e], epoch=self.my_epoch) for e in events)
+
+    def _last_seen(self, broker: str) -> int:
+        info = self.load.brokers.get(broker)
+        seen = info.last_seen_ms if info is not None else 0
+        # A leader that just took over gives every broker one session to be heard from.
+        return max(seen, self.leader_since or 0)
+
+    def _orphans(self, now_ms: int) -> Effects:
+        live = self.brokers
+        parts: list[Effects] = []
+        for bundle, record in sorted(self.view.records.items()):
+            dead_dst = record.dst is not None and record.dst not in live and record.state.active
+            dead_src = (record.src is not None and record.src not in live
+                        and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
+            if not (dead_dst or dead_src):
+                continue
+            # A transfer whose source died goes on to its destination if that one lives.
+            dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None
+            parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
+        return _sends_only(combine(parts))
+
+    def _free_with_traffic(self, now_ms: int) -> Effects:
+        parts: list[Effects] = []
+        for bundle, record in sorted(self.view.records.items()):
+            if record.state is BundleState.FREE and self._has_traffic(bundle):
+                parts.append(self._place(bundle, record, now_ms, reason="lookup") or NOTHING)
+        return _sends_only(combine(parts))
+
+    def _has_traffic(self, bundle: str) -> bool:
+        """Its last report shows load; never reported: its parent's (the children of a split)."""
+        while True:
+            data = self.load.bundles.get(bundle)
+            if data is not None:
+                return data.stats.msg_rate > 0 or data.stats.topics > 0
+            parent = self.parents.get(bundle)
+            if parent is None:
+                return False
+            bundle = parent
+
+    def _stuck(self, now_ms: int) -> Effects:
+        parts: list[Effects] = []
+        for bundle, record in sorted(self.view.records.items()):
+            if not in_flight_expired(record, now_ms, self.config):
+                continue
+            dst = record.dst if (record.state is BundleState.ASSIGNING and record.dst in self.brokers) else None
+            parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
+        return _sends_only(combine(parts))
+
+    # -- shedding and splitting ----------------------------------------------------------------
+    def _shed(self, now_ms: int) -> Effects:
+        if not self.config.load_balancer_shedding_enabled:
+            return NOTHING
+        view = self._view(now_ms, placing=False)
+        result: ShedResult = self.shedding.run(view)
+        moves = [self._move(d, now_ms, reason=str(d.reason)) for d in result.decisions]
+        moves = [m for m in moves if m]
+        if moves:
+            return _sends_only(combine(moves))
+        if result.skip is not None:
+            skip = str(result.skip)
+        else:  # decisions without a destination other than their owner, or none at all
+            skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
+        event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip)
+        return appending(LEADER_KEY, [event], epoch=self.my_epoch)
+
+    def _auto_split(self, now_ms: int) -> Effects:
+        counts = bundle_counts(self.view)
+        decisions: tuple[SplitDecision, ...]
+        if self.config.extensible:
+            splitting = [b for b, r in self.view.records.items() if r.state is BundleState.SPLITTING]
+            result = extensible_split_candidates(split_stats(self.view, self.load, long_term=False),
+                                                 counts, self.split_hits, self.config, splitting)
+            self.split_hits, decisions = result.hit_counts, result.decisions
+        else:
+            decisions = modular_split_candidates(split_stats(self.view, self.load, long_term=True),
+                                                 counts, self.config)
+        commands: list[SplitBundle] = []
+        for d in decisions:
+            record = self.view.records.get(d.bundle)
+            if self._waiting(d.bundle, record, now_ms):
+                continue  # a move of this bundle is on its way: split it later, if still hot
+            self._sent(d.bundle, record, now_ms)
+            commands.append(SplitBundle(
+                command_id=f"{AUTO_PREFIX}{d.reason}:{d.bundle}:e{self.my_epoch}:{now_ms}",
+                epoch=self.my_epoch, namespace=namespace_of(d.bundle), bundle=d.bundle,
+                algorithm=d.algorithm, unload=d.unload_children))
+        return Effects(send=tuple(commands))
+
+
+def _sends_only(effects: Effects) -> Effects:
+    """Tick work answers nobody: keep what it sends and appends, drop replies."""
+    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch)

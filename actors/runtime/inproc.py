@@ -1,0 +1,375 @@
+"""InProcessHost: the actor bodies in one process, on a virtual clock, over a MemoryEventLog.
+
+Invariants:
+- deterministic for a seed: time is ``now_ms`` (advanced only by ``advance``/``run_until``),
+  envelope ids count up, each body's ``Random`` is seeded from (seed, name, incarnation), and
+  every choice of order is fixed (a queue ordered by (due time, insertion), bodies by name);
+- the log is the only shared state: effects are appended through the ``EventLog`` API (seq,
+  epoch fencing, compare-and-set are the log's), and every body folds every record, in log order,
+  exactly once; the writer folds its own records right after its append, before anything else
+  reaches it, so a body never decides on a state older than its own last write;
+- a crashed body receives nothing and loses its memory; ``restart`` builds a fresh one from its
+  factory and ``recover``s it from the whole log, never from the old object;
+- commands travel through the queue (``command_latency_ms`` later); a command to a body that is
+  down, or to the leader when none leads, is answered ``Unavailable`` and dropped.
+
+Subclasses (the fault simulator) may override ``schedule_command`` to drop, delay, duplicate or
+reorder deliveries, and set ``skew_ms`` per body to skew its clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, TypeVar
+
+from actors.body import Body, Follower
+from actors.broker import BrokerBody
+from actors.effects import Effects
+from actors.leader import LeaderBody
+from actors.namespace import NamespaceBody
+from actors.settings import LEADER, ActorSettings, route
+from actors.workload import Capacity, ClientsBody, Workload
+from balancer.config import LoadBalancerConfig
+from balancer.errors import LoadBalancerError, Unavailable, UnknownNamespace
+from balancer.ownership import AcceptMode
+from events.catalog import AssignBundle, Command, Event
+from events.envelope import Stamper, counting_ids
+from events.log.memory import MemoryEventLog
+from events.log.port import Record
+from projections.ownership import OwnershipProjection, namespace_of_topic
+
+T = TypeVar("T")
+BodyFactory = Callable[[], Body]
+DEFAULT_START_MS = 1_700_000_000_000
+
+
+def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (MemoryEventLog calls) to completion, without a loop."""
+    try:
+        awaitable.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    awaitable.close()
+    raise RuntimeError("the in-process host needs a log whose calls complete without waiting")
+
+
+@dataclass(slots=True)
+class Ticket:
+    """A submitted command and, once delivered, its reply or typed error."""
+
+    command: Command
+    target: str
+    done: bool = False
+    reply: object | None = None
+    error: LoadBalancerError | None = None
+
+    def result(self) -> object | None:
+        if not self.done:
+            raise Unavailable(f"{self.command.TYPE} {self.command.command_id} was not delivered yet")
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+
+@dataclass(order=True, slots=True)
+class _Item:
+    due: int
+    seq: int
+    run: Callable[[], None] = field(compare=False)
+
+
+class InProcessHost:
+    """Hosts bodies by name; routes commands; feeds the log to every body; ticks the clock."""
+
+    def __init__(self, config: LoadBalancerConfig | None = None, *, seed: int = 0,
+                 settings: ActorSettings | None = None, start_ms: int = DEFAULT_START_MS,
+                 tick_ms: int = 500, command_latency_ms: int = 0, event_latency_ms: int = 0) -> None:
+        self.config = config or LoadBalancerConfig()
+        self.settings = settings or ActorSettings()
+        self.seed, self.tick_ms = seed, tick_ms
+        self.command_latency_ms, self.event_latency_ms = command_latency_ms, event_latency_ms
+        self.now_ms = start_ms
+        self.log = MemoryEventLog(stamper=Stamper(clock_ms=lambda: self.now_ms, new_id=counting_ids()))
+        self.records: list[Record] = []
+        """Every record of the log, decoded once, in log order."""
+        self.client = Follower(self.config)
+        """The caller's own projection (what ``lookup`` and ``view`` answer from)."""
+        self.bodies: dict[str, Body] = {}
+        self.crashed: set[str] = set()
+        self.skew_ms: dict[str, int] = {}
+        self.failed_appends: list[tuple[str, str, LoadBalancerError]] = []
+        self._factories: dict[str, BodyFactory] = {}
+        self._incarnations: dict[str, int] = {}
+        self._cursor: dict[str, int] = {}
+        self._queue: list[_Item] = []
+        self._seq = itertools.count()
+        self._ids = itertools.count(1)
+        self._pump_due = False
+        self.schedule(start_ms, self._tick)
+
+    # -- bodies ----------------------------------------------------------------------------
+    def rng_for(self, name: str) -> Random:
+        """The seeded Random of body ``name``'s current incarnation."""
+        return Random(f"{self.seed}:{name}:{self._incarnations.get(name, 0)}")
+
+    def add(self, factory: BodyFactory) -> Body:
+        """Start a body (it recovers from the log as it is now)."""
+        body = factory()
+        if body.name in self._factories:
+            raise ValueError(f"a body named {body.name!r} is already hosted")
+        self._factories[body.name] = factory
+        self._incarnations[body.name] = 0
+        self._start(body)
+        return body
+
+    def _start(self, body: Body) -> None:
+        body.recover(self.records)
+        self.bodies[body.name] = body
+        self._cursor[body.name] = len(self.records)
+        self.crashed.discard(body.name)
+
+    def crash(self, name: str) -> None:
+        """Stop ``name`` at once; its memory is gone, queued commands to it fail."""
+        if self.bodies.pop(name, None) is None:
+            raise KeyError(f"no live body {name!r}")
+        self.crashed.add(name)
+
+    def restart(self, name: str) -> Body:
+        """A fresh body from the factory, rebuilt from the whole log."""
+        if name in self.bodies:
+            self.crash(name)
+        self._incarnations[name] += 1
+        body = self._factories[name]()
+        self._start(body)
+        return body
+
+    def body(self, name: str) -> Body:
+        return self.bodies[name]
+
+    def leader(self) -> Body | None:
+        """The live body that leads (the newest epoch if, briefly, two think they do)."""
+        leading = [b for b in self.bodies.values() if getattr(b, "leads", False)]
+        return max(leading, key=lambda b: int(getattr(b, "my_epoch", 0)), default=None)
+
+    def now_for(self, name: str) -> int:
+        return self.now_ms + self.skew_ms.get(name, 0)
+
+    # -- the client side ---------------------------------------------------------------------
+    @property
+    def view(self) -> OwnershipProjection:
+        return self.client.view
+
+    @property
+    def epoch(self) -> int:
+        return self.client.epoch
+
+    def command_id(self, prefix: str = "client") -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    def submit(self, command: Command, *, to: str | None = None) -> Ticket:
+        ticket = Ticket(command, to or route(command, self.settings.namespace_shards))
+        self.schedule_command(ticket)
+        return ticket
+
+    def call(self, command: Command, *, max_ms: int = 10_000, to: str | None = None) -> object | None:
+        """Submit and run until answered; the reply, or the typed error raised."""
+        ticket = self.submit(command, to=to)
+        self.run_until(lambda: ticket.done, max_ms)
+        return ticket.result()
+
+    def lookup(self, topic: str, *, max_ms: int = 10_000) -> str | None:
+        """The topic's owner, asking the leader to place its bundle if it has none."""
+        namespace = namespace_of_topic(topic)
+        if namespace not in self.view.namespaces:
+            raise UnknownNamespace(f"namespace {namespace!r} of {topic!r} does not exist", value=namespace)
+        owner = self.view.lookup(topic)
+        if owner is not None:
+            return owner
+        bundle = self.view.bundle_of_topic(topic)
+        deadline = self.now_ms + max_ms
+        while self.now_ms < deadline:
+            ticket = self.submit(AssignBundle(command_id=self.command_id("lookup"), epoch=self.epoch,
+                                              bundle=bundle, reason="lookup"))
+            self.run_until(lambda t=ticket: t.done, deadline - self.now_ms)  # type: ignore[misc]
+            if ticket.error is not None and not ticket.error.retriable:
+                raise ticket.error
+            step = min(self.settings.lookup_retry_ms, deadline - self.now_ms)
+            if self.run_until(lambda: self.view.lookup(topic) is not None, step):
+                break
+        return self.view.lookup(topic)
+
+    # -- time ------------------------------------------------------------------------------
+    def schedule(self, due_ms: int, run: Callable[[], None]) -> None:
+        heapq.heappush(self._queue, _Item(due_ms, next(self._seq), run))
+
+    def step(self) -> bool:
+        """Run the next due item (advancing time to it); False when nothing is queued."""
+        if not self._queue:
+            return False
+        item = heapq.heappop(self._queue)
+        self.now_ms = max(self.now_ms, item.due)
+        item.run()
+        return True
+
+    def advance(self, ms: int) -> None:
+        """Run everything due within the next ``ms`` milliseconds."""
+        target = self.now_ms + ms
+        while self._queue and self._queue[0].due <= target:
+            self.step()
+        self.now_ms = target
+
+    def run_until(self, predicate: Callable[[], bool], max_ms: int) -> bool:
+        """Step until ``predicate()`` holds (True) or ``max_ms`` pass (False)."""
+        target = self.now_ms + max_ms
+        if predicate():
+            return True
+        while self._queue and self._queue[0].due <= target:
+            self.step()
+            if predicate():
+                return True
+        self.now_ms = max(self.now_ms, target)
+        return predicate()
+
+    def _tick(self) -> None:
+        for name in sorted(self.bodies):
+            body = self.bodies.get(name)
+            if body is not None:
+                self.apply(name, body.on_tick(self.now_for(name)))
+        self.schedule(self.now_ms + self.tick_ms, self._tick)
+
+    # -- commands --------------------------------------------------------------------------
+    def schedule_command(self, ticket: Ticket) -> None:
+        """Queue a delivery (the simulator's hook for faults)."""
+        self.schedule(self.now_ms + self.command_latency_ms, lambda: self.deliver(ticket))
+
+    def deliver(self, ticket: Ticket) -> None:
+        name = ticket.target
+        if name == LEADER:
+            leader = self.leader()
+            name = leader.name if leader is not None else ""
+        body = self.bodies.get(name)
+        if body is None:
+            down = "no body leads" if ticket.target == LEADER else f"{ticket.target} is down"
+            ticket.done, ticket.error = True, Unavailable(f"{ticket.command.TYPE}: {down}")
+            return
+        effects = body.on_command(ticket.command, self.now_for(name))
+        failure = self.apply(name, effects)
+        ticket.done, ticket.reply, ticket.error = True, effects.reply, failure or effects.error
+
+    def shutdown_broker(self, broker_id: str) -> None:
+        """Graceful shutdown of a hosted broker (it drains, then leaves)."""
+        name = f"broker:{broker_id}"
+        body = self.bodies[name]
+        shutdown = getattr(body, "shutdown")  # noqa: B009 - only brokers have it
+        self.apply(name, shutdown(self.now_for(name)))
+
+    # -- effects ---------------------------------------------------------------------------
+    def apply(self, writer: str, effects: Effects) -> LoadBalancerError | None:
+        """Append, let the writer fold what it wrote, then send; the append error, if any."""
+        failure = self._append(writer, effects) if effects.append else None
+        if effects.append:
+            self._ingest()
+            self._catch_up(writer)
+            self._schedule_pump()
+        shards = self.settings.namespace_shards
+        for command in effects.send:
+            self.schedule_command(Ticket(command, route(command, shards)))
+        return failure
+
+    def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
+        guarded: set[str] = set()
+        for key, events in _runs(effects.append):
+            expected = effects.expected_seq.get(key) if key not in guarded else None
+            guarded.add(key)
+            try:
+                run_sync(self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
+                                         causation_id=effects.causation_id))
+            except LoadBalancerError as exc:
+                self.failed_appends.append((writer, key, exc))
+                return exc
+        return None
+
+    def _ingest(self) -> None:
+        result = run_sync(self.log.read({0: self.records[-1].offset + 1} if self.records else None))
+        for record in result.records:
+            self.records.append(record)
+            self.client.fold(record)
+
+    def _catch_up(self, name: str) -> None:
+        while name in self.bodies and self._cursor[name] < len(self.records):
+            record = self.records[self._cursor[name]]
+            self._cursor[name] += 1
+            self.apply(name, self.bodies[name].on_event(record, self.now_for(name)))
+
+    def _schedule_pump(self) -> None:
+        if not self._pump_due:
+            self._pump_due = True
+            self.schedule(self.now_ms + self.event_latency_ms, self._pump)
+
+    def _pump(self) -> None:
+        self._pump_due = False
+        for name in sorted(self.bodies):
+            self._catch_up(name)
+
+    # -- inspection ------------------------------------------------------------------------
+    def replay(self) -> OwnershipProjection:
+        """A fresh fold of the whole log, read back from the log itself."""
+        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
+        for record in run_sync(self.log.read()).records:
+            projection.apply(record.offset, record.envelope)
+        return projection
+
+    def events(self, *types: str) -> list[Record]:
+        wanted = set(types)
+        return [r for r in self.records if not wanted or r.envelope.type in wanted]
+
+    def settled(self) -> bool:
+        """No bundle in flight (every bundle Init, Free, Owned or gone)."""
+        return not any(r.state.in_flight for r in self.view.records.values())
+
+
+def _runs(appends: Iterable[tuple[str, Event]]) -> list[tuple[str, list[Event]]]:
+    """Consecutive events of one key form one atomic append."""
+    out: list[tuple[str, list[Event]]] = []
+    for key, event in appends:
+        if out and out[-1][0] == key:
+            out[-1][1].append(event)
+        else:
+            out.append((key, [event]))
+    return out
+
+
+def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfig | None = None,
+                  seed: int = 0, settings: ActorSettings | None = None, workload: Workload | None = None,
+                  clients: bool = False, domains: Mapping[str, str] | None = None,
+                  capacity: Capacity | None = None, **host_options: Any) -> InProcessHost:
+    """A host with the namespace shards, one leader, the brokers and (optionally) the clients.
+
+    ``brokers`` is a count (ids ``broker-1``...) or the ids; ``domains`` maps broker -> failure
+    domain given at registration. Nothing runs until time advances (``wait_ready``).
+    """
+    config = config or LoadBalancerConfig()
+    settings = settings or ActorSettings()
+    host = InProcessHost(config, seed=seed, settings=settings, **host_options)
+    load = workload or Workload([])
+    shards = settings.namespace_shards
+    for shard in range(shards):
+        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards))  # type: ignore[misc]
+    host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
+    ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
+    for broker_id in ids:
+        host.add(lambda b=broker_id: BrokerBody(  # type: ignore[misc]
+            b, config, load, settings=settings, capacity=capacity,
+            failure_domain=(domains or {}).get(b)))
+    if clients:
+        host.add(lambda: ClientsBody(config, load, settings))
+    return host
+
+
+def wait_ready(host: InProcessHost, brokers: int, *, max_ms: int = 30_000) -> bool:
+    """Run until a leader is elected and ``brokers`` brokers are registered."""
+    return host.run_until(lambda: host.leader() is not None and len(host.client.brokers) >= brokers, max_ms)

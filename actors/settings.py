@@ -1,0 +1,73 @@
+"""Timers of the live system that broker.conf does not name, and the log addresses of bodies.
+
+Invariants:
+- every duration is in milliseconds of the clock the host passes in (virtual or real), never
+  read here; ``ActorSettings`` is immutable and the same value is given to every body of a host;
+- a broker publishes a load report at least every ``heartbeat_ms`` (reports are the leader's
+  liveness signal), and ``heartbeat_ms`` is below ``session_timeout_ms``, or a healthy broker
+  would be expired;
+- routing is a pure function of the command: a namespace key goes to the namespace shard that
+  writes it, a lookup (``AssignBundle`` without ``dst``) and ``SetFailureDomain`` to the leader.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from balancer.errors import ConfigError
+from events.catalog import AssignBundle, Command, SetFailureDomain
+
+LEADER = "leader"
+"""The routing address of whichever leader body currently leads."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSettings:
+    """Timers of brokers, the leader and clients (Pulsar's defaults where it has one)."""
+
+    session_timeout_ms: int = 30_000
+    """No report for this long: the leader expires the broker (Pulsar's metadata session, 30 s)."""
+    heartbeat_ms: int = 10_000
+    """A broker reports at least this often even when its load did not change."""
+    retry_ms: int = 2_000
+    """A confirmation, registration or placement request not answered by now is sent again."""
+    sweep_ms: int = 1_000
+    """The leader looks for orphaned, free-with-traffic and stuck bundles this often."""
+    drain_timeout_ms: int = 60_000
+    """A draining broker leaves after this long even if some bundles did not move."""
+    lookup_retry_ms: int = 1_000
+    """Clients look up an unowned bundle of theirs again after this long."""
+    namespace_shards: int = 1
+    """Namespace bodies: each writes the namespaces whose name hashes to its shard."""
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat_ms {self.heartbeat_ms} must be below session_timeout_ms "
+                f"{self.session_timeout_ms}, or healthy brokers expire", value=self.heartbeat_ms)
+        if self.namespace_shards < 1:
+            raise ConfigError(f"namespace_shards {self.namespace_shards} must be >= 1",
+                              value=self.namespace_shards)
+
+
+def namespace_shard(key: str, shards: int) -> int:
+    """The shard writing a namespace key (stable across processes: CRC-32, not ``hash``)."""
+    return zlib.crc32(key.encode("utf-8")) % shards if shards > 1 else 0
+
+
+def namespace_body_name(shard: int) -> str:
+    return f"ns:{shard}"
+
+
+def broker_body_name(broker_id: str) -> str:
+    return f"broker:{broker_id}"
+
+
+def route(command: Command, shards: int = 1) -> str:
+    """The body name that handles ``command`` (``LEADER`` for the current leader)."""
+    if isinstance(command, SetFailureDomain):
+        return LEADER
+    if isinstance(command, AssignBundle) and command.dst is None:
+        return LEADER  # a lookup: the leader chooses the broker
+    return namespace_body_name(namespace_shard(command.default_key(), shards))

@@ -1,0 +1,196 @@
+"""Synthetic load: topics with Zipf-distributed rates, their clients, and a broker capacity model.
+
+Invariants:
+- a ``Workload`` is a pure function of its topics (and of the spikes set on it): equal seeds give
+  equal workloads, so every process of a deployment can build the same one;
+- a bundle's stats are the sums over the topics whose hash lies in its range (behaviour §1), so
+  the children of a split together report exactly what the parent did;
+- a broker's resource usage follows the bundles it owns through ``Capacity``: CPU grows with the
+  message rate, bandwidth with the throughput, memory with the topics; nothing else moves it;
+- ``ClientsBody`` writes nothing: like reconnecting producers and consumers, it looks up (asks
+  the leader to place) every unowned bundle that has clients, again until it is owned.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from random import Random
+from typing import Any
+
+from actors.body import Follower
+from actors.effects import NOTHING, Effects
+from actors.settings import ActorSettings
+from balancer.bundles import HASH_MAX, BundleId, topic_hash
+from balancer.config import LoadBalancerConfig
+from balancer.load import BrokerReport, BundleStats, ResourceUsage
+from balancer.ownership import BundleState
+from balancer.split import TopicLoad
+from events.catalog import AssignBundle
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One topic: its rates (msg/s), throughputs (bytes/s) and clients."""
+
+    name: str
+    msg_rate_in: float
+    msg_rate_out: float
+    msg_throughput_in: float
+    msg_throughput_out: float
+    producers: int = 1
+    consumers: int = 1
+
+    @property
+    def hash(self) -> int:
+        return topic_hash(self.name)
+
+    @property
+    def namespace(self) -> str:
+        return self.name.partition("://")[2].rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """A broker's machine: what its resources can take and what load costs them."""
+
+    cores: int = 8
+    nic_mbps: float = 1000.0
+    memory_mb: float = 8192.0
+    direct_memory_mb: float = 4096.0
+    base_cpu_percent: float = 5.0
+    cpu_percent_per_msg: float = 0.004
+    memory_mb_per_topic: float = 0.5
+    direct_mb_per_mib: float = 4.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Capacity:
+        return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
+
+
+def broker_report(broker_id: str, stats: Sequence[BundleStats], capacity: Capacity) -> BrokerReport:
+    """The report of a broker serving ``stats``: usage derived from its bundles only."""
+    rate_in = sum(s.msg_rate_in for s in stats)
+    rate_out = sum(s.msg_rate_out for s in stats)
+    tput_in = sum(s.msg_throughput_in for s in stats)
+    tput_out = sum(s.msg_throughput_out for s in stats)
+    topics = sum(s.topics for s in stats)
+    cpu = capacity.base_cpu_percent + capacity.cpu_percent_per_msg * (rate_in + rate_out)
+    mib = (tput_in + tput_out) / (1 << 20)
+    return BrokerReport(
+        broker_id,
+        cpu=ResourceUsage(cpu, 100.0 * capacity.cores),
+        memory=ResourceUsage(256.0 + capacity.memory_mb_per_topic * topics, capacity.memory_mb),
+        direct_memory=ResourceUsage(64.0 + capacity.direct_mb_per_mib * mib, capacity.direct_memory_mb),
+        # Bandwidth in kbit/s of the NIC, as Pulsar reports it.
+        bandwidth_in=ResourceUsage(tput_in * 8 / 1000, capacity.nic_mbps * 1000),
+        bandwidth_out=ResourceUsage(tput_out * 8 / 1000, capacity.nic_mbps * 1000),
+        msg_rate_in=rate_in, msg_rate_out=rate_out,
+        msg_throughput_in=tput_in, msg_throughput_out=tput_out,
+        topics=topics, bundles=len(stats),
+        producers=sum(s.producers for s in stats), consumers=sum(s.consumers for s in stats),
+    )
+
+
+class Workload:
+    """Topics grouped by namespace, sorted by hash, with optional rate multipliers (spikes)."""
+
+    def __init__(self, topics: Iterable[TopicSpec]) -> None:
+        grouped: dict[str, list[tuple[int, TopicSpec]]] = {}
+        for topic in topics:
+            grouped.setdefault(topic.namespace, []).append((topic.hash, topic))
+        self._topics = {ns: sorted(items, key=lambda item: (item[0], item[1].name))
+                        for ns, items in grouped.items()}
+        self._hashes = {ns: [h for h, _ in items] for ns, items in self._topics.items()}
+        self.multipliers: dict[str, float] = {}
+        """Namespace or topic name -> factor on its rates (load spikes)."""
+
+    @classmethod
+    def zipf(cls, rng: Random, namespaces: Sequence[str], *, topics_per_namespace: int = 100,
+             total_msg_rate: float = 20_000.0, exponent: float = 1.1, msg_size: int = 1024,
+             max_producers: int = 3, max_consumers: int = 3) -> Workload:
+        """Topics whose rates follow Zipf(``exponent``) over a seeded random ranking."""
+        count = len(namespaces) * topics_per_namespace
+        ranks = list(range(1, count + 1))
+        rng.shuffle(ranks)
+        norm = sum(1.0 / r**exponent for r in range(1, count + 1)) or 1.0
+        topics: list[TopicSpec] = []
+        for index, rank in enumerate(ranks):
+            namespace = namespaces[index // topics_per_namespace]
+            rate = total_msg_rate * (1.0 / rank**exponent) / norm
+            producers, consumers = rng.randint(1, max_producers), rng.randint(1, max_consumers)
+            topics.append(TopicSpec(
+                f"persistent://{namespace}/topic-{index % topics_per_namespace:05d}",
+                rate, rate * consumers, rate * msg_size, rate * consumers * msg_size,
+                producers, consumers))
+        return cls(topics)
+
+    def topics(self, namespace: str | None = None) -> list[TopicSpec]:
+        names = [namespace] if namespace is not None else sorted(self._topics)
+        return [t for ns in names for _, t in self._topics.get(ns, [])]
+
+    def topics_in(self, bundle: str) -> list[TopicSpec]:
+        parsed = BundleId.parse(bundle)
+        hashes = self._hashes.get(parsed.namespace)
+        if not hashes:
+            return []
+        low = bisect_left(hashes, parsed.range.lower)
+        # The last range is closed: 0xffffffff belongs to it.
+        high = (bisect_right if parsed.range.upper == HASH_MAX else bisect_left)(hashes, parsed.range.upper)
+        return [t for _, t in self._topics[parsed.namespace][low:high]]
+
+    def factor(self, topic: TopicSpec) -> float:
+        return self.multipliers.get(topic.name, 1.0) * self.multipliers.get(topic.namespace, 1.0)
+
+    def bundle_stats(self, bundle: str) -> BundleStats:
+        topics = self.topics_in(bundle)
+        factors = [self.factor(t) for t in topics]
+        return BundleStats(
+            bundle,
+            msg_rate_in=sum(t.msg_rate_in * f for t, f in zip(topics, factors, strict=True)),
+            msg_rate_out=sum(t.msg_rate_out * f for t, f in zip(topics, factors, strict=True)),
+            msg_throughput_in=sum(t.msg_throughput_in * f for t, f in zip(topics, factors, strict=True)),
+            msg_throughput_out=sum(t.msg_throughput_out * f for t, f in zip(topics, factors, strict=True)),
+            topics=len(topics),
+            producers=sum(t.producers for t in topics),
+            consumers=sum(t.consumers for t in topics),
+        )
+
+    def topic_loads(self, bundle: str) -> list[TopicLoad]:
+        """The split algorithms' view of a bundle's topics (in+out rates)."""
+        return [TopicLoad(t.hash, (t.msg_rate_in + t.msg_rate_out) * self.factor(t),
+                          (t.msg_throughput_in + t.msg_throughput_out) * self.factor(t), True, t.name)
+                for t in self.topics_in(bundle)]
+
+    def has_clients(self, bundle: str) -> bool:
+        return any(t.producers + t.consumers > 0 for t in self.topics_in(bundle))
+
+
+class ClientsBody(Follower):
+    """The workload's producers and consumers: they look up unowned bundles they use."""
+
+    def __init__(self, config: LoadBalancerConfig, workload: Workload,
+                 settings: ActorSettings | None = None, *, name: str = "clients") -> None:
+        super().__init__(config)
+        self.name = name
+        self.workload = workload
+        self.settings = settings or ActorSettings()
+        self._next_ms = 0
+
+    def on_tick(self, now_ms: int) -> Effects:
+        if now_ms < self._next_ms:
+            return NOTHING
+        self._next_ms = now_ms + self.settings.lookup_retry_ms
+        lookups: list[AssignBundle] = []
+        for row in self.view.bundles():
+            if row.state not in (BundleState.INIT, BundleState.FREE):
+                continue
+            if self.workload.has_clients(row.bundle):
+                lookups.append(AssignBundle(
+                    command_id=f"{self.name}:lookup:{row.bundle}:v{row.version}:{now_ms}",
+                    epoch=self.epoch, bundle=row.bundle, reason="lookup"))
+        return Effects(send=tuple(lookups))
