@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import msgpack
 
+from events.log.kafka_topics import OwnershipSnapshots
 from events.log.port import DeadLetter, EventLog, Offsets, Record
 from projections.tracking import Anomaly, EnvelopeLike
 
@@ -102,6 +103,25 @@ class MemorySnapshotStore:
     async def load(self, name: str) -> Snapshot | None:
         raw = self.saved.get(name)
         return None if raw is None else Snapshot.decode(raw)
+
+
+class KafkaSnapshotStore:
+    """Snapshots as records of the compacted ``{cluster}-ownership`` topic, keyed by projection:
+    compaction keeps the latest snapshot of each, and one record is written atomically."""
+
+    def __init__(self, snapshots: OwnershipSnapshots) -> None:
+        self.snapshots = snapshots
+
+    @staticmethod
+    def _key(name: str) -> str:
+        return f"_projection/{name}"
+
+    async def save(self, name: str, snapshot: Snapshot) -> None:
+        await self.snapshots.put({self._key(name): {"snapshot": snapshot.encode()}})
+
+    async def load(self, name: str) -> Snapshot | None:
+        found = (await self.snapshots.load()).get(self._key(name))
+        return None if found is None else Snapshot.decode(found["snapshot"])
 
 
 class ProjectionRunner:

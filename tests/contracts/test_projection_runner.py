@@ -1,5 +1,5 @@
-"""The projection runner over real log adapters: restore = snapshot + tail, dead letters counted,
-time travel by offset and by timestamp."""
+"""The projection runner over every log adapter (memory, local, a real Kafka broker): restore =
+snapshot + tail, dead letters counted, time travel by offset and by timestamp."""
 
 from __future__ import annotations
 
@@ -9,32 +9,36 @@ from pathlib import Path
 import pytest
 
 from events.catalog import BundleAssigned, BundleOwned, NamespaceCreated
-from events.envelope import Stamper
-from events.log.local import LocalEventLog
-from events.log.memory import MemoryEventLog
+from events.log.kafka_topics import OwnershipSnapshots
 from events.log.port import EventLog
 from projections.ownership import OwnershipProjection
-from projections.runner import FileSnapshotStore, ProjectionRunner, view_as_of
+from projections.runner import (
+    FileSnapshotStore,
+    KafkaSnapshotStore,
+    ProjectionRunner,
+    SnapshotStore,
+    view_as_of,
+)
+from tests.contracts.conftest import LogFactory
 
 NS = "p/d"
 BUNDLE = "p/d/0x00000000_0x80000000"
 
 
-def _clock() -> Stamper:
-    now = iter(range(1_000, 10**9, 10))
-    return Stamper(clock_ms=lambda: next(now))
+@pytest.fixture
+async def log(logs: LogFactory) -> AsyncIterator[EventLog]:
+    yield await logs.open()
 
 
-@pytest.fixture(params=["memory", "local"])
-async def log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventLog]:
-    adapter: EventLog
-    if request.param == "memory":
-        adapter = MemoryEventLog(stamper=_clock())
-    else:
-        adapter = LocalEventLog(tmp_path / "log", fsync=False, stamper=_clock())
-    await adapter.start()
-    yield adapter
-    await adapter.close()
+@pytest.fixture
+async def store(logs: LogFactory, tmp_path: Path) -> AsyncIterator[SnapshotStore]:
+    if logs.kind != "kafka":
+        yield FileSnapshotStore(tmp_path / "snapshots")
+        return
+    snapshots = OwnershipSnapshots(logs._bootstrap(), cluster=logs.cluster)
+    await snapshots.start()
+    yield KafkaSnapshotStore(snapshots)
+    await snapshots.close()
 
 
 async def _history(log: EventLog) -> None:
@@ -43,8 +47,7 @@ async def _history(log: EventLog) -> None:
     await log.append(NS, [BundleOwned(bundle=BUNDLE, owner="b1")], epoch=1)
 
 
-async def test_restore_is_snapshot_plus_tail(log: EventLog, tmp_path: Path) -> None:
-    store = FileSnapshotStore(tmp_path / "snapshots")
+async def test_restore_is_snapshot_plus_tail(log: EventLog, store: SnapshotStore) -> None:
     await _history(log)
     runner = ProjectionRunner(log, OwnershipProjection(), store=store,
                               restore=OwnershipProjection.restore)
