@@ -48,8 +48,26 @@ class ResourceUsage:
         return float32((self.usage / self.limit) * 100.0)
 
 
+class _InOutTotals:
+    """in+out sums shared by broker reports and bundle stats (the totals every strategy uses)."""
+
+    __slots__ = ()
+    msg_rate_in: float
+    msg_rate_out: float
+    msg_throughput_in: float
+    msg_throughput_out: float
+
+    @property
+    def msg_rate(self) -> float:
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def msg_throughput(self) -> float:
+        return self.msg_throughput_in + self.msg_throughput_out
+
+
 @dataclass(frozen=True, slots=True)
-class BrokerReport:
+class BrokerReport(_InOutTotals):
     """What a broker says about itself in one load report."""
 
     broker_id: str
@@ -69,17 +87,9 @@ class BrokerReport:
     failure_domain: str | None = None
     version: str | None = None
 
-    @property
-    def msg_rate(self) -> float:
-        return self.msg_rate_in + self.msg_rate_out
-
-    @property
-    def msg_throughput(self) -> float:
-        return self.msg_throughput_in + self.msg_throughput_out
-
 
 @dataclass(frozen=True, slots=True)
-class BundleStats:
+class BundleStats(_InOutTotals):
     """One bundle's stats in one report (rates in msg/s, throughput in bytes/s)."""
 
     bundle: str
@@ -91,14 +101,6 @@ class BundleStats:
     producers: int = 0
     consumers: int = 0
     cache_size: float = 0.0
-
-    @property
-    def msg_rate(self) -> float:
-        return self.msg_rate_in + self.msg_rate_out
-
-    @property
-    def msg_throughput(self) -> float:
-        return self.msg_throughput_in + self.msg_throughput_out
 
     @property
     def sessions(self) -> int:
