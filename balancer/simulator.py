@@ -7,7 +7,8 @@ Invariants:
 - deterministic: equal inputs and seed give equal results (brokers and bundles iterate by id,
   randomness only through the seeded ``Random`` given);
 - broker usage is derived from the bundles it owns in *this* run, with a per-broker linear model
-  ``usage = base + per_byte * throughput`` (fitted on a recording, or given by a scenario);
+  ``usage = base + per_byte * throughput`` (fitted on a recording, or given by a scenario); the
+  CPU a broker reports is that usage capped at 100 % (a saturated broker), the stats keep it;
 - every move is recorded with its cycle, source, destination, load and reason, so balance, moves
   and flaps are computed from the record, never estimated.
 """
@@ -292,7 +293,10 @@ def broker_reports(state: SimState, loads: Mapping[str, BundleStats]) -> dict[st
         row[4] += 1
     reports: dict[str, BrokerReport] = {}
     for broker, row in sums.items():
-        usage = state.models[broker].usage(row[2] + row[3])
+        # A saturated broker reports 100 % CPU, never more: above its limit the report would take
+        # the within-limit path (ThresholdShedder, behaviour §4.1) meant for bandwidth, and with no
+        # bandwidth terms an overloaded broker would read as idle. Stats keep the model's usage.
+        usage = min(1.0, state.models[broker].usage(row[2] + row[3]))
         reports[broker] = BrokerReport(
             broker, cpu=ResourceUsage(usage * 100.0, 100.0), memory=ResourceUsage(0.0, 100.0),
             msg_rate_in=row[0], msg_rate_out=row[1], msg_throughput_in=row[2],

@@ -61,3 +61,17 @@ def test_flaps_count_quick_returns_and_moves_within_the_grace_period() -> None:
 def test_balance_of_equal_usages_is_perfect() -> None:
     assert balance([0.5, 0.5, 0.5]) == (1.0, 0.0)
     assert balance([]) == (1.0, 0.0)
+
+
+def test_a_broker_above_capacity_reports_saturated_cpu_and_is_shed_from() -> None:
+    # 150 % of capacity on b0: its CPU report is 100 %, not 150 % (which ThresholdShedder's
+    # within-limit rule would read as 0 with no bandwidth terms, leaving b0 alone forever).
+    bundles = [f"t/ns/0x{i:08x}_0x{i + 1:08x}" for i in range(6)]
+    loads = {b: BundleStats(b, msg_rate_in=1.0, msg_throughput_in=25 * MIB, msg_throughput_out=25 * MIB)
+             for b in bundles}
+    owners = {b: "b0" if i < 3 else ("b1" if i < 5 else "b2") for i, b in enumerate(bundles)}
+    brokers = {b: BrokerModel(0.0, 1 / (100 * MIB)) for b in ("b0", "b1", "b2")}
+    config = LoadBalancerConfig.from_mapping({"loadBalancerLoadSheddingStrategy": "ThresholdShedder"})
+    result = Simulation(config, rng=random.Random(1)).run(owners, brokers, [loads] * 3)
+    assert result.moves and result.moves[0].cycle == 0 and result.moves[0].source == "b0"
+    assert result.cycles[0].usages["b0"] < 1.5
