@@ -1,12 +1,14 @@
 """lbctl entry point: parses the verb and hands off to its module.
 
 Invariants: any ``InvalidInput`` (and malformed JSON) prints one line naming the bad value on
-stderr and exits with status 2; other ``LoadBalancerError``s exit with status 1.
+stderr and exits with status 2; other ``LoadBalancerError``s exit with status 1; a closed
+stdout pipe (``| head``) ends quietly with status 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -58,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lbctl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`lbctl ... | head`): not an error; silence the final flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

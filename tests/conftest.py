@@ -1,19 +1,25 @@
 """Shared pytest fixtures for the whole suite.
 
-Sections: Kafka (below); Ray and Spark fixtures go in their own sections, each session-scoped
+Sections: Kafka (below), Ray; Spark fixtures go in their own section, each session-scoped
 and started lazily (only when a test requests it), so `tests/unit` never starts a JVM or Ray.
 
 Invariants:
 - At most one Kafka per test session (`kafka`), stopped at session end; its source is chosen by
   `tests.kafka_server.kafka_bootstrap` (env KAFKA_BOOTSTRAP_SERVERS > Docker > jars).
+- At most one Ray per test session (`ray_session`): a local Ray cluster (head node; tests may
+  add and remove nodes) with this process connected as its driver, shut down at session end.
+  Tests give every cluster they start its own Ray namespace and kill its actors in teardown.
 - Tests never share topics: each one creates its own, named by `new_topic_name`.
 - Tests needing `kafka.restart()` must skip when `kafka.restartable` is false.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -51,3 +57,31 @@ def make_topic(
         return name
 
     return make
+
+
+# --- Ray -----------------------------------------------------------------------------------
+
+RAY_HEAD_RESOURCE = "bb-head"
+"""A custom resource only the session's head node has: pins an actor to it (multi-node tests)."""
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """The session's local Ray cluster (``ray.cluster_utils.Cluster``), this process its driver.
+
+    The head node has logical CPUs to spare (actors take none) and no dashboard; tests that need
+    several nodes ``add_node``/``remove_node`` on the yielded cluster.
+    """
+    import ray
+    from ray.cluster_utils import Cluster as RayNodes
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    nodes = RayNodes(initialize_head=True, head_node_args={
+        "num_cpus": 4, "include_dashboard": False, "resources": {RAY_HEAD_RESOURCE: 1000}})
+    ray.init(address=nodes.address, namespace=f"tests-{uuid.uuid4().hex[:8]}",
+             logging_level=logging.ERROR, log_to_driver=False)
+    try:
+        yield nodes
+    finally:
+        ray.shutdown()
+        nodes.shutdown()  # type: ignore[no-untyped-call]

@@ -281,6 +281,14 @@ class KafkaEventLog:
             self._heads_at[partition] = result.next.get(partition, 0)
         return self._heads
 
+    def observe(self, envelope: Envelope) -> None:
+        """Take a record read elsewhere into this writer's heads (last seq, newest epoch per key).
+
+        Heads are read once per partition, then kept; when several processes write one key (a
+        broker's key is also written by the leader that expires it), a host that tells its
+        writer of every record it folds makes its next append continue after the other's."""
+        self._heads.observe(envelope)
+
     async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
         await self.start()
         stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms

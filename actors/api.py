@@ -1,0 +1,588 @@
+"""``Cluster``: the programmatic API of the live system (contracts §3), over the Ray host.
+
+    async with Cluster.start(conf="conf/broker.conf", brokers=3) as cluster:  # local Ray + embedded log
+        await cluster.create_namespace("public/default", bundles=16)
+        owner = await cluster.lookup("persistent://public/default/orders")
+    cluster = await Cluster.connect(log_dir=...)  # or ray_address= + ray_namespace=
+
+Invariants:
+- the client keeps its own projection of the log (``ClientView``): the lookup of an owned bundle
+  is answered from it without any round trip; an unowned one asks the leader to place the bundle
+  and waits until the view shows it Owned;
+- every verb is one command with a fresh command id and the newest leader epoch the client has
+  folded; a retriable error (an actor restarting, no leader yet) is retried with the same id
+  (commands are idempotent), a stale epoch once with a new id after catching up; any other error
+  is raised as its ``balancer.errors`` type, and the cluster appended at most its CommandRejected;
+- a verb returns once its events are in the log and in the client's view; with ``wait`` (default)
+  once the bundles it moved have settled (no longer in flight);
+- a started cluster owns its actors, the Ray runtime it started and the temporary log directory
+  it made, and releases all of them on ``close``; a connected one owns nothing but its view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import os
+import shutil
+import uuid
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from actors.client import ClientView
+from actors.deploy import (
+    ConfSource,
+    Layout,
+    broker_ids,
+    load_config,
+    log_spec,
+    read_cluster_file,
+    remove_cluster_file,
+    write_cluster_file,
+)
+from actors.effects import Receipt
+from actors.runtime.live import Clock
+from actors.runtime.ray import (
+    Handle,
+    HostSpec,
+    RayTransport,
+    ensure_ray,
+    gcs_address,
+    kill,
+    lookup_actor,
+    shutdown_ray,
+    spawn,
+    stop_and_kill,
+)
+from actors.settings import LEADER, ActorSettings, broker_body_name, route
+from actors.workload import Capacity, Workload
+from balancer.bundles import HashRange
+from balancer.config import LoadBalancerConfig
+from balancer.errors import (
+    ConfigError,
+    InvalidInput,
+    StaleEpoch,
+    Unavailable,
+    UnknownBroker,
+    UnknownNamespace,
+)
+from balancer.ownership import AcceptMode, BundleState
+from events.catalog import (
+    AssignBundle,
+    Command,
+    CreateNamespace,
+    SetFailureDomain,
+    SetNamespacePolicy,
+    SplitBundle,
+    UnloadBundle,
+    UnloadNamespace,
+)
+from events.log.port import Record
+from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
+
+C = TypeVar("C", bound=Command)
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    """A registered broker as the client's view knows it."""
+
+    broker_id: str
+    url: str
+    failure_domain: str | None
+    version: str
+    last_seen_ms: int
+    bundles: int
+    """Bundles it owns now."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderStatus:
+    leader_id: str | None
+    epoch: int
+
+
+@dataclass
+class _Owned:
+    """What a started cluster must release."""
+
+    layout: Layout
+    handles: dict[str, Handle]
+    max_restarts: int
+    detached: bool
+    actor_options: Mapping[str, Mapping[str, Any]]
+    temp_dir: str | None
+
+
+class _Starting:
+    """``Cluster.start(...)``: ``async with`` it (closed on exit), or ``await`` it."""
+
+    def __init__(self, launch: Callable[[], Awaitable[Cluster]]) -> None:
+        self._launch = launch
+        self._cluster: Cluster | None = None
+
+    def __await__(self) -> Generator[Any, None, Cluster]:
+        return self._launch().__await__()
+
+    async def __aenter__(self) -> Cluster:
+        self._cluster = await self._launch()
+        return self._cluster
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._cluster is not None:
+            await self._cluster.close()
+
+
+class Cluster:
+    """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
+
+    def __init__(self, *, view: ClientView, transport: RayTransport, host: HostSpec,
+                 config: LoadBalancerConfig, settings: ActorSettings, ray_namespace: str,
+                 ray_started: bool, owned: _Owned | None = None) -> None:
+        self.view, self.transport, self.host = view, transport, host
+        self.config, self.settings = config, settings
+        self.ray_namespace, self._ray_started, self._owned = ray_namespace, ray_started, owned
+        self._prefix = f"client-{uuid.uuid4().hex[:8]}"
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    # -- life ------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, conf: ConfSource = None, brokers: int | Sequence[str] = 3, *,
+              overrides: Mapping[str, Any] | None = None, settings: ActorSettings | None = None,
+              workload: Workload | None = None, clients: bool = False,
+              domains: Mapping[str, str] | None = None, capacity: Capacity | None = None,
+              speed: float = 1.0, tick_s: float = 0.1, poll_s: float = 0.01, seed: int = 0,
+              log_dir: str | os.PathLike[str] | None = None, bootstrap: str | None = None,
+              cluster_name: str = "lb", partitions: int = 3, transactional: bool = True,
+              fsync: bool = True, ray_address: str | None = None, ray_namespace: str | None = None,
+              num_cpus: int | None = None, max_restarts: int = -1, detached: bool = False,
+              actor_options: Mapping[str, Mapping[str, Any]] | None = None,
+              ready_timeout_s: float = 90.0) -> _Starting:
+        """Start a cluster: Ray (local unless ``ray_address``), the log (a directory, a temporary
+        one by default, or Kafka at ``bootstrap``), and one actor per body.
+
+        ``conf`` is a broker.conf path or a ``LoadBalancerConfig`` (``overrides``: Pulsar keys);
+        ``brokers`` a count or ids; ``domains`` broker -> failure domain at registration;
+        ``speed`` compresses time (60: a simulated hour in a minute; timers are cluster time);
+        ``actor_options`` body name -> extra Ray actor options (``resources`` to pin a node).
+        """
+        config = load_config(conf, overrides)
+        settings = settings or ActorSettings()
+        ids = broker_ids(brokers)
+        namespace = ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}"
+
+        async def launch() -> Cluster:
+            ray_started = ensure_ray(ray_address, namespace=namespace, num_cpus=num_cpus)
+            log, temp_dir = log_spec(log_dir, bootstrap, cluster=cluster_name, partitions=partitions,
+                                     transactional=transactional, fsync=fsync)
+            layout = Layout(config, settings, ids, log, Clock.starting_now(speed), workload, clients,
+                            dict(domains or {}), capacity, seed)
+            host = HostSpec(log, layout.clock, tick_s, poll_s, settings.namespace_shards)
+            owned = _Owned(layout, {}, max_restarts, detached, dict(actor_options or {}), temp_dir)
+            cluster = cls(view=ClientView(config, log.open(layout.clock), poll_s=poll_s),
+                          transport=RayTransport(namespace), host=host, config=config,
+                          settings=settings, ray_namespace=namespace, ray_started=ray_started,
+                          owned=owned)
+            try:
+                await cluster._launch(ready_timeout_s)
+            except BaseException:
+                await cluster.close()
+                raise
+            return cluster
+
+        return _Starting(launch)
+
+    async def _launch(self, timeout_s: float) -> None:
+        owned = self._require_owned()
+        await self.view.start()  # first: it creates the Kafka topic the actors will share
+        for body in owned.layout.bodies():
+            owned.handles[body.name] = spawn(
+                self.host, body, namespace=self.ray_namespace, max_restarts=owned.max_restarts,
+                detached=owned.detached, options=owned.actor_options.get(body.name))
+        await self._ready(list(owned.handles.values()), timeout_s)
+        if not await self.view.wait_for(lambda: self._has(owned.layout.brokers), timeout_s):
+            raise Unavailable(f"no leader or not every broker registered within {timeout_s}s: "
+                              f"leader={self.view.leader_id}, brokers={sorted(self.view.brokers)}")
+        if self.host.log.directory is not None:
+            write_cluster_file(self.host.log.directory, {
+                "ray_address": gcs_address(), "ray_namespace": self.ray_namespace,
+                "log": self.host.log.describe(), "pid": os.getpid()})
+
+    def _has(self, brokers: Iterable[str]) -> bool:
+        return self.view.leader_id is not None and all(b in self.view.brokers for b in brokers)
+
+    @staticmethod
+    async def _ready(handles: list[Handle], timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(asyncio.gather(*(h.status.remote() for h in handles)), timeout_s)
+        except Exception as exc:
+            raise Unavailable(f"actors did not start within {timeout_s}s: {exc!r}") from exc
+
+    @classmethod
+    async def connect(cls, conf: str | None = None, *, ray_address: str | None = None,
+                      ray_namespace: str | None = None, log_dir: str | os.PathLike[str] | None = None,
+                      timeout_s: float = TIMEOUT_S) -> Cluster:
+        """Attach to a running cluster: by its log directory (embedded: ``cluster.json`` there
+        names Ray), or by Ray address + namespace. The log and the config are the actors' own.
+        ``conf`` is reserved for ``conf/cluster.yaml`` (issue 10)."""
+        if conf is not None:
+            raise ConfigError(f"conf={conf!r}: cluster.yaml is not supported yet; pass log_dir= "
+                              "or ray_address= and ray_namespace=", value=conf)
+        if log_dir is not None and ray_namespace is None:
+            info = read_cluster_file(log_dir)
+            ray_address = ray_address or info.get("ray_address")
+            ray_namespace = str(info["ray_namespace"])
+        if ray_namespace is None:
+            raise InvalidInput("connect needs log_dir= or ray_namespace= (and ray_address=)")
+        ray_started = ensure_ray(ray_address or "auto", namespace=ray_namespace)
+        try:
+            described: dict[str, Any] = await asyncio.wait_for(
+                (await lookup_actor(LEADER, ray_namespace)).describe.remote(), timeout_s)
+        except Exception as exc:
+            if ray_started:
+                shutdown_ray()
+            raise Unavailable(f"no cluster in Ray namespace {ray_namespace!r}: {exc!r}") from exc
+        host: HostSpec = described["host"]
+        config: LoadBalancerConfig = described["config"]
+        cluster = cls(view=ClientView(config, host.log.open(host.clock), poll_s=host.poll_s),
+                      transport=RayTransport(ray_namespace), host=host, config=config,
+                      settings=described["settings"], ray_namespace=ray_namespace,
+                      ray_started=ray_started)
+        await cluster.view.start()
+        return cluster
+
+    async def close(self) -> None:
+        """Stop what this client owns: its view; for a started cluster, every actor too."""
+        if self._closed:
+            return
+        self._closed = True
+        owned = self._owned
+        if owned is not None:
+            await asyncio.gather(*(stop_and_kill(h) for h in owned.handles.values()))
+            owned.handles.clear()
+        await self.view.close()
+        await self.transport.close()
+        if owned is not None and self.host.log.directory is not None:
+            remove_cluster_file(self.host.log.directory)
+        if self._ray_started:
+            shutdown_ray()
+        if owned is not None and owned.temp_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, owned.temp_dir, True)
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    # -- commands ----------------------------------------------------------------------------
+    def _command_id(self, kind: str = "admin") -> str:
+        return f"{self._prefix}:{kind}:{next(self._ids)}"
+
+    async def _issue(self, cls: type[C], *, timeout_s: float = TIMEOUT_S, **fields: Any) -> Receipt:
+        """Send one command (after catching up, so it carries the newest epoch) and wait."""
+        await self.view.catch_up()
+        command = cls(command_id=self._command_id(), epoch=self.view.epoch, **fields)
+        receipt = await self._deliver(command, timeout_s)
+        await self.view.catch_up()
+        return receipt
+
+    async def _deliver(self, command: Command, timeout_s: float) -> Receipt:
+        loop = asyncio.get_running_loop()
+        deadline, pause, renewed = loop.time() + timeout_s, 0.05, False
+        target = route(command, self.settings.namespace_shards)
+        while True:
+            remaining = max(0.1, deadline - loop.time())
+            reply, error = await self.transport.call(target, command, timeout_s=remaining)
+            if error is None:
+                assert isinstance(reply, Receipt), reply
+                return reply
+            if isinstance(error, StaleEpoch) and not renewed:
+                await self.view.catch_up()  # the client lagged behind an election: once more
+                command = dataclasses.replace(command, command_id=self._command_id(),
+                                              epoch=self.view.epoch)
+                renewed = True
+                continue
+            if not error.retriable or loop.time() + pause > deadline:
+                raise error
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    # -- lookups -----------------------------------------------------------------------------
+    async def lookup(self, topic: str, *, timeout_s: float = TIMEOUT_S) -> str:
+        """The broker serving ``topic``: a read of the local view if its bundle is owned; else
+        the leader places the bundle and this waits until the view shows its owner."""
+        owner = self.owner_of(topic)
+        if owner is not None:
+            return owner
+        return await self._place(topic, timeout_s)
+
+    def owner_of(self, topic: str) -> str | None:
+        """The owner in the local view, None if the bundle is unowned or in flight."""
+        view = self.view.view
+        namespace = namespace_of_topic(topic)
+        if namespace not in view.namespaces:
+            raise UnknownNamespace(f"namespace {namespace!r} of {topic!r} does not exist",
+                                   value=namespace)
+        return view.lookup(topic)
+
+    async def _place(self, topic: str, timeout_s: float) -> str:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        retry_s = max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
+        while loop.time() < deadline:
+            command = AssignBundle(command_id=self._command_id("lookup"), epoch=self.view.epoch,
+                                   bundle=self.view.view.bundle_of_topic(topic), reason="lookup")
+            _, error = await self.transport.call(LEADER, command, timeout_s=timeout_s)
+            if isinstance(error, StaleEpoch):
+                await self.view.catch_up()
+            elif error is not None and not error.retriable:
+                raise error
+            step = min(retry_s, max(0.0, deadline - loop.time()))
+            if await self.view.wait_for(lambda: self.view.view.lookup(topic) is not None, step):
+                return str(self.view.view.lookup(topic))
+        raise Unavailable(f"lookup of {topic}: still no owner after {timeout_s}s", value=topic)
+
+    # -- admin verbs -------------------------------------------------------------------------
+    async def create_namespace(self, namespace: str, bundles: int | None = None, *,
+                               boundaries: Sequence[int] | None = None,
+                               anti_affinity_group: str | None = None,
+                               isolation: Mapping[str, Any] | None = None) -> Receipt:
+        return await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
+                                 boundaries=list(boundaries) if boundaries is not None else None,
+                                 anti_affinity_group=anti_affinity_group,
+                                 isolation=dict(isolation) if isolation else None)
+
+    async def split_bundle(self, namespace: str, bundle: str = "LARGEST",
+                           algorithm: str | None = None, positions: Sequence[int] | None = None,
+                           unload: bool = False, *, wait: bool = True,
+                           timeout_s: float = TIMEOUT_S) -> Receipt:
+        """Split a bundle (a range, a full id, ``LARGEST`` or ``HOT``); ``unload`` (-u) unloads
+        the children. With ``wait``, returns once the split (and the unloads) settled."""
+        receipt = await self._issue(
+            SplitBundle, namespace=namespace, bundle=bundle, timeout_s=timeout_s,
+            algorithm=algorithm or self.config.default_namespace_bundle_split_algorithm,
+            positions=list(positions) if positions else None, unload=unload)
+        requested = receipt.first("SplitRequested")
+        if wait and requested is not None:
+            await self._settle_namespace(namespace, str(requested["bundle"]), timeout_s)
+        return receipt
+
+    async def unload(self, namespace: str, bundle: str | None = None,
+                     destination: str | None = None, *, wait: bool = True,
+                     timeout_s: float = TIMEOUT_S) -> Receipt:
+        """Unload one bundle (to ``destination``: a graceful transfer) or, without ``bundle``,
+        every owned bundle of the namespace. With ``wait``, returns once they settled."""
+        if bundle is None:
+            if destination is not None:
+                raise InvalidInput("a destination needs a bundle (-b)", value=destination)
+            receipt = await self._issue(UnloadNamespace, namespace=namespace, timeout_s=timeout_s)
+        else:
+            receipt = await self._issue(UnloadBundle, bundle=self._bundle_id(namespace, bundle),
+                                        dst=destination, timeout_s=timeout_s)
+        moved = [str(p["bundle"]) for kind, p in receipt.events
+                 if kind in ("UnloadRequested", "TransferPrepared")]
+        if wait:
+            await self._settle(moved, timeout_s)
+        return receipt
+
+    async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
+        await self.view.catch_up()
+        info = self.view.view.namespaces.get(namespace)
+        return await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
+                                 isolation=info.isolation if info is not None else None)
+
+    async def set_failure_domain(self, domain: str, brokers: Sequence[str]) -> Receipt:
+        return await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+
+    @staticmethod
+    def _bundle_id(namespace: str, bundle: str) -> str:
+        if bundle.startswith(f"{namespace}/"):
+            return bundle
+        return f"{namespace}/{HashRange.parse(bundle).name}"
+
+    async def _settle(self, bundles: Sequence[str], timeout_s: float) -> None:
+        def settled() -> bool:
+            return not any(self.view.view.state(b).in_flight for b in bundles)
+
+        if not await self.view.wait_for(settled, timeout_s):
+            raise Unavailable(f"{', '.join(bundles)} still in flight after {timeout_s}s",
+                              value=list(bundles))
+
+    async def _settle_namespace(self, namespace: str, parent: str, timeout_s: float) -> None:
+        def settled() -> bool:
+            view = self.view.view
+            if view.state(parent) is BundleState.SPLITTING:
+                return False
+            return not any(BundleState(row.state).in_flight for row in view.bundles(namespace))
+
+        if not await self.view.wait_for(settled, timeout_s):
+            raise Unavailable(f"the split of {parent} did not settle within {timeout_s}s", value=parent)
+
+    # -- views -------------------------------------------------------------------------------
+    def ownership(self) -> OwnershipProjection:
+        """The client's ownership view (bundles, states, owners), current as of its last fold."""
+        return self.view.view
+
+    def namespaces(self) -> list[str]:
+        return sorted(self.view.view.namespaces)
+
+    def bundles(self, namespace: str) -> list[BundleRow]:
+        if namespace not in self.view.view.namespaces:
+            raise UnknownNamespace(f"namespace {namespace!r} does not exist; namespaces: "
+                                   f"{', '.join(self.namespaces()) or 'none'}", value=namespace)
+        return list(self.view.view.bundles(namespace))
+
+    def brokers(self) -> list[BrokerStatus]:
+        owners = self.view.view.owners()
+        counts = {b: 0 for b in self.view.brokers}
+        for owner in owners.values():
+            if owner in counts:
+                counts[owner] += 1
+        domains = {**{b: p.get("failure_domain") for b, p in self.view.brokers.items()},
+                   **self.view.view.failure_domains}
+        out = []
+        for broker_id, payload in sorted(self.view.brokers.items()):
+            info = self.view.load.brokers.get(broker_id)
+            out.append(BrokerStatus(broker_id, str(payload.get("url", "")), domains.get(broker_id),
+                                    str(payload.get("version", "")),
+                                    info.last_seen_ms if info is not None else 0, counts[broker_id]))
+        return out
+
+    def load_report(self, broker: str) -> dict[str, Any]:
+        """The broker's latest LoadReported (``ts_ms`` and payload; none yet: ``None``s)."""
+        if broker not in self.view.brokers:
+            raise UnknownBroker(f"broker {broker!r} is not registered; registered: "
+                                f"{', '.join(sorted(self.view.brokers)) or 'none'}", value=broker)
+        ts_ms, payload = self.view.reports.get(broker, (None, {}))
+        return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": payload.get("broker_load"),
+                "bundles": list(payload.get("bundles") or [])}
+
+    def leader(self) -> LeaderStatus:
+        return LeaderStatus(self.view.leader_id, self.view.epoch)
+
+    def now_ms(self) -> int:
+        """Cluster time (sped up by the time-compression factor)."""
+        return self.host.clock.now_ms()
+
+    async def events(self, *types: str, from_start: bool = False) -> AsyncIterator[Record]:
+        """Every record folded from now on (``from_start``: the whole log first), of ``types``."""
+        wanted = set(types)
+        queue = self.view.listen()
+        try:
+            if from_start:  # what was folded before listening, read back from the log
+                seen = dict(self.view.cursor.position)
+                for item in (await self.view.log.read()).records:
+                    folded = item.offset < seen.get(item.partition, 0)
+                    if folded and (not wanted or item.envelope.type in wanted):
+                        yield item
+            while True:
+                record = await queue.get()
+                if not wanted or record.envelope.type in wanted:
+                    yield record
+        finally:
+            self.view.unlisten(queue)
+
+    async def replay(self) -> OwnershipProjection:
+        """A fresh fold of the whole log, read back from the log itself."""
+        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
+        for record in (await self.view.log.read()).records:
+            projection.apply(record.offset, record.envelope)
+        return projection
+
+    async def actor_views(self, timeout_s: float = TIMEOUT_S) -> dict[str, OwnershipProjection]:
+        """Each hosted body's live ownership view, once it has folded the log as the client has."""
+        await self.view.catch_up()
+        target = dict(self.view.cursor.position)
+        names = self._names()
+        handles = [await self._handle(n) for n in names]
+        snaps: list[dict[str, Any]] = await asyncio.wait_for(
+            asyncio.gather(*(h.snapshot.remote(target) for h in handles)), timeout_s)
+        return {n: OwnershipProjection.restore(s) for n, s in zip(names, snaps, strict=True)}
+
+    async def statuses(self) -> dict[str, dict[str, Any]]:
+        names = self._names()
+        handles = [await self._handle(n) for n in names]
+        found = await asyncio.gather(*(h.status.remote() for h in handles), return_exceptions=True)
+        return {n: s if isinstance(s, dict) else {"error": repr(s)}
+                for n, s in zip(names, found, strict=True)}
+
+    def _names(self) -> list[str]:
+        if self._owned is not None:
+            return sorted(self._owned.handles)
+        shards = [f"ns:{s}" for s in range(self.settings.namespace_shards)]
+        return [*shards, LEADER, *(broker_body_name(b) for b in sorted(self.view.brokers))]
+
+    async def _handle(self, name: str) -> Handle:
+        if self._owned is not None and name in self._owned.handles:
+            return self._owned.handles[name]
+        return await self.transport.handle(name)
+
+    # -- the actors' life (tests, ``lbctl run``) ------------------------------------------------
+    def _require_owned(self) -> _Owned:
+        if self._owned is None:
+            raise InvalidInput("only the process that started the cluster manages its actors")
+        return self._owned
+
+    async def add_broker(self, broker_id: str | None = None, *, failure_domain: str | None = None,
+                         capacity: Capacity | None = None, options: Mapping[str, Any] | None = None,
+                         timeout_s: float = TIMEOUT_S) -> str:
+        """Start one more broker; returns its id once it is registered."""
+        owned = self._require_owned()
+        if broker_id is None:
+            taken = {b.removeprefix("broker:") for b in owned.handles}
+            broker_id = next(f"broker-{i}" for i in itertools.count(1) if f"broker-{i}" not in taken)
+        body = owned.layout.broker(broker_id, failure_domain, capacity)
+        if body.name in owned.handles:
+            raise InvalidInput(f"broker {broker_id!r} is already hosted", value=broker_id)
+        extra = {**owned.actor_options.get(body.name, {}), **(options or {})}
+        owned.handles[body.name] = spawn(self.host, body, namespace=self.ray_namespace,
+                                         max_restarts=owned.max_restarts, detached=owned.detached,
+                                         options=extra)
+        if not await self.view.wait_for(lambda: broker_id in self.view.brokers, timeout_s):
+            raise Unavailable(f"broker {broker_id} did not register within {timeout_s}s")
+        return broker_id
+
+    def _broker_handle(self, broker_id: str) -> Handle:
+        handle = self._require_owned().handles.get(broker_body_name(broker_id))
+        if handle is None:
+            raise UnknownBroker(f"broker {broker_id!r} is not hosted by this cluster", value=broker_id)
+        return handle
+
+    async def kill_broker(self, broker_id: str, *, restart: bool = False) -> None:
+        """Hard-kill a broker's actor (a crash); ``restart``: Ray starts it again from the log."""
+        handle = self._broker_handle(broker_id)
+        kill(handle, restart=restart)
+        if not restart:
+            del self._require_owned().handles[broker_body_name(broker_id)]
+
+    async def shutdown_broker(self, broker_id: str, *, timeout_s: float | None = None) -> None:
+        """Graceful shutdown: the broker's bundles are transferred, it leaves, its actor ends."""
+        handle = self._broker_handle(broker_id)
+        drain_s = self.host.clock.wall_s(self.settings.drain_timeout_ms) + 10.0
+        await handle.act.remote("shutdown")
+        if not await self.view.wait_for(lambda: broker_id not in self.view.brokers,
+                                        timeout_s if timeout_s is not None else drain_s):
+            raise Unavailable(f"broker {broker_id} did not leave in time")
+        await stop_and_kill(handle)
+        del self._require_owned().handles[broker_body_name(broker_id)]
+
+    async def kill_leader(self, *, restart: bool = True) -> None:
+        """Hard-kill the leader's actor; Ray restarts it and it campaigns for a new epoch."""
+        handle = self._require_owned().handles[LEADER]
+        kill(handle, restart=restart)

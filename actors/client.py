@@ -1,0 +1,117 @@
+"""ClientView: the caller's own projection of the log (ARCHITECTURE §3: lookups of owned
+bundles are a dictionary read, not a round trip).
+
+Invariants:
+- it is a ``Follower`` (ownership view, leader epoch, registered brokers) plus the load view and
+  each broker's latest report, folded from the log in the caller's event loop: a subscription
+  follows the log, and ``catch_up`` reads it to its end on demand; both take each record once
+  (``LogCursor``), so the view is a fold of a prefix of the log, in log order per partition;
+- it writes nothing and sends nothing: commands go through the ``Cluster``;
+- waiting is event-driven: every folded batch wakes the waiters (``wait_for``) and feeds every
+  listener's queue (``listen``), in fold order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actors.body import Follower
+from actors.runtime.live import LogCursor, read_new, subscribe
+from balancer.config import LoadBalancerConfig
+from events.log.port import EventLog, Record
+from projections.load import LoadProjection
+
+logger = logging.getLogger(__name__)
+
+
+class ClientView(Follower):
+    """Ownership + load views folded from ``log``, kept current by a subscription."""
+
+    name = "client"
+
+    def __init__(self, config: LoadBalancerConfig, log: EventLog, *, poll_s: float = 0.01) -> None:
+        super().__init__(config)
+        self.log, self.poll_s = log, poll_s
+        self.load = LoadProjection(config)
+        self.reports: dict[str, tuple[int, Mapping[str, Any]]] = {}
+        """Broker -> (ts_ms, payload) of its latest LoadReported."""
+        self.cursor = LogCursor()
+        self._changed = asyncio.Event()
+        self._listeners: list[asyncio.Queue[Record]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def fold_more(self, record: Record) -> None:
+        envelope = record.envelope
+        self.load.apply(record.offset, envelope)
+        if envelope.type == "LoadReported":
+            self.reports[str(envelope.payload["broker_id"])] = (envelope.ts_ms, envelope.payload)
+        elif envelope.type == "BrokerLeft":
+            self.reports.pop(str(envelope.payload["broker_id"]), None)
+
+    # -- life --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.log.start()
+        await self.catch_up()
+        self._task = asyncio.get_running_loop().create_task(self._follow())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await self.log.close()
+
+    async def catch_up(self) -> None:
+        """Fold everything the log holds now (after a command, to see what it caused)."""
+        self._take(await read_new(self.log, self.cursor))
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for item in subscribe(self.log, dict(self.cursor.position), self.poll_s):
+                    record = self.cursor.take(item)
+                    if record is not None:
+                        self._take([record])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("client view: following the log failed; resubscribing")
+                await asyncio.sleep(0.5)
+
+    def _take(self, records: list[Record]) -> None:
+        folded = [r for r in records if self.fold(r)]
+        if not folded:
+            return
+        for queue in self._listeners:
+            for record in folded:
+                queue.put_nowait(record)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # -- waiting and listening ---------------------------------------------------------------
+    async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate()`` holds after some fold (True) or ``timeout_s`` passes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    def listen(self) -> asyncio.Queue[Record]:
+        """A queue that receives every record folded from now on."""
+        queue: asyncio.Queue[Record] = asyncio.Queue()
+        self._listeners.append(queue)
+        return queue
+
+    def unlisten(self, queue: asyncio.Queue[Record]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(queue)

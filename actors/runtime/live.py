@@ -1,0 +1,413 @@
+"""LiveHost: one actor body on a real clock and a real log (the Ray-free core of the Ray host).
+
+A ``LiveHost`` runs one body in an asyncio loop: it rebuilds the body from the log (``recover``),
+follows the log (``on_event``), ticks it (``on_tick``) and answers commands (``on_command``);
+``actors.runtime.ray`` wraps it in a Ray actor and gives it a transport to the other actors.
+
+Invariants:
+- the body is touched one call at a time: every call into it, and the execution of the effects
+  it returns, runs under one ``asyncio.Lock`` (bodies are not thread- or task-safe);
+- effects are executed exactly as ``InProcessHost.apply`` does: append (the first run of a key
+  with its ``expected_seq``), then read the log up to its end and feed every new record to the
+  body, in log order, applying each reaction the same way, and only then send the commands; so
+  the writer folds its own records before anything else reaches it;
+- every record reaches the body once: a ``LogCursor`` keeps the next offset of each partition,
+  and the subscription and the reads after an append both go through it (the body's own
+  seq bookkeeping would drop a redelivery anyway);
+- state is never carried over: a (re)started host builds a fresh body and recovers it from the
+  whole log; a log that keeps per-writer heads (Kafka) is told of every record folded, so a key
+  written by two processes (a broker's, also written by the leader when it expires the broker)
+  continues after the other writer's records;
+- time is ``Clock.now_ms``: the wall clock, sped up by ``speed`` from ``origin_ms`` (every process
+  of a cluster shares the origin, so they agree on the time and the envelopes carry it);
+- a failure inside a loop (a body bug, a log outage) is logged and the loop goes on; an append
+  that fails is the command's error, as in the in-process host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Literal, Protocol
+
+from actors.body import Body
+from actors.broker import BrokerBody
+from actors.effects import Effects
+from actors.leader import LeaderBody
+from actors.namespace import NamespaceBody
+from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
+from actors.workload import Capacity, ClientsBody, Workload
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from events.catalog import Command, Event
+from events.envelope import Envelope, Stamper
+from events.log.kafka import KafkaEventLog
+from events.log.local import LocalEventLog
+from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
+
+logger = logging.getLogger(__name__)
+
+Answer = tuple[object | None, LoadBalancerError | None]
+"""A command's reply and its typed error (one of them is None)."""
+
+BodyKind = Literal["namespace", "leader", "broker", "clients"]
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The cluster's time: ``origin_ms`` + (wall - origin) x ``speed`` (1.0 = real time)."""
+
+    origin_ms: int
+    speed: float = 1.0
+
+    @classmethod
+    def starting_now(cls, speed: float = 1.0) -> Clock:
+        if speed <= 0:
+            raise InvalidInput(f"time compression factor {speed} must be > 0", value=speed)
+        return cls(int(time.time() * 1000), speed)
+
+    def now_ms(self) -> int:
+        wall = time.time() * 1000
+        return int(self.origin_ms + (wall - self.origin_ms) * self.speed)
+
+    def wall_s(self, virtual_ms: float) -> float:
+        """How long ``virtual_ms`` of cluster time takes on the wall clock, in seconds."""
+        return virtual_ms / 1000.0 / self.speed
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpec:
+    """Where the cluster's log lives: an embedded directory or a Kafka cluster."""
+
+    directory: str | None = None
+    bootstrap: str | None = None
+    cluster: str = "lb"
+    """Kafka topic prefix (``{cluster}-events``)."""
+    partitions: int = 3
+    transactional: bool = True
+    """Kafka: the leader writes through a transactional id, so a restarted leader fences the
+    producer of its zombie (``BodySpec.transactional``); every other body writes idempotently."""
+    fsync: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.directory is None) == (self.bootstrap is None):
+            raise InvalidInput("a log is either a directory or Kafka bootstrap servers, not "
+                               f"{'both' if self.directory else 'neither'}")
+
+    @property
+    def kind(self) -> str:
+        return "local" if self.directory is not None else "kafka"
+
+    def open(self, clock: Clock, *, writer: str | None = None) -> EventLog:
+        """A handle on the log; ``writer`` names a transactional writer (Kafka)."""
+        stamper = Stamper(clock_ms=clock.now_ms)
+        if self.directory is not None:
+            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
+        assert self.bootstrap is not None
+        writer_id = writer.replace(":", "-") if writer and self.transactional else None
+        return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
+                             writer_id=writer_id, stamper=stamper)
+
+    def describe(self) -> str:
+        if self.directory is not None:
+            return f"embedded log {self.directory}"
+        return f"Kafka {self.bootstrap} topic {self.cluster}-events"
+
+
+@dataclass(frozen=True, slots=True)
+class BodySpec:
+    """Everything needed to build one body, in any process (picklable)."""
+
+    kind: BodyKind
+    config: LoadBalancerConfig
+    settings: ActorSettings = field(default_factory=ActorSettings)
+    broker_id: str | None = None
+    failure_domain: str | None = None
+    capacity: Capacity | None = None
+    workload: Workload | None = None
+    shard: int = 0
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "namespace":
+            return namespace_body_name(self.shard)
+        if self.kind == "broker":
+            assert self.broker_id is not None
+            return broker_body_name(self.broker_id)
+        return LEADER if self.kind == "leader" else "clients"
+
+    @property
+    def transactional(self) -> bool:
+        """Whether this body writes through a transactional id (Kafka): the leader only.
+
+        The leader acts on its own (ticks), so a zombie leader would go on writing: its
+        transactional id fences it. A namespace shard writes only in answer to commands, which
+        Ray delivers to its live incarnation, so it needs no fencing of its own; and a body
+        killed mid-transaction holds every read_committed reader of the partition until the
+        transaction times out, which costs brokers (killed in tests and by crashes) too much.
+        Transactions also triple an append's latency (commit + markers)."""
+        return self.kind == "leader"
+
+    def build(self) -> Body:
+        """A fresh body (a restart builds a new one: nothing survives but the log)."""
+        config, settings = self.config, self.settings
+        workload = self.workload or Workload([])
+        if self.kind == "namespace":
+            return NamespaceBody(config, shard=self.shard, shards=settings.namespace_shards)
+        if self.kind == "leader":
+            # Each incarnation draws its own placements' tie-breaks.
+            rng = Random(f"{self.seed}:{LEADER}:{os.getpid()}:{time.time_ns()}")
+            return LeaderBody(config, rng=rng, settings=settings)
+        if self.kind == "broker":
+            assert self.broker_id is not None
+            return BrokerBody(self.broker_id, config, workload, settings=settings,
+                              capacity=self.capacity, failure_domain=self.failure_domain)
+        return ClientsBody(config, workload, settings)
+
+
+class Transport(Protocol):
+    """Delivers commands to other bodies by name (``LEADER`` = whichever leads)."""
+
+    def send(self, target: str, command: Command) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class LogCursor:
+    """The next offset to take per partition: every item is taken once, in partition order."""
+
+    def __init__(self) -> None:
+        self.position: Offsets = {}
+        self.dead_letters = 0
+
+    def take(self, item: Item) -> Record | None:
+        """The record if it is new (dead letters are counted and skipped), else None."""
+        if item.offset < self.position.get(item.partition, 0):
+            return None
+        self.position[item.partition] = item.offset + 1
+        if isinstance(item, DeadLetter):
+            self.dead_letters += 1
+            logger.warning("dead letter at %s:%s skipped: %s", item.partition, item.offset, item.error)
+            return None
+        return item
+
+    def advance(self, offsets: Mapping[int, int]) -> None:
+        """Move past offsets that hold no record (Kafka transaction markers)."""
+        for partition, offset in offsets.items():
+            self.position[partition] = max(self.position.get(partition, 0), offset)
+
+    def reached(self, target: Mapping[int, int]) -> bool:
+        return all(self.position.get(p, 0) >= o for p, o in target.items())
+
+
+async def read_new(log: EventLog, cursor: LogCursor) -> list[Record]:
+    """Every record of ``log`` past ``cursor`` up to the end as of now, taking them."""
+    result = await log.read(cursor.position)
+    records = [r for item in result.items if (r := cursor.take(item)) is not None]
+    cursor.advance(result.next)
+    return records
+
+
+def subscribe(log: EventLog, start: Offsets, poll_s: float) -> AsyncIterator[Item]:
+    """Follow ``log`` from ``start``; the embedded log polls every ``poll_s`` seconds."""
+    if isinstance(log, LocalEventLog):
+        return log.subscribe(start, poll_interval_s=poll_s)
+    return log.subscribe(start)
+
+
+def key_runs(appends: Iterable[tuple[str, Event]]) -> list[tuple[str, list[Event]]]:
+    """Consecutive events of one key form one atomic append (as in the in-process host)."""
+    out: list[tuple[str, list[Event]]] = []
+    for key, event in appends:
+        if out and out[-1][0] == key:
+            out[-1][1].append(event)
+        else:
+            out.append((key, [event]))
+    return out
+
+
+class LiveHost:
+    """Hosts one body: recover, follow, tick, answer commands, execute effects."""
+
+    def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
+                 shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
+        self.body, self.log, self.clock, self.transport = body, log, clock, transport
+        self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
+        self.cursor = LogCursor()
+        self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
+        self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0}
+        self._lock = asyncio.Lock()
+        self._pending: deque[Record] = deque()
+        self._tasks: list[asyncio.Task[None]] = []
+        observe = getattr(log, "observe", None)
+        self._observe: Callable[[Envelope], None] | None = observe if callable(observe) else None
+
+    @property
+    def name(self) -> str:
+        return self.body.name
+
+    # -- life ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the log, rebuild the body from all of it, then follow it and tick."""
+        await self.log.start()
+        history = await read_new(self.log, self.cursor)
+        for record in history:
+            self._note(record)
+        self.body.recover(history)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        async with self._lock:
+            await self.transport.close()
+            await self.log.close()
+
+    # -- the three inputs ------------------------------------------------------------------
+    async def command(self, command: Command) -> Answer:
+        """Deliver a command; the body's reply, or the typed error (a failed append's first)."""
+        async with self._lock:
+            self.counts["commands"] += 1
+            try:
+                effects = self.body.on_command(command, self.clock.now_ms())
+            except Exception as exc:  # a body bug must not look like a lost actor
+                logger.exception("%s failed on %s", self.name, command.TYPE)
+                return None, LoadBalancerError(f"{self.name} failed on {command.TYPE}: {exc!r}")
+            failure = await self._apply(effects)
+        return effects.reply, failure or effects.error
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for item in subscribe(self.log, dict(self.cursor.position), self.poll_s):
+                    async with self._lock:
+                        record = self.cursor.take(item)
+                        if record is not None:
+                            self._pending.append(self._note(record))
+                            await self._drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("%s: following the log failed; resubscribing", self.name)
+                await asyncio.sleep(0.5)
+
+    async def _ticks(self) -> None:
+        while True:
+            try:
+                async with self._lock:
+                    await self._apply(self.body.on_tick(self.clock.now_ms()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("%s: tick failed", self.name)
+            await asyncio.sleep(self.tick_s)
+
+    async def act(self, method: str) -> Effects:
+        """Call a body-specific method ``method(now_ms) -> Effects`` (a broker's ``shutdown``)."""
+        action = getattr(self.body, method, None)
+        if not callable(action):
+            raise InvalidInput(f"{self.name} has no {method!r}", value=method)
+        async with self._lock:
+            effects: Effects = action(self.clock.now_ms())
+            await self._apply(effects)
+        return effects
+
+    # -- effects (InProcessHost.apply, live) -------------------------------------------------
+    async def _apply(self, effects: Effects) -> LoadBalancerError | None:
+        failure = await self._append(effects) if effects.append else None
+        if effects.append:
+            await self._ingest()
+            await self._drain()
+        for command in effects.send:
+            self.counts["sends"] += 1
+            self.transport.send(route(command, self.shards), command)
+        return failure
+
+    async def _append(self, effects: Effects) -> LoadBalancerError | None:
+        guarded: set[str] = set()
+        for key, events in key_runs(effects.append):
+            expected = effects.expected_seq.get(key) if key not in guarded else None
+            guarded.add(key)
+            try:
+                await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
+                                      causation_id=effects.causation_id)
+            except LoadBalancerError as exc:
+                self.failed_appends.append((key, exc))
+                return exc
+            except Exception as exc:  # a client library error the adapter did not translate
+                logger.exception("%s: append under %r failed", self.name, key)
+                failure = Unavailable(f"append under {key!r} failed: {exc!r}")
+                self.failed_appends.append((key, failure))
+                return failure
+            self.counts["appends"] += 1
+        return None
+
+    async def _ingest(self) -> None:
+        """Queue every record of the log past the cursor (the writer's own among them)."""
+        for record in await read_new(self.log, self.cursor):
+            self._pending.append(self._note(record))
+
+    async def _drain(self) -> None:
+        while self._pending:
+            record = self._pending.popleft()
+            self.counts["records"] += 1
+            await self._apply(self.body.on_event(record, self.clock.now_ms()))
+
+    def _note(self, record: Record) -> Record:
+        if self._observe is not None:
+            self._observe(record.envelope)
+        return record
+
+    # -- inspection ------------------------------------------------------------------------
+    async def sync(self, target: Mapping[int, int] | None = None) -> Offsets:
+        """Fold the log at least up to ``target`` (default: its end now); the position."""
+        async with self._lock:
+            await self._ingest()
+            await self._drain()
+            while target is not None and not self.cursor.reached(target):
+                await asyncio.sleep(self.poll_s)
+                await self._ingest()
+                await self._drain()
+            return dict(self.cursor.position)
+
+    async def snapshot(self, target: Mapping[int, int] | None = None) -> dict[str, Any]:
+        """The body's ownership view (``OwnershipProjection.snapshot``) once caught up."""
+        await self.sync(target)
+        view = getattr(self.body, "view", None)
+        if view is None:
+            raise InvalidInput(f"{self.name} keeps no ownership view")
+        snapshot: dict[str, Any] = view.snapshot()
+        return snapshot
+
+    def status(self) -> dict[str, Any]:
+        body = self.body
+        return {
+            "name": self.name, "pid": os.getpid(), "now_ms": self.clock.now_ms(),
+            "epoch": getattr(body, "epoch", 0), "leads": bool(getattr(body, "leads", False)),
+            "my_epoch": getattr(body, "my_epoch", None), "role": str(getattr(body, "role", "")),
+            "registered": getattr(body, "registered", None), "stopped": getattr(body, "stopped", None),
+            "position": dict(self.cursor.position), "counts": dict(self.counts),
+            "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
+            "failed_sends": getattr(self.transport, "failed_sends", 0),
+        }
+
+
+@contextlib.asynccontextmanager
+async def hosting(host: LiveHost) -> AsyncIterator[LiveHost]:
+    """Start ``host`` and close it on the way out (tests and single-process tools)."""
+    await host.start()
+    try:
+        yield host
+    finally:
+        await host.close()

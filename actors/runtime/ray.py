@@ -1,0 +1,203 @@
+"""The Ray host: each actor body in its own named Ray actor (ARCHITECTURE §4).
+
+Invariants:
+- one Ray actor per body, named by the body's name (``ns:0``, ``leader``, ``broker:broker-1``,
+  ``clients``) in the Ray namespace of its cluster; it needs no CPU (``num_cpus=0``);
+- the actor is async, but its body is touched one call at a time (``LiveHost``'s lock); its
+  ``__init__`` builds a fresh body and recovers it from the log before the actor takes any call,
+  so a restart (``max_restarts``, default -1 = always) rebuilds from the log, never from memory;
+- a command's answer is a value ``(reply, error)``: typed errors travel as ``balancer.errors``
+  objects and are raised by the caller (``call``), never wrapped in Ray's exception types; a Ray
+  failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
+- commands between actors are fire-and-forget, as in the in-process host: the sender never waits
+  on another actor while it holds its body, so no cycle of actors can deadlock; ``LEADER`` is the
+  actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new
+  epoch and fences the old one);
+- handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
+  handle whose actor died for good is dropped and looked up again next time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayError
+
+from actors.runtime.live import Answer, BodySpec, Clock, LiveHost, LogSpec
+from balancer.errors import Unavailable
+from events.catalog import Command
+
+logger = logging.getLogger(__name__)
+
+Handle: TypeAlias = "ActorHandle[Any]"
+"""A handle on a ``BodyActor``."""
+
+RAY_FAILURES: tuple[type[BaseException], ...] = (RayError, ValueError, TimeoutError)
+"""What a call to an actor may raise instead of answering (``ValueError``: no such name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """What every actor of one cluster shares: the log, the clock and the loop periods."""
+
+    log: LogSpec
+    clock: Clock
+    tick_s: float = 0.1
+    poll_s: float = 0.01
+    namespace_shards: int = 1
+
+
+class BodyActor:
+    """One body as a Ray actor (wrapped by ``ray.remote`` in ``spawn``)."""
+
+    async def __init__(self, spec: HostSpec, body: BodySpec, namespace: str) -> None:  # type: ignore[misc]
+        # ``namespace`` is the actor's own: the runtime context names the creating job's.
+        logging.basicConfig(level=logging.WARNING)
+        self.spec, self.body_spec = spec, body
+        writer = body.name if body.transactional else None
+        self.host = LiveHost(body.build(), spec.log.open(spec.clock, writer=writer), spec.clock,
+                             RayTransport(namespace), shards=spec.namespace_shards,
+                             tick_s=spec.tick_s, poll_s=spec.poll_s)
+        await self.host.start()
+
+    async def command(self, command: Command) -> Answer:
+        return await self.host.command(command)
+
+    async def act(self, method: str) -> None:
+        """Run a body-specific action (``shutdown`` of a broker)."""
+        await self.host.act(method)
+
+    async def status(self) -> dict[str, Any]:
+        return {**self.host.status(), "node_id": ray.get_runtime_context().get_node_id()}
+
+    async def snapshot(self, target: Mapping[int, int] | None = None) -> dict[str, Any]:
+        return await self.host.snapshot(target)
+
+    async def describe(self) -> dict[str, Any]:
+        """How this cluster is built (what ``Cluster.connect`` needs to attach)."""
+        return {"host": self.spec, "config": self.body_spec.config,
+                "settings": self.body_spec.settings, "pid": os.getpid()}
+
+    async def stop(self) -> None:
+        """Close the log cleanly (before the actor is killed)."""
+        await self.host.close()
+
+
+_RemoteBodyActor = ray.remote(BodyActor)
+
+
+def spawn(spec: HostSpec, body: BodySpec, *, namespace: str, max_restarts: int = -1,
+          detached: bool = False, options: Mapping[str, Any] | None = None) -> Handle:
+    """Create the named actor hosting ``body`` (it is ready once ``status`` answers)."""
+    opts: dict[str, Any] = {"name": body.name, "namespace": namespace, "num_cpus": 0,
+                            "max_restarts": max_restarts}
+    if detached:
+        opts["lifetime"] = "detached"
+    opts.update(options or {})
+    handle: Handle = _RemoteBodyActor.options(**opts).remote(spec, body, namespace)  # type: ignore[assignment]
+    return handle
+
+
+async def lookup_actor(name: str, namespace: str) -> Handle:
+    """The handle of the named actor (``ValueError`` if there is none)."""
+    handle: Handle = await asyncio.to_thread(ray.get_actor, name, namespace=namespace)
+    return handle
+
+
+async def call(handle: Handle, command: Command, timeout_s: float = 30.0) -> Answer:
+    """Deliver ``command`` and wait for the answer; a Ray failure raises (see ``RAY_FAILURES``)."""
+    answer: Answer = await asyncio.wait_for(handle.command.remote(command), timeout_s)
+    return answer
+
+
+def kill(handle: Handle, *, restart: bool = False) -> None:
+    """Hard-kill an actor (``restart``: let Ray start it again, rebuilt from the log)."""
+    with contextlib.suppress(*RAY_FAILURES):
+        ray.kill(handle, no_restart=not restart)
+
+
+async def stop_and_kill(handle: Handle, timeout_s: float = 5.0) -> None:
+    """Close the actor's log, then kill it for good (a dead or hung actor is just killed)."""
+    with contextlib.suppress(*RAY_FAILURES, asyncio.TimeoutError):
+        await asyncio.wait_for(handle.stop.remote(), timeout_s)
+    kill(handle)
+
+
+class RayTransport:
+    """Fire-and-forget delivery of commands to named actors of one Ray namespace."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._handles: dict[str, Handle] = {}
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.failed_sends = 0
+        """Fire-and-forget commands that found no live actor (normal while one restarts)."""
+
+    def send(self, target: str, command: Command) -> None:
+        task = asyncio.get_running_loop().create_task(self._deliver(target, command))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def handle(self, target: str) -> Handle:
+        handle = self._handles.get(target)
+        if handle is None:
+            handle = self._handles[target] = await lookup_actor(target, self.namespace)
+        return handle
+
+    def forget(self, target: str) -> None:
+        self._handles.pop(target, None)
+
+    async def call(self, target: str, command: Command, timeout_s: float = 30.0) -> Answer:
+        """Deliver and wait; a missing, dead, restarting or silent actor is ``Unavailable``."""
+        try:
+            return await call(await self.handle(target), command, timeout_s)
+        except RAY_FAILURES as exc:
+            self.forget(target)  # looked up again next time (it may have been replaced)
+            return None, Unavailable(f"{command.TYPE} {command.command_id}: actor {target!r} "
+                                     f"unreachable: {type(exc).__name__}: {exc}")
+
+    async def _deliver(self, target: str, command: Command) -> None:
+        _, error = await self.call(target, command)
+        if error is not None:
+            self.failed_sends += isinstance(error, Unavailable)
+            logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
+
+    async def close(self) -> None:
+        for task in list(self._inflight):
+            task.cancel()
+        await asyncio.gather(*self._inflight, return_exceptions=True)
+        self._inflight.clear()
+        self._handles.clear()
+
+
+def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | None = None) -> bool:
+    """Connect to Ray (``address``) or start it locally; True if this call started it."""
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"namespace": namespace, "logging_level": logging.WARNING,
+                               "log_to_driver": False}
+    if address is None:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        cores = os.cpu_count() or 2
+        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False)
+    ray.init(address=address, **options)
+    return True
+
+
+def gcs_address() -> str | None:
+    """The address other drivers pass to ``ray.init`` to join this Ray cluster."""
+    with contextlib.suppress(Exception):
+        return str(ray.get_runtime_context().gcs_address)
+    return None
+
+
+def shutdown_ray() -> None:
+    ray.shutdown()

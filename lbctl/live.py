@@ -1,0 +1,154 @@
+"""The live view of ``lbctl run``: a ``rich`` screen on a terminal, plain progress lines otherwise.
+
+Invariants:
+- a view only renders a ``Frame`` (built by ``lbctl.run`` from ``RunStats`` and the ownership
+  view); it never talks to the cluster;
+- ``RichView`` redraws in place (``rich.live.Live``) and leaves its last frame on screen;
+  ``PlainView`` writes one line per move as it happens and one progress line every
+  ``every_ms`` of simulated time, flushed, so a pipe or a CI log shows progress;
+- times shown are simulated time since the run began (``HH:MM:SS``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import IO, Protocol
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from lbctl.runstats import Move
+
+BAR_WIDTH = 30
+RECENT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLine:
+    broker: str
+    load: float | None
+    bundles: int
+    msg_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Everything one redraw shows."""
+
+    host: str
+    namespace: str
+    elapsed_ms: int
+    total_ms: int
+    wall_s: float
+    speed: float
+    leader: str | None
+    epoch: int
+    brokers: list[BrokerLine]
+    recent: list[Move] = field(default_factory=list)
+    start_ms: int = 0
+    moves: int = 0
+
+
+class View(Protocol):
+    def update(self, frame: Frame, fresh: list[Move]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def clock(ms: int) -> str:
+    seconds = max(0, ms) // 1000
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def move_text(move: Move, start_ms: int) -> str:
+    where = f"{move.src or '-'} -> {move.dst}" if move.dst else f"from {move.src or '-'}"
+    return f"[{clock(move.ts_ms - start_ms)}] {move.kind:<8} {move.bundle}  {where}  {move.reason}"
+
+
+def _speed(speed: float) -> str:
+    return f"{speed:g}x" if speed > 0 else "max speed"
+
+
+class PlainView:
+    """Lines for a pipe or a log file."""
+
+    def __init__(self, out: IO[str] | None = None, every_ms: int = 5 * 60_000) -> None:
+        self.out = out or sys.stdout
+        self.every_ms = every_ms
+        self._next_ms = 0
+
+    def update(self, frame: Frame, fresh: list[Move]) -> None:
+        for move in fresh:
+            print(move_text(move, frame.start_ms), file=self.out)
+        if frame.elapsed_ms >= self._next_ms or frame.elapsed_ms >= frame.total_ms:
+            self._next_ms = (frame.elapsed_ms // self.every_ms + 1) * self.every_ms
+            loads = " ".join(
+                f"{b.broker}={'-' if b.load is None else f'{100 * b.load:.0f}%'}({b.bundles})"
+                for b in frame.brokers)
+            print(f"[{clock(frame.elapsed_ms)} / {clock(frame.total_ms)}] wall {frame.wall_s:.1f}s "
+                  f"leader {frame.leader or '-'} epoch {frame.epoch} | {loads} | moves {frame.moves}",
+                  file=self.out)
+        self.out.flush()
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+class RichView:
+    """A redrawn screen: header, brokers with load bars, the latest moves."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def update(self, frame: Frame, fresh: list[Move]) -> None:
+        self._live.update(render(frame), refresh=True)
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def render(frame: Frame) -> RenderableType:
+    header = Text.assemble(
+        ("bundle-balancer ", "bold"), f"{frame.host} · {frame.namespace} · ",
+        ("sim ", "dim"), (f"{clock(frame.elapsed_ms)} / {clock(frame.total_ms)}", "bold cyan"),
+        f" · {_speed(frame.speed)} · wall {frame.wall_s:.0f}s · ",
+        ("leader ", "dim"), (f"{frame.leader or '-'} epoch {frame.epoch}", "bold magenta"))
+    return Group(header, Panel(_brokers(frame), title="brokers", title_align="left"),
+                 Panel(_moves(frame), title=f"bundle moves ({frame.moves})", title_align="left"))
+
+
+def _bar(load: float | None) -> Text:
+    if load is None:
+        return Text("no report yet", style="dim")
+    filled = min(BAR_WIDTH, round(load * BAR_WIDTH))
+    style = "green" if load < 0.6 else "yellow" if load < 0.85 else "red"
+    return Text.assemble(("█" * filled, style), ("░" * (BAR_WIDTH - filled), "dim"),
+                         f" {100 * load:5.1f}%")
+
+
+def _brokers(frame: Frame) -> Table:
+    table = Table(box=None, expand=False, pad_edge=False)
+    for name, justify in (("broker", "left"), ("load (max resource usage)", "left"),
+                          ("bundles", "right"), ("msg/s in+out", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for line in frame.brokers:
+        table.add_row(line.broker, _bar(line.load), str(line.bundles), f"{line.msg_rate:,.0f}")
+    return table
+
+
+def _moves(frame: Frame) -> RenderableType:
+    if not frame.recent:
+        return Text("none yet", style="dim")
+    table = Table(box=None, expand=False, pad_edge=False)
+    for name in ("sim time", "kind", "bundle", "from", "to", "reason"):
+        table.add_column(name)
+    for move in frame.recent[-RECENT:]:
+        table.add_row(clock(move.ts_ms - frame.start_ms), move.kind, move.bundle, move.src or "-",
+                      move.dst or "-", move.reason)
+    return table

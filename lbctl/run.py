@@ -1,0 +1,223 @@
+"""``lbctl run``: start a cluster, create a namespace, drive a synthetic workload, watch, summarise.
+
+    lbctl run [--conf conf/broker.conf] [--brokers 3] [--workload zipf --topics 2000]
+              [--minutes 60] [--speed 60] [--host ray|inproc] [--seed 0] [--keep]
+
+``--minutes`` is simulated time; ``--speed`` is simulated seconds per wall second (60: a
+simulated hour takes a wall minute; 0: as fast as the host can). With the defaults the run ends
+by itself after about a minute and exits 0.
+
+Invariants:
+- the summary is computed from the log only (``RunStats`` over every record of the run) and
+  the memory line from ``/proc`` (``MemorySampler`` over this process and all its descendants);
+- the run ends when ``--minutes`` of cluster time have passed since the namespace was created;
+  the cluster is then closed, unless ``--keep``: ``cluster.json`` goes to ``--state-dir`` so the
+  admin verbs can find it (inproc: the log stays there and each verb restarts the cluster from
+  it; Ray: this process keeps the cluster alive until interrupted);
+- bad input (a missing ``--conf``, an unknown broker.conf key, a non-positive count) is one line
+  and exit status 2, before any cluster starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import signal
+import sys
+import textwrap
+import time
+from collections import deque
+from pathlib import Path
+
+from balancer.bundles import validate_namespace
+from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput, Unavailable
+from lbctl.backend import (
+    FINDING_HELP,
+    HOSTS,
+    Backend,
+    ClusterSpec,
+    load_config,
+    state_dir,
+    write_spec,
+)
+from lbctl.live import BrokerLine, Frame, PlainView, RichView, View
+from lbctl.procmem import MemorySampler
+from lbctl.runstats import Move, RunStats
+from lbctl.summary import summary
+
+DEFAULT_CONF = "conf/broker.conf"
+FRAME_S = 0.25
+FAST_STEP_MS = 10_000
+READY_WALL_S = 120.0
+
+
+DESCRIPTION = """\
+Start a cluster (--host ray: a local Ray and the embedded log; inproc: this process on a
+virtual clock), create a namespace, drive a Zipf workload for --minutes of simulated time at
+--speed (simulated seconds per wall second; 60: a simulated hour per wall minute; 0: as fast as
+possible, inproc only), show a live view (brokers with load bars, bundle moves with their
+reason, the leader epoch; plain progress lines when stdout is not a terminal), then print a
+summary: balance, moves by reason, unloads/h and the peak memory of all its processes.
+With the defaults it ends by itself after about a minute and exits 0.
+
+--keep leaves the cluster to the admin verbs (lbctl namespaces|clusters|topics|brokers|
+broker-stats ...)."""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="run a cluster with a synthetic workload, live view and summary",
+                            description=DESCRIPTION, epilog=textwrap.fill(FINDING_HELP, 92),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conf", default=None,
+                        help=f"broker.conf (default: {DEFAULT_CONF} if present, else Pulsar's defaults)")
+    parser.add_argument("--brokers", type=int, default=3, help="number of brokers")
+    parser.add_argument("--workload", choices=("zipf",), default="zipf",
+                        help="zipf: topics whose rates follow Zipf(1.1)")
+    parser.add_argument("--topics", type=int, default=2000, help="topics in the namespace")
+    parser.add_argument("--rate", type=float, default=120_000.0, help="total msg/s published")
+    parser.add_argument("--namespace", default="public/default", help="the namespace to create")
+    parser.add_argument("--bundles", type=int, default=16, help="its initial bundles")
+    parser.add_argument("--minutes", type=float, default=60.0, help="simulated minutes to run")
+    parser.add_argument("--speed", type=float, default=60.0,
+                        help="simulated seconds per wall second (0: as fast as possible)")
+    parser.add_argument("--host", choices=HOSTS, default=default_host(),
+                        help=f"ray: actors on a local Ray; inproc: one process, virtual clock "
+                             f"(default: {default_host()})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the workload and the bodies")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the cluster for the admin verbs (writes --state-dir/cluster.json)")
+    parser.add_argument("--state-dir", default=None, help="where --keep records the cluster "
+                        "(default: $LBCTL_STATE_DIR or .lbctl)")
+    parser.add_argument("--plain", action="store_true", help="progress lines even on a terminal")
+    parser.set_defaults(handler=_handle)
+
+
+def default_host() -> str:
+    """Ray when ``actors.api`` (the Ray ``Cluster``) is installed, else the in-process host
+    (looked up, not imported: building the parser must not import Ray)."""
+    try:
+        found = importlib.util.find_spec("actors.api") is not None
+    except ImportError:
+        found = False
+    return "ray" if found else "inproc"
+
+
+def spec_from(args: argparse.Namespace) -> ClusterSpec:
+    for name in ("brokers", "topics", "bundles"):
+        if getattr(args, name) < 1:
+            raise MalformedInput(f"--{name} {getattr(args, name)}: must be at least 1",
+                                 value=getattr(args, name))
+    for name in ("minutes", "rate", "speed"):
+        if getattr(args, name) < 0 or (name == "minutes" and args.minutes == 0):
+            raise MalformedInput(f"--{name} {getattr(args, name):g}: must be positive", value=getattr(args, name))
+    validate_namespace(args.namespace)
+    if args.host == "ray" and args.speed == 0:
+        raise MalformedInput("--speed 0: Ray runs on the wall clock; give a factor above 0, or use "
+                             "--host inproc for 'as fast as possible'", value=args.speed)
+    conf = args.conf if args.conf is not None else (DEFAULT_CONF if Path(DEFAULT_CONF).is_file() else None)
+    return ClusterSpec(host=args.host, brokers=args.brokers, conf=str(Path(conf).resolve()) if conf else None,
+                       seed=args.seed, namespace=args.namespace, topics=args.topics, rate=args.rate,
+                       speed=args.speed)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    spec = spec_from(args)
+    config = load_config(spec.conf)
+    return asyncio.run(run(spec, config, args))
+
+
+async def start_backend(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None) -> Backend:
+    if spec.host == "inproc":
+        from lbctl.inproc_backend import InProcBackend
+
+        return InProcBackend.start(spec, config=config, log_dir=keep_in)
+    from lbctl.ray_backend import RayBackend
+
+    return await RayBackend.start(spec, config=config, keep_in=keep_in)
+
+
+async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace) -> int:
+    sampler = MemorySampler().start()
+    wall0 = time.monotonic()
+    keep_in = state_dir(args.state_dir) if args.keep else None
+    backend = await start_backend(spec, config, keep_in)
+    try:
+        await wait_ready(backend, spec.brokers)
+        await backend.create_namespace(spec.namespace, bundles=args.bundles)
+        stats = RunStats(start_ms=backend.now_ms())
+        view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()
+        try:
+            await drive(backend, stats, view, spec, int(args.minutes * 60_000))
+        finally:
+            view.close()
+        print(summary(stats, spec, config, backend, time.monotonic() - wall0, sampler.stop(),
+                      bundles=args.bundles))
+        if keep_in is not None:
+            await keep(backend, spec, keep_in)
+    finally:
+        await backend.close()
+    return 0
+
+
+async def wait_ready(backend: Backend, brokers: int) -> None:
+    """Until a leader is elected and ``brokers`` brokers registered."""
+    deadline = time.monotonic() + READY_WALL_S
+    while len(backend.brokers()) < brokers or backend.leader()[1] == 0:
+        if time.monotonic() > deadline:
+            raise Unavailable(f"{len(backend.brokers())} of {brokers} broker(s) registered and "
+                              f"leader epoch {backend.leader()[1]} after {READY_WALL_S:g} s")
+        await backend.sleep(200)
+
+
+async def drive(backend: Backend, stats: RunStats, view: View, spec: ClusterSpec, total_ms: int) -> None:
+    """Let ``total_ms`` of cluster time pass, paced to ``spec.speed``, feeding the view."""
+    wall0 = next_frame = time.monotonic()
+    recent: deque[Move] = deque(maxlen=10)
+    while True:
+        fresh = stats.fold(backend.poll())
+        recent.extend(fresh)
+        elapsed = stats.tick(backend.now_ms())
+        stats.sample()
+        view.update(frame(backend, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent), fresh)
+        if elapsed >= total_ms:
+            return
+        step = FAST_STEP_MS if spec.speed <= 0 else max(1, int(FRAME_S * 1000 * spec.speed))
+        await backend.sleep(min(step, total_ms - elapsed))
+        if spec.speed > 0:
+            next_frame += FRAME_S
+            await asyncio.sleep(max(0.0, next_frame - time.monotonic()))
+
+
+def frame(backend: Backend, stats: RunStats, spec: ClusterSpec, elapsed: int, total: int,
+          wall_s: float, recent: deque[Move]) -> Frame:
+    counts: dict[str, int] = {}
+    for owner in backend.ownership().owners().values():
+        counts[owner] = counts.get(owner, 0) + 1
+    lines = [BrokerLine(b, stats.loads.get(b), counts.get(b, 0), stats.msg_rates.get(b, 0.0))
+             for b in sorted(backend.brokers())]
+    leader, epoch = backend.leader()
+    return Frame(spec.host, spec.namespace, min(elapsed, total), total, wall_s, spec.speed, leader,
+                 epoch, lines, list(recent), stats.start_ms, len(stats.moves))
+
+
+async def keep(backend: Backend, spec: ClusterSpec, directory: Path) -> None:
+    path = write_spec(directory, backend.describe(spec))
+    hint = f"lbctl namespaces bundles {spec.namespace} --state-dir {directory}"
+    if backend.kind == "inproc":
+        print(f"kept: {path} (the log is in {directory}/log); try `{hint}`")
+        return
+    print(f"kept: {path}; the cluster runs until this process is interrupted (Ctrl-C). "
+          f"Try `{hint}`", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # also when started with SIGINT ignored (&)
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        path.unlink(missing_ok=True)  # the cluster goes with this process
+        print("stopping the cluster", flush=True)

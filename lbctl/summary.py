@@ -1,0 +1,66 @@
+"""The text ``lbctl run`` prints when it ends: balance, moves by reason, unloads/h, peak memory.
+
+Invariants: plain text (the same on a terminal and in a log), one fact per line, numbers from
+``RunStats`` (the log) and ``MemoryPeak`` (/proc) only; rates per hour are per *simulated* hour.
+"""
+
+from __future__ import annotations
+
+from balancer.config import LoadBalancerConfig
+from lbctl.backend import Backend, ClusterSpec
+from lbctl.live import clock
+from lbctl.procmem import MemoryPeak
+from lbctl.runstats import RunStats
+
+
+def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, backend: Backend,
+            wall_s: float, peak: MemoryPeak, *, bundles: int) -> str:
+    hours = max(stats.elapsed_ms(), 1) / 3_600_000
+    speed = f"{spec.speed:g}x" if spec.speed > 0 else "max speed"
+    leader, epoch = backend.leader()
+    lines = [
+        f"summary: {spec.brokers} brokers on {spec.host}; {spec.namespace}: {bundles} bundles, "
+        f"{spec.topics} topics, {spec.rate:,.0f} msg/s (zipf, seed {spec.seed})",
+        f"  simulated {clock(stats.elapsed_ms())} in {wall_s:.1f} s of wall time ({speed}); "
+        f"leader {leader or '-'}, epoch {epoch}",
+        f"  {config.load_manager_class_name}: shedding {config.load_balancer_load_shedding_strategy}, "
+        f"placement {config.load_balancer_load_placement_strategy}",
+        *balance_lines(stats, backend),
+        *move_lines(stats, hours),
+        f"  events: {sum(stats.types.values())} ("
+        + ", ".join(f"{kind} {n}" for kind, n in stats.types.most_common(4)) + ")",
+        f"  {peak.describe()}",
+    ]
+    return "\n".join(lines)
+
+
+def balance_lines(stats: RunStats, backend: Backend) -> list[str]:
+    lines = ["  balance (broker load = max resource usage of its latest report):"]
+    now = stats.balance()
+    if now is None:
+        return [*lines, "    no load report yet"]
+    lines.append(f"    at the end    max/mean {now.max_over_mean:.2f}  std {now.std:.3f}  "
+                 f"mean {100 * now.mean:.1f}%")
+    if stats.balances:
+        n = len(stats.balances)
+        lines.append(f"    over the run  max/mean {sum(b.max_over_mean for b in stats.balances) / n:.2f}  "
+                     f"std {sum(b.std for b in stats.balances) / n:.3f}  (mean of {n} samples)")
+    counts: dict[str, int] = {}
+    for owner in backend.ownership().owners().values():
+        counts[owner] = counts.get(owner, 0) + 1
+    for broker, load in sorted(stats.loads.items()):
+        lines.append(f"    {broker:<12} {100 * load:5.1f}%  {counts.get(broker, 0)} bundles  "
+                     f"{stats.msg_rates.get(broker, 0.0):,.0f} msg/s")
+    return lines
+
+
+def move_lines(stats: RunStats, hours: float) -> list[str]:
+    lines = ["  moves by reason:"]
+    if not stats.by_reason:
+        lines.append("    none")
+    for (kind, reason), count in sorted(stats.by_reason.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+        lines.append(f"    {kind:<9} {reason:<22} {count}")
+    splits = sum(n for (kind, _), n in stats.by_reason.items() if kind == "split")
+    lines.append(f"  unloads/h: {stats.unloads() / hours:.1f} (transfers and unloads); "
+                 f"splits/h: {splits / hours:.1f}; placements: {stats.placements}")
+    return lines

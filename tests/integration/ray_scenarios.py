@@ -1,0 +1,94 @@
+"""Helpers for the scenarios of the live system on real Ray (``test_ray_*.py``).
+
+Timers are short (a 3 s session) so that crashes resolve in seconds; ``assert_consistent`` is the
+check every scenario ends with: once nothing is in flight, the client's view and every actor's
+live view equal a fresh replay of the log, the replay refused nothing, and no bundle is Owned by
+a broker that is not registered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from random import Random
+from typing import Any
+
+from actors.api import Cluster
+from actors.settings import ActorSettings
+from actors.workload import Workload
+from balancer.ownership import BundleState
+from events.log.port import Offsets, Record
+
+NAMESPACES = ("public/a", "public/b")
+SESSION_MS = 3_000
+SETTINGS = ActorSettings(session_timeout_ms=SESSION_MS, heartbeat_ms=1_000, retry_ms=500,
+                         sweep_ms=200, lookup_retry_ms=500, drain_timeout_ms=10_000)
+QUIET: Mapping[str, Any] = {
+    "loadBalancerReportUpdateMinIntervalMillis": 500,
+    "loadBalancerAutoBundleSplitEnabled": False,
+    "loadBalancerSheddingEnabled": False,
+}
+"""Reports every 0.5 s; no auto-split and no shedding to move bundles under a scenario's feet."""
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def workload(namespaces: Iterable[str] = NAMESPACES, *, seed: int = 7, rate: float = 4_000.0,
+             topics: int = 40) -> Workload:
+    return Workload.zipf(Random(seed), list(namespaces), topics_per_namespace=topics,
+                         total_msg_rate=rate)
+
+
+def topic_in(load: Workload, bundle: str) -> str:
+    topics = load.topics_in(bundle)
+    assert topics, bundle
+    return topics[0].name
+
+
+def bundles(cluster: Cluster, namespace: str | None = None) -> list[str]:
+    return [row.bundle for row in cluster.ownership().bundles(namespace)]
+
+
+def owner(cluster: Cluster, bundle: str) -> str:
+    found = cluster.ownership().owner(bundle)
+    assert found is not None, (bundle, cluster.ownership().state(bundle))
+    return found
+
+
+def settled(cluster: Cluster) -> bool:
+    return not any(r.state.in_flight for r in cluster.ownership().records.values())
+
+
+async def place_all(cluster: Cluster, load: Workload, namespaces: Iterable[str] = NAMESPACES) -> None:
+    for namespace in namespaces:
+        for bundle in bundles(cluster, namespace):
+            if cluster.ownership().state(bundle) is not BundleState.OWNED:
+                await cluster.lookup(topic_in(load, bundle))
+
+
+async def mark(cluster: Cluster) -> Offsets:
+    """Where the log ends now (per partition): ``since(cluster, mark)`` reads what came after."""
+    return await cluster.view.log.end_offsets()
+
+
+async def since(cluster: Cluster, start: Offsets | None = None) -> list[Record]:
+    """Records past ``start`` (all without), load reports left out; in order per partition, and
+    so per key (a Kafka log orders nothing across partitions)."""
+    found = (await cluster.view.log.read(start)).records
+    return [r for r in found if r.envelope.type != "LoadReported"]
+
+
+async def assert_consistent(cluster: Cluster, *, timeout_s: float = 15.0) -> None:
+    assert await cluster.view.wait_for(lambda: settled(cluster), timeout_s), "still in flight"
+    replay = await cluster.replay()
+    assert replay.anomalies == [], replay.anomalies[:5]
+    await cluster.view.catch_up()
+    assert cluster.ownership().state_equals(replay)
+    for name, view in (await cluster.actor_views()).items():
+        assert view.state_equals(replay), name
+    registered = cluster.view.brokers
+    for row in cluster.ownership().bundles():
+        if row.state == BundleState.OWNED:
+            assert row.owner in registered, row
