@@ -25,14 +25,9 @@ import asyncio
 import dataclasses
 import itertools
 import os
-import shutil
 import uuid
 from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Generator,
-    Iterable,
+    AsyncGenerator,
     Mapping,
     Sequence,
 )
@@ -40,32 +35,29 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from actors.client import ClientView
+from actors.client import BrokerStatus, ClientView, LeaderStatus
 from actors.deploy import (
     ConfSource,
-    Layout,
+    Fleet,
+    Launch,
+    Starting,
     broker_ids,
     load_config,
-    log_spec,
     read_cluster_file,
     remove_cluster_file,
     write_cluster_file,
 )
 from actors.effects import Receipt
-from actors.runtime.live import Clock
 from actors.runtime.ray import (
     Handle,
     HostSpec,
     RayTransport,
     ensure_ray,
     gcs_address,
-    kill,
     lookup_actor,
     shutdown_ray,
-    spawn,
-    stop_and_kill,
 )
-from actors.settings import LEADER, ActorSettings, broker_body_name, route
+from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
 from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
 from balancer.config import LoadBalancerConfig
@@ -74,10 +66,10 @@ from balancer.errors import (
     InvalidInput,
     StaleEpoch,
     Unavailable,
-    UnknownBroker,
+    UnknownBundle,
     UnknownNamespace,
 )
-from balancer.ownership import AcceptMode, BundleState
+from balancer.ownership import BundleState
 from events.catalog import (
     AssignBundle,
     Command,
@@ -88,7 +80,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadNamespace,
 )
-from events.log.port import Record
+from events.log.port import Offsets, Record
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
 
 C = TypeVar("C", bound=Command)
@@ -96,54 +88,11 @@ TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerStatus:
-    """A registered broker as the client's view knows it."""
+class ActorView:
+    """A body's live ownership view and the log position (partition -> next offset) it folded."""
 
-    broker_id: str
-    url: str
-    failure_domain: str | None
-    version: str
-    last_seen_ms: int
-    bundles: int
-    """Bundles it owns now."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderStatus:
-    leader_id: str | None
-    epoch: int
-
-
-@dataclass
-class _Owned:
-    """What a started cluster must release."""
-
-    layout: Layout
-    handles: dict[str, Handle]
-    max_restarts: int
-    detached: bool
-    actor_options: Mapping[str, Mapping[str, Any]]
-    temp_dir: str | None
-
-
-class _Starting:
-    """``Cluster.start(...)``: ``async with`` it (closed on exit), or ``await`` it."""
-
-    def __init__(self, launch: Callable[[], Awaitable[Cluster]]) -> None:
-        self._launch = launch
-        self._cluster: Cluster | None = None
-
-    def __await__(self) -> Generator[Any, None, Cluster]:
-        return self._launch().__await__()
-
-    async def __aenter__(self) -> Cluster:
-        self._cluster = await self._launch()
-        return self._cluster
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        if self._cluster is not None:
-            await self._cluster.close()
+    view: OwnershipProjection
+    position: Offsets
 
 
 class Cluster:
@@ -151,10 +100,10 @@ class Cluster:
 
     def __init__(self, *, view: ClientView, transport: RayTransport, host: HostSpec,
                  config: LoadBalancerConfig, settings: ActorSettings, ray_namespace: str,
-                 ray_started: bool, owned: _Owned | None = None) -> None:
+                 ray_started: bool, fleet: Fleet | None = None) -> None:
         self.view, self.transport, self.host = view, transport, host
         self.config, self.settings = config, settings
-        self.ray_namespace, self._ray_started, self._owned = ray_namespace, ray_started, owned
+        self.ray_namespace, self._ray_started, self.fleet = ray_namespace, ray_started, fleet
         self._prefix = f"client-{uuid.uuid4().hex[:8]}"
         self._ids = itertools.count(1)
         self._closed = False
@@ -171,7 +120,7 @@ class Cluster:
               fsync: bool = True, ray_address: str | None = None, ray_namespace: str | None = None,
               num_cpus: int | None = None, max_restarts: int = -1, detached: bool = False,
               actor_options: Mapping[str, Mapping[str, Any]] | None = None,
-              ready_timeout_s: float = 90.0) -> _Starting:
+              ready_timeout_s: float = 90.0) -> Starting[Cluster]:
         """Start a cluster: Ray (local unless ``ray_address``), the log (a directory, a temporary
         one by default, or Kafka at ``bootstrap``), and one actor per body.
 
@@ -180,57 +129,44 @@ class Cluster:
         ``speed`` compresses time (60: a simulated hour in a minute; timers are cluster time);
         ``actor_options`` body name -> extra Ray actor options (``resources`` to pin a node).
         """
-        config = load_config(conf, overrides)
-        settings = settings or ActorSettings()
-        ids = broker_ids(brokers)
-        namespace = ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}"
+        launch = Launch(
+            load_config(conf, overrides), settings or ActorSettings(), broker_ids(brokers),
+            workload, clients, dict(domains or {}), capacity, speed, tick_s, poll_s, seed, log_dir,
+            bootstrap, cluster_name, partitions, transactional, fsync, ray_address,
+            ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}", num_cpus, max_restarts,
+            detached, dict(actor_options or {}), ready_timeout_s)
+        return Starting(lambda: cls._open(launch))
 
-        async def launch() -> Cluster:
-            ray_started = ensure_ray(ray_address, namespace=namespace, num_cpus=num_cpus)
-            log, temp_dir = log_spec(log_dir, bootstrap, cluster=cluster_name, partitions=partitions,
-                                     transactional=transactional, fsync=fsync)
-            layout = Layout(config, settings, ids, log, Clock.starting_now(speed), workload, clients,
-                            dict(domains or {}), capacity, seed)
-            host = HostSpec(log, layout.clock, tick_s, poll_s, settings.namespace_shards)
-            owned = _Owned(layout, {}, max_restarts, detached, dict(actor_options or {}), temp_dir)
-            cluster = cls(view=ClientView(config, log.open(layout.clock), poll_s=poll_s),
-                          transport=RayTransport(namespace), host=host, config=config,
-                          settings=settings, ray_namespace=namespace, ray_started=ray_started,
-                          owned=owned)
-            try:
-                await cluster._launch(ready_timeout_s)
-            except BaseException:
-                await cluster.close()
-                raise
-            return cluster
+    @classmethod
+    async def _open(cls, launch: Launch) -> Cluster:
+        ray_started = ensure_ray(launch.ray_address, namespace=launch.ray_namespace,
+                                 num_cpus=launch.num_cpus)
+        fleet = launch.fleet()
+        cluster = cls(view=ClientView(launch.config, fleet.host.log.open(fleet.host.clock),
+                                      poll_s=launch.poll_s),
+                      transport=RayTransport(launch.ray_namespace), host=fleet.host,
+                      config=launch.config, settings=launch.settings,
+                      ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet)
+        try:
+            await cluster.view.start()  # first: it creates the Kafka topic the actors share
+            await fleet.start(launch.ready_timeout_s)
+            await cluster._wait_ready(launch.brokers, launch.ready_timeout_s)
+        except BaseException:
+            await cluster.close()
+            raise
+        return cluster
 
-        return _Starting(launch)
+    async def _wait_ready(self, brokers: Sequence[str], timeout_s: float) -> None:
+        def ready() -> bool:
+            return self.view.leader_id is not None and all(b in self.view.brokers for b in brokers)
 
-    async def _launch(self, timeout_s: float) -> None:
-        owned = self._require_owned()
-        await self.view.start()  # first: it creates the Kafka topic the actors will share
-        for body in owned.layout.bodies():
-            owned.handles[body.name] = spawn(
-                self.host, body, namespace=self.ray_namespace, max_restarts=owned.max_restarts,
-                detached=owned.detached, options=owned.actor_options.get(body.name))
-        await self._ready(list(owned.handles.values()), timeout_s)
-        if not await self.view.wait_for(lambda: self._has(owned.layout.brokers), timeout_s):
+        if not await self.view.wait_for(ready, timeout_s):
             raise Unavailable(f"no leader or not every broker registered within {timeout_s}s: "
                               f"leader={self.view.leader_id}, brokers={sorted(self.view.brokers)}")
         if self.host.log.directory is not None:
             write_cluster_file(self.host.log.directory, {
                 "ray_address": gcs_address(), "ray_namespace": self.ray_namespace,
                 "log": self.host.log.describe(), "pid": os.getpid()})
-
-    def _has(self, brokers: Iterable[str]) -> bool:
-        return self.view.leader_id is not None and all(b in self.view.brokers for b in brokers)
-
-    @staticmethod
-    async def _ready(handles: list[Handle], timeout_s: float) -> None:
-        try:
-            await asyncio.wait_for(asyncio.gather(*(h.status.remote() for h in handles)), timeout_s)
-        except Exception as exc:
-            raise Unavailable(f"actors did not start within {timeout_s}s: {exc!r}") from exc
 
     @classmethod
     async def connect(cls, conf: str | None = None, *, ray_address: str | None = None,
@@ -250,12 +186,11 @@ class Cluster:
             raise InvalidInput("connect needs log_dir= or ray_namespace= (and ray_address=)")
         ray_started = ensure_ray(ray_address or "auto", namespace=ray_namespace)
         try:
-            described: dict[str, Any] = await asyncio.wait_for(
-                (await lookup_actor(LEADER, ray_namespace)).describe.remote(), timeout_s)
-        except Exception as exc:
+            described = await _describe(ray_namespace, timeout_s)
+        except BaseException:
             if ray_started:
                 shutdown_ray()
-            raise Unavailable(f"no cluster in Ray namespace {ray_namespace!r}: {exc!r}") from exc
+            raise
         host: HostSpec = described["host"]
         config: LoadBalancerConfig = described["config"]
         cluster = cls(view=ClientView(config, host.log.open(host.clock), poll_s=host.poll_s),
@@ -270,18 +205,16 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
-        owned = self._owned
-        if owned is not None:
-            await asyncio.gather(*(stop_and_kill(h) for h in owned.handles.values()))
-            owned.handles.clear()
-        await self.view.close()
-        await self.transport.close()
-        if owned is not None and self.host.log.directory is not None:
-            remove_cluster_file(self.host.log.directory)
-        if self._ray_started:
-            shutdown_ray()
-        if owned is not None and owned.temp_dir is not None:
-            await asyncio.to_thread(shutil.rmtree, owned.temp_dir, True)
+        try:
+            if self.fleet is not None:
+                await self.fleet.close()
+                if self.host.log.directory is not None:
+                    remove_cluster_file(self.host.log.directory)
+            await self.view.close()
+            await self.transport.close()
+        finally:
+            if self._ray_started:
+                shutdown_ray()
 
     async def __aenter__(self) -> Cluster:
         return self
@@ -308,7 +241,8 @@ class Cluster:
         target = route(command, self.settings.namespace_shards)
         while True:
             remaining = max(0.1, deadline - loop.time())
-            reply, error = await self.transport.call(target, command, timeout_s=remaining)
+            reply, error = await self.transport.call(target, command, timeout_s=remaining,
+                                                     after=dict(self.view.cursor.seen))
             if error is None:
                 assert isinstance(reply, Receipt), reply
                 return reply
@@ -345,13 +279,18 @@ class Cluster:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         retry_s = max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
+        lagged = False
         while loop.time() < deadline:
             command = AssignBundle(command_id=self._command_id("lookup"), epoch=self.view.epoch,
                                    bundle=self.view.view.bundle_of_topic(topic), reason="lookup")
-            _, error = await self.transport.call(LEADER, command, timeout_s=timeout_s)
-            if isinstance(error, StaleEpoch):
+            _, error = await self.transport.call(LEADER, command, timeout_s=timeout_s,
+                                                 after=dict(self.view.cursor.seen))
+            if isinstance(error, StaleEpoch | UnknownBundle) and not lagged:
+                # The view lagged behind an election or a split: catch up, ask again (once).
                 await self.view.catch_up()
-            elif error is not None and not error.retriable:
+                lagged = isinstance(error, UnknownBundle)
+                continue
+            if error is not None and not error.retriable:
                 raise error
             step = min(retry_s, max(0.0, deadline - loop.time()))
             if await self.view.wait_for(lambda: self.view.view.lookup(topic) is not None, step):
@@ -443,35 +382,15 @@ class Cluster:
         return sorted(self.view.view.namespaces)
 
     def bundles(self, namespace: str) -> list[BundleRow]:
-        if namespace not in self.view.view.namespaces:
-            raise UnknownNamespace(f"namespace {namespace!r} does not exist; namespaces: "
-                                   f"{', '.join(self.namespaces()) or 'none'}", value=namespace)
-        return list(self.view.view.bundles(namespace))
+        """The bundles of ``namespace`` in range order (``UnknownNamespace`` if there is none)."""
+        return self.view.bundle_rows(namespace)
 
     def brokers(self) -> list[BrokerStatus]:
-        owners = self.view.view.owners()
-        counts = {b: 0 for b in self.view.brokers}
-        for owner in owners.values():
-            if owner in counts:
-                counts[owner] += 1
-        domains = {**{b: p.get("failure_domain") for b, p in self.view.brokers.items()},
-                   **self.view.view.failure_domains}
-        out = []
-        for broker_id, payload in sorted(self.view.brokers.items()):
-            info = self.view.load.brokers.get(broker_id)
-            out.append(BrokerStatus(broker_id, str(payload.get("url", "")), domains.get(broker_id),
-                                    str(payload.get("version", "")),
-                                    info.last_seen_ms if info is not None else 0, counts[broker_id]))
-        return out
+        return self.view.broker_statuses()
 
     def load_report(self, broker: str) -> dict[str, Any]:
         """The broker's latest LoadReported (``ts_ms`` and payload; none yet: ``None``s)."""
-        if broker not in self.view.brokers:
-            raise UnknownBroker(f"broker {broker!r} is not registered; registered: "
-                                f"{', '.join(sorted(self.view.brokers)) or 'none'}", value=broker)
-        ts_ms, payload = self.view.reports.get(broker, (None, {}))
-        return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": payload.get("broker_load"),
-                "bundles": list(payload.get("bundles") or [])}
+        return self.view.load_report(broker)
 
     def leader(self) -> LeaderStatus:
         return LeaderStatus(self.view.leader_id, self.view.epoch)
@@ -480,40 +399,25 @@ class Cluster:
         """Cluster time (sped up by the time-compression factor)."""
         return self.host.clock.now_ms()
 
-    async def events(self, *types: str, from_start: bool = False) -> AsyncIterator[Record]:
+    def events(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
         """Every record folded from now on (``from_start``: the whole log first), of ``types``."""
-        wanted = set(types)
-        queue = self.view.listen()
-        try:
-            if from_start:  # what was folded before listening, read back from the log
-                seen = dict(self.view.cursor.position)
-                for item in (await self.view.log.read()).records:
-                    folded = item.offset < seen.get(item.partition, 0)
-                    if folded and (not wanted or item.envelope.type in wanted):
-                        yield item
-            while True:
-                record = await queue.get()
-                if not wanted or record.envelope.type in wanted:
-                    yield record
-        finally:
-            self.view.unlisten(queue)
+        return self.view.records(*types, from_start=from_start)
 
     async def replay(self) -> OwnershipProjection:
         """A fresh fold of the whole log, read back from the log itself."""
-        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
-        for record in (await self.view.log.read()).records:
-            projection.apply(record.offset, record.envelope)
-        return projection
+        return await self.view.replay()
 
-    async def actor_views(self, timeout_s: float = TIMEOUT_S) -> dict[str, OwnershipProjection]:
-        """Each hosted body's live ownership view, once it has folded the log as the client has."""
+    async def actor_views(self, timeout_s: float = TIMEOUT_S) -> dict[str, ActorView]:
+        """Each hosted body's live ownership view, once it has folded at least what the client
+        has, with the log position it is a fold of (compare it with a replay up to there)."""
         await self.view.catch_up()
         target = dict(self.view.cursor.position)
         names = self._names()
         handles = [await self._handle(n) for n in names]
         snaps: list[dict[str, Any]] = await asyncio.wait_for(
             asyncio.gather(*(h.snapshot.remote(target) for h in handles)), timeout_s)
-        return {n: OwnershipProjection.restore(s) for n, s in zip(names, snaps, strict=True)}
+        return {n: ActorView(OwnershipProjection.restore(s["view"]), dict(s["position"]))
+                for n, s in zip(names, snaps, strict=True)}
 
     async def statuses(self) -> dict[str, dict[str, Any]]:
         names = self._names()
@@ -523,66 +427,63 @@ class Cluster:
                 for n, s in zip(names, found, strict=True)}
 
     def _names(self) -> list[str]:
-        if self._owned is not None:
-            return sorted(self._owned.handles)
+        if self.fleet is not None:
+            return sorted(self.fleet.handles)
         shards = [f"ns:{s}" for s in range(self.settings.namespace_shards)]
         return [*shards, LEADER, *(broker_body_name(b) for b in sorted(self.view.brokers))]
 
     async def _handle(self, name: str) -> Handle:
-        if self._owned is not None and name in self._owned.handles:
-            return self._owned.handles[name]
+        if self.fleet is not None and name in self.fleet.handles:
+            return self.fleet.handles[name]
         return await self.transport.handle(name)
 
     # -- the actors' life (tests, ``lbctl run``) ------------------------------------------------
-    def _require_owned(self) -> _Owned:
-        if self._owned is None:
+    def _fleet(self) -> Fleet:
+        if self.fleet is None:
             raise InvalidInput("only the process that started the cluster manages its actors")
-        return self._owned
+        return self.fleet
 
     async def add_broker(self, broker_id: str | None = None, *, failure_domain: str | None = None,
                          capacity: Capacity | None = None, options: Mapping[str, Any] | None = None,
                          timeout_s: float = TIMEOUT_S) -> str:
-        """Start one more broker; returns its id once it is registered."""
-        owned = self._require_owned()
-        if broker_id is None:
-            taken = {b.removeprefix("broker:") for b in owned.handles}
-            broker_id = next(f"broker-{i}" for i in itertools.count(1) if f"broker-{i}" not in taken)
-        body = owned.layout.broker(broker_id, failure_domain, capacity)
-        if body.name in owned.handles:
-            raise InvalidInput(f"broker {broker_id!r} is already hosted", value=broker_id)
-        extra = {**owned.actor_options.get(body.name, {}), **(options or {})}
-        owned.handles[body.name] = spawn(self.host, body, namespace=self.ray_namespace,
-                                         max_restarts=owned.max_restarts, detached=owned.detached,
-                                         options=extra)
+        """Start one more broker (``broker-N``, the first N free); its id once it is registered."""
+        fleet = self._fleet()
+        broker_id = broker_id or fleet.new_broker_id()
+        fleet.spawn(fleet.layout.broker(broker_id, failure_domain, capacity), options)
         if not await self.view.wait_for(lambda: broker_id in self.view.brokers, timeout_s):
             raise Unavailable(f"broker {broker_id} did not register within {timeout_s}s")
         return broker_id
 
-    def _broker_handle(self, broker_id: str) -> Handle:
-        handle = self._require_owned().handles.get(broker_body_name(broker_id))
-        if handle is None:
-            raise UnknownBroker(f"broker {broker_id!r} is not hosted by this cluster", value=broker_id)
-        return handle
-
     async def kill_broker(self, broker_id: str, *, restart: bool = False) -> None:
         """Hard-kill a broker's actor (a crash); ``restart``: Ray starts it again from the log."""
-        handle = self._broker_handle(broker_id)
-        kill(handle, restart=restart)
-        if not restart:
-            del self._require_owned().handles[broker_body_name(broker_id)]
+        fleet = self._fleet()
+        fleet.broker(broker_id)
+        fleet.kill(broker_body_name(broker_id), restart=restart)
 
     async def shutdown_broker(self, broker_id: str, *, timeout_s: float | None = None) -> None:
         """Graceful shutdown: the broker's bundles are transferred, it leaves, its actor ends."""
-        handle = self._broker_handle(broker_id)
+        fleet = self._fleet()
+        await fleet.broker(broker_id).act.remote("shutdown")
         drain_s = self.host.clock.wall_s(self.settings.drain_timeout_ms) + 10.0
-        await handle.act.remote("shutdown")
         if not await self.view.wait_for(lambda: broker_id not in self.view.brokers,
-                                        timeout_s if timeout_s is not None else drain_s):
+                                        drain_s if timeout_s is None else timeout_s):
             raise Unavailable(f"broker {broker_id} did not leave in time")
-        await stop_and_kill(handle)
-        del self._require_owned().handles[broker_body_name(broker_id)]
+        await fleet.retire(broker_body_name(broker_id))
 
     async def kill_leader(self, *, restart: bool = True) -> None:
         """Hard-kill the leader's actor; Ray restarts it and it campaigns for a new epoch."""
-        handle = self._require_owned().handles[LEADER]
-        kill(handle, restart=restart)
+        self._fleet().kill(LEADER, restart=restart)
+
+
+async def _describe(ray_namespace: str, timeout_s: float) -> dict[str, Any]:
+    """How the cluster in ``ray_namespace`` is built, from the first actor that answers."""
+    failures = []
+    for name in (LEADER, namespace_body_name(0)):  # the leader may be restarting
+        try:
+            handle = await lookup_actor(name, ray_namespace)
+            described: dict[str, Any] = await asyncio.wait_for(handle.describe.remote(), timeout_s)
+            return described
+        except Exception as exc:
+            failures.append(f"{name}: {exc!r}")
+    raise Unavailable(f"no cluster in Ray namespace {ray_namespace!r}: {'; '.join(failures)}",
+                      value=ray_namespace)

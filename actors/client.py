@@ -16,16 +16,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from actors.body import Follower
 from actors.runtime.live import LogCursor, read_new, subscribe
 from balancer.config import LoadBalancerConfig
+from balancer.errors import UnknownBroker, UnknownNamespace
+from balancer.ownership import AcceptMode
 from events.log.port import EventLog, Record
 from projections.load import LoadProjection
+from projections.ownership import BundleRow, OwnershipProjection
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    """A registered broker as the client's view knows it."""
+
+    broker_id: str
+    url: str
+    failure_domain: str | None
+    """Its domain: the admin's (FailureDomainSet), else the one it registered with."""
+    version: str
+    last_seen_ms: int
+    bundles: int
+    """Bundles it owns now."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderStatus:
+    leader_id: str | None
+    epoch: int
 
 
 class ClientView(Follower):
@@ -115,3 +139,59 @@ class ClientView(Follower):
     def unlisten(self, queue: asyncio.Queue[Record]) -> None:
         with contextlib.suppress(ValueError):
             self._listeners.remove(queue)
+
+    # -- queries -----------------------------------------------------------------------------
+    def bundle_rows(self, namespace: str) -> list[BundleRow]:
+        if namespace not in self.view.namespaces:
+            raise UnknownNamespace(f"namespace {namespace!r} does not exist; namespaces: "
+                                   f"{', '.join(sorted(self.view.namespaces)) or 'none'}",
+                                   value=namespace)
+        return list(self.view.bundles(namespace))
+
+    def broker_statuses(self) -> list[BrokerStatus]:
+        counts = {b: 0 for b in self.brokers}
+        for owner in self.view.owners().values():
+            if owner in counts:
+                counts[owner] += 1
+        domains = {**{b: p.get("failure_domain") for b, p in self.brokers.items()},
+                   **self.view.failure_domains}
+        out = []
+        for broker_id, payload in sorted(self.brokers.items()):
+            info = self.load.brokers.get(broker_id)
+            out.append(BrokerStatus(broker_id, str(payload.get("url", "")), domains.get(broker_id),
+                                    str(payload.get("version", "")),
+                                    info.last_seen_ms if info is not None else 0, counts[broker_id]))
+        return out
+
+    def load_report(self, broker: str) -> dict[str, Any]:
+        if broker not in self.brokers:
+            raise UnknownBroker(f"broker {broker!r} is not registered; registered: "
+                                f"{', '.join(sorted(self.brokers)) or 'none'}", value=broker)
+        ts_ms, payload = self.reports.get(broker, (None, {}))
+        return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": payload.get("broker_load"),
+                "bundles": list(payload.get("bundles") or [])}
+
+    async def records(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
+        """Every record folded from now on (``from_start``: the log's earlier ones first)."""
+        wanted = set(types)
+        queue = self.listen()
+        try:
+            if from_start:  # what was folded before listening, read back from the log
+                seen = dict(self.cursor.position)
+                for item in (await self.log.read()).records:
+                    folded = item.offset < seen.get(item.partition, 0)
+                    if folded and (not wanted or item.envelope.type in wanted):
+                        yield item
+            while True:
+                record = await queue.get()
+                if not wanted or record.envelope.type in wanted:
+                    yield record
+        finally:
+            self.unlisten(queue)
+
+    async def replay(self) -> OwnershipProjection:
+        """A fresh fold of the whole log, read back from the log itself."""
+        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
+        for record in (await self.log.read()).records:
+            projection.apply(record.offset, record.envelope)
+        return projection

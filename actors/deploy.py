@@ -1,4 +1,5 @@
-"""How a cluster is laid out: its options, its bodies, and the files that let others attach.
+"""How a cluster is laid out (``Layout``), the actors a started one owns (``Fleet``), and the
+file that lets other processes attach.
 
 Invariants:
 - a ``Layout`` is plain, immutable data (picklable): the config, the actor settings, the broker
@@ -6,26 +7,34 @@ Invariants:
   the same one, so all of them agree on timers, shards and time;
 - the bodies of a layout are the namespace shards, one leader and the brokers (plus the
   workload's clients when asked), named as ``actors.settings`` names them;
+- a ``Fleet`` holds a handle on every actor it spawned, by body name, until the actor is retired
+  or killed for good; ``close`` ends every one of them (their logs closed first when they answer)
+  and removes the temporary log directory the fleet was given;
 - an embedded cluster writes ``cluster.json`` into its log directory (Ray address, Ray namespace)
   so another process can attach with nothing but the directory, and removes it on close.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
-from actors.runtime.live import BodySpec, Clock, LogSpec
-from actors.settings import ActorSettings
+from actors.runtime.live import BodyKind, BodySpec, Clock, LogSpec
+from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
+from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import ConfigError, InvalidInput
+from balancer.errors import ConfigError, InvalidInput, Unavailable, UnknownBroker
 
 ConfSource = str | os.PathLike[str] | LoadBalancerConfig | None
 CLUSTER_FILE = "cluster.json"
@@ -73,9 +82,9 @@ class Layout:
     capacity: Capacity | None = None
     seed: int = 0
 
-    def body(self, kind: str, *, broker_id: str | None = None, shard: int = 0,
+    def body(self, kind: BodyKind, *, broker_id: str | None = None, shard: int = 0,
              failure_domain: str | None = None, capacity: Capacity | None = None) -> BodySpec:
-        return BodySpec(kind, self.config, self.settings, broker_id=broker_id,  # type: ignore[arg-type]
+        return BodySpec(kind, self.config, self.settings, broker_id=broker_id,
                         failure_domain=failure_domain, capacity=capacity or self.capacity,
                         workload=self.workload, shard=shard, seed=self.seed)
 
@@ -92,6 +101,134 @@ class Layout:
         if self.clients:
             specs.append(self.body("clients"))
         return specs
+
+
+@dataclass
+class Fleet:
+    """The actors of a started cluster: spawned from one layout, each by its body's name."""
+
+    layout: Layout
+    host: HostSpec
+    namespace: str
+    max_restarts: int = -1
+    detached: bool = False
+    actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    temp_dir: str | None = None
+    handles: dict[str, Handle] = field(default_factory=dict)
+
+    def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
+        if body.name in self.handles:
+            raise InvalidInput(f"{body.name!r} is already hosted", value=body.name)
+        extra = {**self.actor_options.get(body.name, {}), **(options or {})}
+        handle = spawn(self.host, body, namespace=self.namespace, max_restarts=self.max_restarts,
+                       detached=self.detached, options=extra)
+        self.handles[body.name] = handle
+        return handle
+
+    async def start(self, timeout_s: float) -> None:
+        """Spawn every body of the layout and wait until each actor has recovered."""
+        for body in self.layout.bodies():
+            self.spawn(body)
+        try:
+            await asyncio.wait_for(asyncio.gather(
+                *(h.status.remote() for h in self.handles.values())), timeout_s)
+        except Exception as exc:
+            raise Unavailable(f"actors did not start within {timeout_s}s: {exc!r}") from exc
+
+    def new_broker_id(self) -> str:
+        return next(f"broker-{i}" for i in itertools.count(1)
+                    if broker_body_name(f"broker-{i}") not in self.handles)
+
+    def broker(self, broker_id: str) -> Handle:
+        handle = self.handles.get(broker_body_name(broker_id))
+        if handle is None:
+            raise UnknownBroker(f"broker {broker_id!r} is not hosted by this cluster; hosted: "
+                                f"{', '.join(sorted(self.handles))}", value=broker_id)
+        return handle
+
+    def kill(self, name: str, *, restart: bool = False) -> None:
+        """Hard-kill (a crash); ``restart``: Ray starts it again, rebuilt from the log."""
+        handle = self.handles[name] if restart else self.handles.pop(name)
+        kill(handle, restart=restart)
+
+    async def retire(self, name: str) -> None:
+        """Close the actor's log, then end it for good."""
+        await stop_and_kill(self.handles.pop(name))
+
+    async def close(self) -> None:
+        handles, self.handles = list(self.handles.values()), {}
+        await asyncio.gather(*(stop_and_kill(h) for h in handles))
+        if self.temp_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, self.temp_dir, True)
+
+
+class Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=Closable)
+
+
+class Starting(Generic[T]):
+    """What ``Cluster.start(...)`` returns: ``async with`` it (closed on the way out), or
+    ``await`` it (the caller closes)."""
+
+    def __init__(self, launch: Callable[[], Awaitable[T]]) -> None:
+        self._launch = launch
+        self._started: T | None = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._launch().__await__()
+
+    async def __aenter__(self) -> T:
+        self._started = await self._launch()
+        return self._started
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._started is not None:
+            await self._started.close()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What ``Cluster.start`` was asked for (see its docstring for each option)."""
+
+    config: LoadBalancerConfig
+    settings: ActorSettings
+    brokers: tuple[str, ...]
+    workload: Workload | None = None
+    clients: bool = False
+    domains: Mapping[str, str] = field(default_factory=dict)
+    capacity: Capacity | None = None
+    speed: float = 1.0
+    tick_s: float = 0.1
+    poll_s: float = 0.01
+    seed: int = 0
+    log_dir: str | os.PathLike[str] | None = None
+    bootstrap: str | None = None
+    cluster_name: str = "lb"
+    partitions: int = 3
+    transactional: bool = True
+    fsync: bool = True
+    ray_address: str | None = None
+    ray_namespace: str = "bundle-balancer"
+    num_cpus: int | None = None
+    max_restarts: int = -1
+    detached: bool = False
+    actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    ready_timeout_s: float = 90.0
+
+    def fleet(self) -> Fleet:
+        """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
+        log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
+                                 partitions=self.partitions, transactional=self.transactional,
+                                 fsync=self.fsync)
+        layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
+                        self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
+        host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
+        return Fleet(layout, host, self.ray_namespace, self.max_restarts, self.detached,
+                     dict(self.actor_options), temp_dir)
 
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,

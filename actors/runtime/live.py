@@ -14,6 +14,10 @@ Invariants:
 - every record reaches the body once: a ``LogCursor`` keeps the next offset of each partition,
   and the subscription and the reads after an append both go through it (the body's own
   seq bookkeeping would drop a redelivery anyway);
+- a command never overtakes what caused it: it carries the log position its sender had folded
+  (``after``; every send of a host carries its own), and the body folds at least that far before
+  it answers, so a lookup sent right after its namespace was created, or an assignment to a broker
+  that just registered, is judged on a view that holds them;
 - state is never carried over: a (re)started host builds a fresh body and recovers it from the
   whole log; a log that keeps per-writer heads (Kafka) is told of every record folded, so a key
   written by two processes (a broker's, also written by the leader when it expires the broker)
@@ -174,25 +178,31 @@ class BodySpec:
 
 
 class Transport(Protocol):
-    """Delivers commands to other bodies by name (``LEADER`` = whichever leads)."""
+    """Delivers commands to other bodies by name (``LEADER`` = whichever leads); ``after`` is
+    the sender's log position, which the receiver folds before it answers (``LiveHost.command``)."""
 
-    def send(self, target: str, command: Command) -> None: ...
+    def send(self, target: str, command: Command, after: Offsets | None = None) -> None: ...
 
     async def close(self) -> None: ...
 
 
 class LogCursor:
-    """The next offset to take per partition: every item is taken once, in partition order."""
+    """The next offset to take per partition: every item is taken once, in partition order.
+
+    ``position`` may stand past offsets that hold no record (Kafka's transaction markers, which
+    a subscription never delivers); ``seen`` stands just past the last item taken, so a reader
+    that has taken the same items has ``reached`` it, whichever way it read them."""
 
     def __init__(self) -> None:
         self.position: Offsets = {}
+        self.seen: Offsets = {}
         self.dead_letters = 0
 
     def take(self, item: Item) -> Record | None:
         """The record if it is new (dead letters are counted and skipped), else None."""
         if item.offset < self.position.get(item.partition, 0):
             return None
-        self.position[item.partition] = item.offset + 1
+        self.position[item.partition] = self.seen[item.partition] = item.offset + 1
         if isinstance(item, DeadLetter):
             self.dead_letters += 1
             logger.warning("dead letter at %s:%s skipped: %s", item.partition, item.offset, item.error)
@@ -243,10 +253,14 @@ class LiveHost:
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
         self.cursor = LogCursor()
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
-        self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0}
+        self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
+                                       "behind": 0, "behind_read": 0}
+        """``behind``: commands that waited to fold what their sender had seen; ``behind_read``:
+        of those, the ones the subscription did not bring in time (the log was read)."""
         self._lock = asyncio.Lock()
         self._pending: deque[Record] = deque()
         self._tasks: list[asyncio.Task[None]] = []
+        self._progress = asyncio.Event()
         observe = getattr(log, "observe", None)
         self._observe: Callable[[Envelope], None] | None = observe if callable(observe) else None
 
@@ -275,8 +289,14 @@ class LiveHost:
             await self.log.close()
 
     # -- the three inputs ------------------------------------------------------------------
-    async def command(self, command: Command) -> Answer:
-        """Deliver a command; the body's reply, or the typed error (a failed append's first)."""
+    async def command(self, command: Command, after: Mapping[int, int] | None = None) -> Answer:
+        """Deliver a command; the body's reply, or the typed error (a failed append's first).
+
+        ``after`` is the log position its sender had folded: the body folds at least as much
+        before it answers, so a command never overtakes what caused it (a lookup right after
+        the namespace was created, an assignment to a broker that just registered)."""
+        if after:
+            await self.reach(after)
         async with self._lock:
             self.counts["commands"] += 1
             try:
@@ -296,6 +316,7 @@ class LiveHost:
                         if record is not None:
                             self._pending.append(self._note(record))
                             await self._drain()
+                    self._progressed()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -331,7 +352,7 @@ class LiveHost:
             await self._drain()
         for command in effects.send:
             self.counts["sends"] += 1
-            self.transport.send(route(command, self.shards), command)
+            self.transport.send(route(command, self.shards), command, dict(self.cursor.seen))
         return failure
 
     async def _append(self, effects: Effects) -> LoadBalancerError | None:
@@ -369,6 +390,29 @@ class LiveHost:
             self._observe(record.envelope)
         return record
 
+    # -- causality -------------------------------------------------------------------------
+    def _progressed(self) -> None:
+        progress, self._progress = self._progress, asyncio.Event()
+        progress.set()
+
+    async def reach(self, target: Mapping[int, int], timeout_s: float = 5.0) -> None:
+        """Fold at least up to ``target``: wait for the subscription (Kafka pushes within a few
+        ms), else read the log (at once for the embedded log: a read there is cheap)."""
+        if self.cursor.reached(target):
+            return
+        self.counts["behind"] += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (0.0 if isinstance(self.log, LocalEventLog) else min(0.2, timeout_s))
+        while not self.cursor.reached(target) and loop.time() < deadline:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), deadline - loop.time())
+        if not self.cursor.reached(target):
+            self.counts["behind_read"] += 1
+            try:
+                await asyncio.wait_for(self.sync(target), timeout_s)
+            except TimeoutError:
+                logger.warning("%s: log position %s not reached; answering anyway", self.name, target)
+
     # -- inspection ------------------------------------------------------------------------
     async def sync(self, target: Mapping[int, int] | None = None) -> Offsets:
         """Fold the log at least up to ``target`` (default: its end now); the position."""
@@ -382,13 +426,13 @@ class LiveHost:
             return dict(self.cursor.position)
 
     async def snapshot(self, target: Mapping[int, int] | None = None) -> dict[str, Any]:
-        """The body's ownership view (``OwnershipProjection.snapshot``) once caught up."""
-        await self.sync(target)
+        """The body's ownership view once caught up (``OwnershipProjection.snapshot``, under
+        ``view``) and the log position it is a fold of (``position``: partition -> next offset)."""
         view = getattr(self.body, "view", None)
         if view is None:
             raise InvalidInput(f"{self.name} keeps no ownership view")
-        snapshot: dict[str, Any] = view.snapshot()
-        return snapshot
+        position = await self.sync(target)
+        return {"view": view.snapshot(), "position": position}
 
     def status(self) -> dict[str, Any]:
         body = self.body
@@ -401,13 +445,3 @@ class LiveHost:
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
         }
-
-
-@contextlib.asynccontextmanager
-async def hosting(host: LiveHost) -> AsyncIterator[LiveHost]:
-    """Start ``host`` and close it on the way out (tests and single-process tools)."""
-    await host.start()
-    try:
-        yield host
-    finally:
-        await host.close()

@@ -32,8 +32,9 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
 from actors.runtime.live import Answer, BodySpec, Clock, LiveHost, LogSpec
-from balancer.errors import Unavailable
+from balancer.errors import InvalidInput, Unavailable
 from events.catalog import Command
+from events.log.port import Offsets
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,16 @@ class HostSpec:
     log: LogSpec
     clock: Clock
     tick_s: float = 0.1
+    """Wall seconds between two ticks of every body (at most 1 s)."""
     poll_s: float = 0.01
+    """Wall seconds between two looks at the embedded log for news (Kafka pushes)."""
     namespace_shards: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.tick_s <= 1.0:
+            raise InvalidInput(f"tick_s={self.tick_s}: ticks come every (0, 1] s", value=self.tick_s)
+        if not 0 < self.poll_s <= 1.0:
+            raise InvalidInput(f"poll_s={self.poll_s}: must be in (0, 1] s", value=self.poll_s)
 
 
 class BodyActor:
@@ -68,12 +77,16 @@ class BodyActor:
                              tick_s=spec.tick_s, poll_s=spec.poll_s)
         await self.host.start()
 
-    async def command(self, command: Command) -> Answer:
-        return await self.host.command(command)
+    async def command(self, command: Command, after: Offsets | None = None) -> Answer:
+        return await self.host.command(command, after)
 
     async def act(self, method: str) -> None:
         """Run a body-specific action (``shutdown`` of a broker)."""
         await self.host.act(method)
+
+    async def ping(self) -> int:
+        """Nothing: one round trip (benchmarks, liveness)."""
+        return 0
 
     async def status(self) -> dict[str, Any]:
         return {**self.host.status(), "node_id": ray.get_runtime_context().get_node_id()}
@@ -112,9 +125,11 @@ async def lookup_actor(name: str, namespace: str) -> Handle:
     return handle
 
 
-async def call(handle: Handle, command: Command, timeout_s: float = 30.0) -> Answer:
-    """Deliver ``command`` and wait for the answer; a Ray failure raises (see ``RAY_FAILURES``)."""
-    answer: Answer = await asyncio.wait_for(handle.command.remote(command), timeout_s)
+async def call(handle: Handle, command: Command, timeout_s: float = 30.0,
+               after: Offsets | None = None) -> Answer:
+    """Deliver ``command`` (folded after ``after``, the caller's log position) and wait for the
+    answer; a Ray failure raises (see ``RAY_FAILURES``)."""
+    answer: Answer = await asyncio.wait_for(handle.command.remote(command, after), timeout_s)
     return answer
 
 
@@ -124,7 +139,7 @@ def kill(handle: Handle, *, restart: bool = False) -> None:
         ray.kill(handle, no_restart=not restart)
 
 
-async def stop_and_kill(handle: Handle, timeout_s: float = 5.0) -> None:
+async def stop_and_kill(handle: Handle, timeout_s: float = 2.0) -> None:
     """Close the actor's log, then kill it for good (a dead or hung actor is just killed)."""
     with contextlib.suppress(*RAY_FAILURES, asyncio.TimeoutError):
         await asyncio.wait_for(handle.stop.remote(), timeout_s)
@@ -141,8 +156,8 @@ class RayTransport:
         self.failed_sends = 0
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
 
-    def send(self, target: str, command: Command) -> None:
-        task = asyncio.get_running_loop().create_task(self._deliver(target, command))
+    def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
+        task = asyncio.get_running_loop().create_task(self._deliver(target, command, after))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -155,17 +170,18 @@ class RayTransport:
     def forget(self, target: str) -> None:
         self._handles.pop(target, None)
 
-    async def call(self, target: str, command: Command, timeout_s: float = 30.0) -> Answer:
+    async def call(self, target: str, command: Command, timeout_s: float = 30.0,
+                   after: Offsets | None = None) -> Answer:
         """Deliver and wait; a missing, dead, restarting or silent actor is ``Unavailable``."""
         try:
-            return await call(await self.handle(target), command, timeout_s)
+            return await call(await self.handle(target), command, timeout_s, after)
         except RAY_FAILURES as exc:
             self.forget(target)  # looked up again next time (it may have been replaced)
             return None, Unavailable(f"{command.TYPE} {command.command_id}: actor {target!r} "
                                      f"unreachable: {type(exc).__name__}: {exc}")
 
-    async def _deliver(self, target: str, command: Command) -> None:
-        _, error = await self.call(target, command)
+    async def _deliver(self, target: str, command: Command, after: Offsets | None) -> None:
+        _, error = await self.call(target, command, after=after)
         if error is not None:
             self.failed_sends += isinstance(error, Unavailable)
             logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)

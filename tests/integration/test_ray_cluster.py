@@ -99,6 +99,20 @@ async def test_lookup_of_an_owned_topic_is_a_local_read(cluster: Cluster,
     assert expected is not None and await cluster.lookup(topic) == expected
 
 
+async def test_a_second_client_connects_by_ray_namespace(cluster: Cluster) -> None:
+    other = await Cluster.connect(ray_namespace=cluster.ray_namespace)
+    try:
+        assert other.host.log == cluster.host.log and other.config == cluster.config
+        assert other.ownership().state_equals(cluster.ownership())
+        topic = topic_in(LOAD, bundles(cluster, "public/b")[3])
+        assert await other.lookup(topic) == await cluster.lookup(topic)
+        with pytest.raises(InvalidInput):
+            await other.kill_broker("broker-1")  # only the starting process manages actors
+    finally:
+        await other.close()
+    assert sorted(cluster.view.brokers) == ["broker-1", "broker-2", "broker-3"]  # nothing ended
+
+
 # -- unload and transfer ----------------------------------------------------------------------
 
 
@@ -114,6 +128,24 @@ async def test_unload_to_a_destination_is_a_graceful_transfer(cluster: Cluster) 
     assert trail[0][1]["src"] == src and trail[0][1]["dst"] == dst
     assert trail[1][1]["reason"] == "transfer" and trail[1][1]["src"] == src
     assert trail[2][1] == {"bundle": bundle, "owner": dst, "src": src}
+
+
+async def test_events_stream_the_moves_as_they_happen(cluster: Cluster) -> None:
+    bundle = bundles(cluster, "public/a")[2]
+    dst = next(b for b in ("broker-1", "broker-2", "broker-3") if b != owner(cluster, bundle))
+    stream = cluster.events("TransferPrepared", "BundleAssigned", "BundleOwned")
+
+    async def three() -> list[str]:
+        return [(await anext(stream)).envelope.type for _ in range(3)]
+
+    collecting = asyncio.ensure_future(three())
+    await asyncio.sleep(0.05)  # the stream listens from its first step on
+    await cluster.unload("public/a", bundle, destination=dst)
+    assert await asyncio.wait_for(collecting, 10) == ["TransferPrepared", "BundleAssigned", "BundleOwned"]
+    await stream.aclose()
+    history = cluster.events("NamespaceCreated", from_start=True)
+    assert (await asyncio.wait_for(anext(history), 10)).envelope.payload["namespace"] in NAMESPACES
+    await history.aclose()
 
 
 async def test_unload_without_destination_frees_then_the_leader_places_again(cluster: Cluster) -> None:
@@ -242,7 +274,8 @@ async def test_a_killed_broker_bundles_are_owned_elsewhere_within_the_session(cl
     left = [r.envelope for r in trail if r.envelope.type == "BrokerLeft"]
     assert [(e.payload["broker_id"], e.payload["reason"], e.key) for e in left] == [(lost, "expired", lost)]
     forced = [r.envelope.payload for r in trail if r.envelope.type == "BundleAssigned"]
-    assert sorted(p["bundle"] for p in forced) == sorted(held)
+    assert sorted(p["bundle"] for p in forced) == sorted(held), [
+        (r.partition, r.offset, r.envelope.type, r.envelope.payload) for r in trail]
     assert all(p["force"] and p["reason"] == "orphan" and p["src"] == lost for p in forced)
 
 
