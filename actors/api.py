@@ -48,6 +48,7 @@ from actors.deploy import (
     write_cluster_file,
 )
 from actors.effects import Receipt
+from actors.precheck import check_input
 from actors.runtime.ray import (
     Handle,
     HostSpec,
@@ -231,6 +232,7 @@ class Cluster:
         """Send one command (after catching up, so it carries the newest epoch) and wait."""
         await self.view.catch_up()
         command = cls(command_id=self._command_id(), epoch=self.view.epoch, **fields)
+        check_input(self.view, command, self.now_ms())  # bad input appends nothing
         receipt = await self._deliver(command, timeout_s)
         await self.view.catch_up()
         return receipt

@@ -178,10 +178,7 @@ class LeaderBody(Follower):
             return rejection(command, exc, key=command.default_key(), under=LEADER_KEY, epoch=self.my_epoch)
 
     def _set_domain(self, command: SetFailureDomain) -> Effects:
-        unknown = [b for b in command.brokers if b not in self.brokers]
-        if unknown:
-            raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
-                                f"{', '.join(sorted(self.brokers)) or 'none'}", value=unknown)
+        check_domain(self.brokers, command)
         event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers))
         return appending(CLUSTER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
@@ -402,3 +399,11 @@ class LeaderBody(Follower):
 def _sends_only(effects: Effects) -> Effects:
     """Tick work answers nobody: keep what it sends and appends, drop replies."""
     return Effects(append=effects.append, send=effects.send, epoch=effects.epoch)
+
+
+def check_domain(brokers: Mapping[str, Any], command: SetFailureDomain) -> None:
+    """A failure domain may name registered brokers only."""
+    unknown = [b for b in command.brokers if b not in brokers]
+    if unknown:
+        raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
+                            f"{', '.join(sorted(brokers)) or 'none'}", value=unknown)

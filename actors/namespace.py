@@ -137,6 +137,11 @@ class NamespaceBody(Follower):
     def _stamp(self, key: str, command_epoch: int) -> int:
         return max(self.epoch, command_epoch, self.written.get(key, 0))
 
+    def judge(self, command: Command, now_ms: int) -> list[Event]:
+        """The events ``command`` causes now, or the typed error that refuses it (appends
+        nothing: ``actors.precheck`` runs it on a client's fold)."""
+        return self._handle(command, now_ms)
+
     def _handle(self, command: Command, now_ms: int) -> list[Event]:
         if command.epoch < self.epoch:
             raise StaleEpoch(

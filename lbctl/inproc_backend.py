@@ -30,6 +30,7 @@ from random import Random
 from typing import Any
 
 from actors.effects import Receipt
+from actors.precheck import check_input
 from actors.runtime import InProcessHost, Ticket, build_cluster, run_sync
 from actors.settings import LEADER, route
 from actors.workload import Workload
@@ -112,6 +113,7 @@ class InProcBackend:
 
     def send(self, command: Command) -> Receipt:
         """Deliver ``command`` now; its receipt, or the typed error it was refused with."""
+        check_input(self.host.client, command, self.host.now_ms)  # bad input appends nothing
         target = route(command, self.host.settings.namespace_shards)
         if target == LEADER:
             if not self.host.run_until(lambda: self.host.leader() is not None, LEADER_WAIT_MS):
