@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from actors.client import BrokerStatus, ClientView, LeaderStatus
+from actors.cluster_conf import ClusterConf
 from actors.deploy import (
     ConfSource,
     Fleet,
@@ -63,7 +64,6 @@ from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
 from balancer.config import LoadBalancerConfig
 from balancer.errors import (
-    ConfigError,
     InvalidInput,
     StaleEpoch,
     Unavailable,
@@ -118,6 +118,7 @@ class Cluster:
               speed: float = 1.0, tick_s: float = 0.1, poll_s: float = 0.01, seed: int = 0,
               log_dir: str | os.PathLike[str] | None = None, bootstrap: str | None = None,
               cluster_name: str = "lb", partitions: int = 3, transactional: bool = True,
+              replication_factor: int | None = None, retention_ms: int | None = None,
               fsync: bool = True, ray_address: str | None = None, ray_namespace: str | None = None,
               num_cpus: int | None = None, max_restarts: int = -1, detached: bool = False,
               actor_options: Mapping[str, Mapping[str, Any]] | None = None,
@@ -135,8 +136,22 @@ class Cluster:
             workload, clients, dict(domains or {}), capacity, speed, tick_s, poll_s, seed, log_dir,
             bootstrap, cluster_name, partitions, transactional, fsync, ray_address,
             ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}", num_cpus, max_restarts,
-            detached, dict(actor_options or {}), ready_timeout_s)
+            detached, dict(actor_options or {}), ready_timeout_s, replication_factor, retention_ms)
         return Starting(lambda: cls._open(launch))
+
+    @classmethod
+    def deploy(cls, deployment: ClusterConf | str | os.PathLike[str], brokers: int | Sequence[str] = 3,
+               **options: Any) -> Starting[Cluster]:
+        """``start`` on the Kafka and the Ray cluster that ``conf/cluster.yaml`` names (its
+        ``broker_conf`` unless ``conf=`` is given); ``options`` as for ``start``."""
+        found = deployment if isinstance(deployment, ClusterConf) else ClusterConf.load(deployment)
+        options.setdefault("conf", found.broker_conf)
+        return cls.start(brokers=brokers, bootstrap=found.kafka.bootstrap_servers,
+                         cluster_name=found.name, partitions=found.kafka.partitions,
+                         transactional=found.kafka.transactional,
+                         replication_factor=found.kafka.replication_factor,
+                         retention_ms=found.kafka.retention_ms, ray_address=found.ray.address,
+                         ray_namespace=found.ray.namespace, **options)
 
     @classmethod
     async def _open(cls, launch: Launch) -> Cluster:
@@ -173,12 +188,13 @@ class Cluster:
     async def connect(cls, conf: str | None = None, *, ray_address: str | None = None,
                       ray_namespace: str | None = None, log_dir: str | os.PathLike[str] | None = None,
                       timeout_s: float = TIMEOUT_S) -> Cluster:
-        """Attach to a running cluster: by its log directory (embedded: ``cluster.json`` there
-        names Ray), or by Ray address + namespace. The log and the config are the actors' own.
-        ``conf`` is reserved for ``conf/cluster.yaml`` (issue 10)."""
+        """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray address and
+        namespace), by its log directory (embedded: ``cluster.json`` there names Ray), or by Ray
+        address + namespace. The log and the config are the actors' own."""
         if conf is not None:
-            raise ConfigError(f"conf={conf!r}: cluster.yaml is not supported yet; pass log_dir= "
-                              "or ray_address= and ray_namespace=", value=conf)
+            deployment = ClusterConf.load(conf)
+            ray_address = ray_address or deployment.ray.address
+            ray_namespace = ray_namespace or deployment.ray.namespace
         if log_dir is not None and ray_namespace is None:
             info = read_cluster_file(log_dir)
             ray_address = ray_address or info.get("ray_address")

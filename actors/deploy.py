@@ -218,12 +218,15 @@ class Launch:
     detached: bool = False
     actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ready_timeout_s: float = 90.0
+    replication_factor: int | None = None
+    retention_ms: int | None = None
 
     def fleet(self) -> Fleet:
         """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
                                  partitions=self.partitions, transactional=self.transactional,
-                                 fsync=self.fsync)
+                                 fsync=self.fsync, replication_factor=self.replication_factor,
+                                 retention_ms=self.retention_ms)
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
@@ -232,13 +235,16 @@ class Launch:
 
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,
-             partitions: int, transactional: bool, fsync: bool) -> tuple[LogSpec, str | None]:
+             partitions: int, transactional: bool, fsync: bool,
+             replication_factor: int | None = None,
+             retention_ms: int | None = None) -> tuple[LogSpec, str | None]:
     """The log (Kafka if ``bootstrap``, else a directory) and the temp dir made for it, if any."""
     if bootstrap is not None and log_dir is not None:
         raise InvalidInput("pass log_dir= (embedded log) or bootstrap= (Kafka), not both")
     if bootstrap is not None:
         return LogSpec(bootstrap=bootstrap, cluster=cluster, partitions=partitions,
-                       transactional=transactional), None
+                       transactional=transactional, replication_factor=replication_factor,
+                       retention_ms=retention_ms), None
     made = None if log_dir is not None else tempfile.mkdtemp(prefix="bundle-balancer-")
     directory = str(Path(log_dir if log_dir is not None else str(made)).resolve())
     Path(directory).mkdir(parents=True, exist_ok=True)

@@ -114,7 +114,7 @@ def _verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
 def _handler(verb: Verb) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
         async def go() -> int:
-            async with session(args.state_dir) as backend:
+            async with session(args.state_dir, getattr(args, "cluster_conf", None)) as backend:
                 backend.poll()  # what happened before this command is not its completion
                 return await verb(backend, args)
 

@@ -114,6 +114,8 @@ class ClusterSpec:
     ray_address: str | None = None
     ray_namespace: str | None = None
     log_dir: str | None = None
+    deployment: str | None = None
+    """A conf/cluster.yaml: the actors run on its Ray cluster over its Kafka."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -174,10 +176,15 @@ def using(backend: Backend) -> Iterator[Backend]:
         _override.pop()
 
 
-async def connect(state: str | None) -> Backend:
-    """The backend of the cluster recorded under ``--state-dir`` (or the ``using`` one)."""
+async def connect(state: str | None, cluster: str | None = None) -> Backend:
+    """The backend of the deployment ``--cluster`` names, else of the cluster recorded under
+    ``--state-dir`` (or the ``using`` one)."""
     if _override:
         return _override[-1]
+    if cluster is not None:
+        from lbctl.ray_backend import RayBackend
+
+        return await RayBackend.connect(ClusterSpec(host="ray", deployment=cluster))
     directory = state_dir(state)
     spec = read_spec(directory)
     if spec.host == "inproc":
@@ -193,9 +200,9 @@ async def connect(state: str | None) -> Backend:
 
 
 @asynccontextmanager
-async def session(state: str | None) -> AsyncIterator[Backend]:
+async def session(state: str | None, cluster: str | None = None) -> AsyncIterator[Backend]:
     """``connect``, and close the backend afterwards unless it came from ``using``."""
-    backend = await connect(state)
+    backend = await connect(state, cluster)
     try:
         yield backend
     finally:

@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lbctl", description="bundle-balancer: Pulsar-style broker load balancing"
     )
+    parser.add_argument("--cluster", dest="cluster_conf", metavar="CLUSTER_YAML",
+                        default=os.environ.get("LBCTL_CLUSTER"),
+                        help="a deployment's conf/cluster.yaml (Kafka + a Ray cluster): `run` starts "
+                             "the actors there, the admin verbs attach to them (env LBCTL_CLUSTER)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for register in _registrars():

@@ -54,13 +54,19 @@ class RayBackend:
             raise MalformedInput(f"--speed {spec.speed:g}: Ray runs on the wall clock; give a "
                                  "factor above 0, or use --host inproc for 'as fast as possible'",
                                  value=spec.speed)
+        options: dict[str, Any] = {"workload": make_workload(spec), "clients": True,
+                                   "speed": spec.speed, "seed": spec.seed}
+        if spec.deployment is not None:  # its Kafka and its Ray cluster
+            cluster = await Cluster.deploy(spec.deployment, spec.brokers, conf=config, **options)
+            return cls(cluster)
         log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
-        cluster = await Cluster.start(config, spec.brokers, workload=make_workload(spec), clients=True,
-                                      speed=spec.speed, seed=spec.seed, log_dir=log_dir, fsync=False)
+        cluster = await Cluster.start(config, spec.brokers, log_dir=log_dir, fsync=False, **options)
         return cls(cluster, log_dir=cluster.host.log.directory)
 
     @classmethod
     async def connect(cls, spec: ClusterSpec) -> RayBackend:
+        if spec.deployment is not None:
+            return cls(await Cluster.connect(conf=spec.deployment))
         if spec.log_dir is None:
             raise MalformedInput("the cluster file names no log directory; was it written by "
                                  "`lbctl run --host ray --keep`?", value=spec.host)

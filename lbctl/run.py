@@ -30,6 +30,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from actors.cluster_conf import ClusterConf
 from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput, Unavailable
@@ -116,10 +117,19 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
     if args.host == "ray" and args.speed == 0:
         raise MalformedInput("--speed 0: Ray runs on the wall clock; give a factor above 0, or use "
                              "--host inproc for 'as fast as possible'", value=args.speed)
+    deployment = getattr(args, "cluster_conf", None)
+    if deployment is not None:
+        if args.host != "ray":
+            raise MalformedInput(f"--cluster {deployment}: a deployment runs on Ray, not "
+                                 f"--host {args.host}", value=args.host)
+        found = ClusterConf.load(deployment)  # a bad file fails here, before anything starts
+        deployment = str(Path(deployment).resolve())
+        if args.conf is None and found.broker_conf is not None:
+            args.conf = found.broker_conf
     conf = args.conf if args.conf is not None else (DEFAULT_CONF if Path(DEFAULT_CONF).is_file() else None)
     return ClusterSpec(host=args.host, brokers=args.brokers, conf=str(Path(conf).resolve()) if conf else None,
                        seed=args.seed, namespace=args.namespace, topics=args.topics, rate=args.rate,
-                       speed=args.speed)
+                       speed=args.speed, deployment=deployment)
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -205,6 +215,8 @@ def frame(backend: Backend, stats: RunStats, spec: ClusterSpec, elapsed: int, to
 async def keep(backend: Backend, spec: ClusterSpec, directory: Path) -> None:
     path = write_spec(directory, backend.describe(spec))
     hint = f"lbctl namespaces bundles {spec.namespace} --state-dir {directory}"
+    if spec.deployment is not None:
+        hint = f"lbctl --cluster {spec.deployment} namespaces bundles {spec.namespace}"
     if backend.kind == "inproc":
         print(f"kept: {path} (the log is in {directory}/log); try `{hint}`")
         return

@@ -99,6 +99,10 @@ class LogSpec:
     """Kafka: the leader writes through a transactional id, so a restarted leader fences the
     producer of its zombie (``BodySpec.transactional``); every other body writes idempotently."""
     fsync: bool = True
+    replication_factor: int | None = None
+    """Kafka: of the topic it creates (None: min(3, Kafka brokers))."""
+    retention_ms: int | None = None
+    """Kafka: of the topic it creates (None: forever)."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -117,7 +121,8 @@ class LogSpec:
         assert self.bootstrap is not None
         writer_id = writer.replace(":", "-") if writer and self.transactional else None
         return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
-                             writer_id=writer_id, stamper=stamper)
+                             replication_factor=self.replication_factor,
+                             retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper)
 
     def describe(self) -> str:
         if self.directory is not None:
