@@ -146,6 +146,7 @@ class Cluster:
         ``broker_conf`` unless ``conf=`` is given); ``options`` as for ``start``."""
         found = deployment if isinstance(deployment, ClusterConf) else ClusterConf.load(deployment)
         options.setdefault("conf", found.broker_conf)
+        options.setdefault("actor_options", found.ray.actor_options())
         return cls.start(brokers=brokers, bootstrap=found.kafka.bootstrap_servers,
                          cluster_name=found.name, partitions=found.kafka.partitions,
                          transactional=found.kafka.transactional,

@@ -45,6 +45,12 @@ class RayConf:
     """What ``ray.init(address=...)`` takes: ``auto``, ``host:6379`` or ``ray://host:10001``."""
     namespace: str = "bundle-balancer"
     """The Ray namespace of the actors; one deployment per namespace."""
+    actor_resources: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Actor name (``leader``, ``ns:0``, ``broker:broker-1``, ``clients``) -> the custom Ray
+    resources it needs: pins it to the nodes started with them (``ray start --resources``)."""
+
+    def actor_options(self) -> dict[str, dict[str, Any]]:
+        return {name: {"resources": dict(needs)} for name, needs in self.actor_resources.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,8 @@ def _typed(values: Mapping[str, Any], kind: type, where: str, source: str) -> di
             if key in ("partitions", "replication_factor") and value < 1:
                 raise ConfigError(f"{source}: {where}.{key} = {value}: must be at least 1", value=value)
             out[key] = value
+        elif annotation.startswith("Mapping"):
+            out[key] = _resources(value, f"{where}.{key}", source)
         elif annotation == "bool":
             if not isinstance(value, bool):
                 raise ConfigError(f"{source}: {where}.{key} = {value!r}: true or false", value=value)
@@ -143,3 +151,13 @@ def _text(value: object, key: str, source: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{source}: {key} = {value!r}: a non-empty string is needed", value=value)
     return value
+
+
+def _resources(value: object, key: str, source: str) -> dict[str, dict[str, float]]:
+    if not isinstance(value, Mapping) or not all(
+            isinstance(needs, Mapping) and all(isinstance(n, int | float) and not isinstance(n, bool)
+                                               and n > 0 for n in needs.values())
+            for needs in value.values()):
+        raise ConfigError(f"{source}: {key} = {value!r}: actor name -> {{resource: amount > 0}}",
+                          value=key)
+    return {str(name): {str(r): float(n) for r, n in needs.items()} for name, needs in value.items()}

@@ -23,7 +23,7 @@ def test_the_shipped_cluster_yaml_loads_with_broker_conf_beside_it() -> None:
 def test_defaults_fill_everything_but_the_bootstrap_servers() -> None:
     found = ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:9092"}})
     assert (found.name, found.ray.address, found.kafka.retention_ms) == ("lb", "auto", -1)
-    with pytest.raises(ConfigError, match="kafka.bootstrap_servers is required"):
+    with pytest.raises(ConfigError, match=r"kafka\.bootstrap_servers is required"):
         ClusterConf.from_mapping({"ray": {"address": "auto"}})
 
 
@@ -52,3 +52,12 @@ def test_lbctl_with_a_bad_cluster_file_is_one_line_and_exit_2(
     code = main(["--cluster", str(tmp_path / "missing.yaml"), "namespaces", "bundles", "public/a"])
     captured = capsys.readouterr()
     assert code == 2 and "missing.yaml" in captured.err and len(captured.err.splitlines()) == 1
+
+
+def test_actor_resources_pin_bodies_to_nodes() -> None:
+    found = ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"},
+                                      "ray": {"actor_resources": {"broker:broker-3": {"zone-b": 1}}}})
+    assert found.ray.actor_options() == {"broker:broker-3": {"resources": {"zone-b": 1.0}}}
+    with pytest.raises(ConfigError, match=r"ray\.actor_resources"):
+        ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"},
+                                  "ray": {"actor_resources": {"leader": {"zone-a": -1}}}})

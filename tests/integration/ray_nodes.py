@@ -1,0 +1,88 @@
+"""A Ray cluster of separate processes on loopback, as an operator starts one: ``ray start
+--head`` and ``ray start --address`` for each worker node, each in its own process group so a
+node can be killed whole (a machine lost), without ``ray stop`` (which would end every Ray on
+this machine, the test session's own included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = str(Path(sys.executable).parent / "ray")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class RayNodes:
+    address: str
+    temp_dir: str
+    nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, name: str, resources: Mapping[str, float], *, head: bool = False) -> None:
+        where = [f"--port={self.address.rsplit(':', 1)[1]}", "--head", "--include-dashboard=false",
+                 f"--ray-client-server-port={free_port()}"] if head else [f"--address={self.address}"]
+        command = [RAY, "start", "--block", *where, "--node-ip-address=127.0.0.1", "--num-cpus=2",
+                   f"--resources={json.dumps(dict(resources))}", "--disable-usage-stats",
+                   f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}"]
+        if head:
+            command.append(f"--temp-dir={self.temp_dir}")
+        env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+        self.nodes[name] = subprocess.Popen(command, env=env, start_new_session=True,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill(self, name: str) -> None:
+        """The node's machine is gone: every process of its group, at once."""
+        process = self.nodes.pop(name)
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in list(self.nodes):
+            self.kill(name)
+
+
+def wait_for_nodes(address: str, count: int, timeout_s: float = 90.0) -> None:
+    probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
+             "print(len([n for n in ray.nodes() if n['Alive']]))")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+        if done.returncode == 0 and done.stdout.strip().isdigit() and int(done.stdout) >= count:
+            return
+        time.sleep(1.0)
+    raise TimeoutError(f"{count} Ray node(s) not alive at {address} within {timeout_s}s")
+
+
+@contextmanager
+def ray_cluster(workers: Mapping[str, Mapping[str, float]],
+                head: Mapping[str, float]) -> Iterator[RayNodes]:
+    """A head (with ``head`` resources) and named worker nodes, all alive; killed at the end."""
+    temp = tempfile.mkdtemp(prefix="rn-", dir="/tmp")  # short: Ray's socket paths have a limit
+    nodes = RayNodes(f"127.0.0.1:{free_port()}", temp)
+    try:
+        nodes.start("head", head, head=True)
+        wait_for_nodes(nodes.address, 1)
+        for name, resources in workers.items():
+            nodes.start(name, resources)
+        wait_for_nodes(nodes.address, 1 + len(workers))
+        yield nodes
+    finally:
+        nodes.stop()

@@ -1,0 +1,116 @@
+"""The deployment path without Docker (issue 10): the real pieces as separate processes.
+
+Kafka from jars (the session's), a Ray head and a worker node started with ``ray start`` on
+loopback, and ``lbctl --cluster cluster.yaml`` driving them exactly as it drives the compose
+deployment: the actors start with a workload (``run --keep``), a namespace is created and its
+bundles assigned; the worker node is killed, and the bundles of the broker that ran there are
+owned elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.ray_nodes import ray_cluster
+from tests.integration.ray_scenarios import unique
+
+pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
+
+ROOT = Path(__file__).resolve().parents[2]
+LBCTL = str(Path(sys.executable).parent / "lbctl")
+HEAD = {"zone-a": 100.0}
+WORKER = {"zone-b": 100.0}
+
+
+def lbctl(deployment: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([LBCTL, "--cluster", str(deployment), *argv], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def write_deployment(path: Path, kafka: Any, ray_address: str) -> Path:
+    on_a = {"zone-a": 1}
+    path.write_text(yaml.safe_dump({
+        "name": unique("dist"),
+        "broker_conf": str(ROOT / "conf" / "broker.conf"),
+        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "partitions": 3,
+                  "replication_factor": 1},
+        "ray": {"address": ray_address, "namespace": unique("dist"),
+                "actor_resources": {"leader": on_a, "ns:0": on_a, "clients": on_a,
+                                    "broker:broker-1": on_a, "broker:broker-2": on_a,
+                                    "broker:broker-3": {"zone-b": 1}}},
+    }))
+    return path
+
+
+def bundles(deployment: Path) -> list[dict[str, Any]]:
+    shown = lbctl(deployment, "namespaces", "bundles", "public/default", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows: list[dict[str, Any]] = json.loads(shown.stdout)["bundles"]
+    return rows
+
+
+def read_until_kept(run: subprocess.Popen[str], timeout_s: float = 180) -> str:
+    """What ``lbctl run --keep`` printed up to its ``kept:`` line (the cluster then stays up)."""
+    assert run.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
+        line = run.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def wait_until(check: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(1.0)
+    raise AssertionError(f"{what}: not within {timeout_s}s")
+
+
+def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
+        tmp_path: Path, kafka: Any) -> None:
+    with ray_cluster({"worker": WORKER}, HEAD) as nodes:
+        deployment = write_deployment(tmp_path / "cluster.yaml", kafka, nodes.address)
+        run = subprocess.Popen([LBCTL, "--cluster", str(deployment), "run", "--minutes", "5",
+                                "--topics", "200", "--bundles", "8", "--keep", "--plain",
+                                "--state-dir", str(tmp_path / "state")],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        try:
+            out = read_until_kept(run)
+            assert "summary: 3 brokers on ray" in out, out
+            wait_until(lambda: bundles(deployment) and all(
+                b["state"] == "Owned" for b in bundles(deployment)), 150, "every bundle owned")
+            held = [b["range"] for b in bundles(deployment) if b["owner"] == "broker-3"]
+            if not held:  # make sure the worker node's broker serves something
+                row = bundles(deployment)[0]
+                moved = lbctl(deployment, "namespaces", "unload", "public/default", "-b",
+                              row["range"], "-d", "broker-3")
+                assert moved.returncode == 0, moved.stderr
+                held = [row["range"]]
+            nodes.kill("worker")
+
+            def reowned() -> bool:
+                rows = {b["range"]: b for b in bundles(deployment)}
+                return all(rows[b]["state"] == "Owned" and rows[b]["owner"] not in (None, "broker-3")
+                           for b in held if b in rows)
+
+            wait_until(reowned, 60, "the lost broker's bundles owned elsewhere")
+            listed = lbctl(deployment, "brokers", "list")
+            assert listed.returncode == 0 and "broker-3" not in listed.stdout, listed.stdout
+        finally:
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=60)
