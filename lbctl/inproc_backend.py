@@ -105,6 +105,8 @@ class InProcBackend:
         start_ms = max((r.envelope.ts_ms for r in history), default=0) + 1 if history else None
         host = build_host(spec, start_ms=start_ms)
         _attach(host, directory / LOG_SUBDIR)
+        # The restarted leader takes a new epoch: commands are made after its election.
+        host.run_until(lambda: _elected(host), LEADER_WAIT_MS)
         return cls(host, lock_fd=lock)
 
     # -- commands ------------------------------------------------------------------------
@@ -233,3 +235,9 @@ def _attach(host: InProcessHost, log_dir: Path) -> None:
     if history:
         for name in sorted(host.bodies):
             host.restart(name)
+
+
+def _elected(host: InProcessHost) -> bool:
+    """A leader leads and the client's view knows its epoch."""
+    leader = host.leader()
+    return leader is not None and host.epoch >= int(getattr(leader, "my_epoch", 0))

@@ -34,7 +34,7 @@ from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, route
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import LoadBalancerError, Unavailable, UnknownNamespace
+from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
 from balancer.ownership import AcceptMode
 from events.catalog import AssignBundle, Command, Event
 from events.envelope import Stamper, counting_ids
@@ -196,6 +196,8 @@ class InProcessHost:
                                               bundle=bundle, reason="lookup"))
             self.run_until(lambda t=ticket: t.done, deadline - self.now_ms)  # type: ignore[misc]
             if ticket.error is not None and not ticket.error.retriable:
+                if isinstance(ticket.error, StaleEpoch) and self.epoch > ticket.command.epoch:
+                    continue  # a leader was elected while it travelled: ask the new one
                 raise ticket.error
             step = min(self.settings.lookup_retry_ms, deadline - self.now_ms)
             if self.run_until(lambda: self.view.lookup(topic) is not None, step):

@@ -2,7 +2,9 @@
 
 Invariants: the input is read whole (``-`` = stdin) and validated before anything is decided;
 the output is deterministic JSON (sorted keys off: field order as in contracts §5) on stdout.
-Each command lives in its own module exposing ``run(document: dict) -> dict``.
+Each command lives in its own module exposing ``run(document: dict) -> dict``. A test vector
+(``{"command", "input", "expected", ...}``, tests/vectors/) is read as its ``input``, once its
+``command`` is checked against the one asked for.
 """
 
 from __future__ import annotations
@@ -57,7 +59,18 @@ def decide(command: str, document: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def unwrap_vector(command: str, document: dict[str, Any], path: str) -> dict[str, Any]:
+    """A test vector's ``input``; any other document as it is."""
+    if not ({"command", "input", "expected"} <= document.keys() and isinstance(document["input"], dict)):
+        return document
+    if document["command"] != command:
+        raise MalformedInput(f"{path} is a {document['command']!r} vector, not {command!r}",
+                             value=document["command"])
+    inner: dict[str, Any] = document["input"]
+    return inner
+
+
 def _handle(args: argparse.Namespace) -> int:
-    result = decide(args.command, read_document(args.file))
+    result = decide(args.command, unwrap_vector(args.command, read_document(args.file), args.file))
     print(json.dumps(result, indent=args.indent))
     return 0

@@ -64,3 +64,13 @@ def test_vector_through_the_real_command_line(path: Path, tmp_path: Path) -> Non
         _normalise_place(case["expected"], got)
     else:
         assert got == case["expected"]
+
+
+def test_a_vector_file_is_read_as_its_input(capsys: pytest.CaptureFixture[str]) -> None:
+    from lbctl.main import main
+
+    path = VECTOR_DIR / "split-topic-count-abc.json"
+    assert main(["decide", "split", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(path.read_text())["expected"]
+    assert main(["decide", "shed", str(path)]) == 2
+    assert "'split' vector, not 'shed'" in capsys.readouterr().err
