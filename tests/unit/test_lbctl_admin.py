@@ -256,7 +256,8 @@ def test_a_kept_inproc_cluster_serves_the_verbs(tmp_path: Path, capsys: pytest.C
     code, out, err = lbctl(capsys, "namespaces", "unload", "public/default", "-b", owned["range"], "-d", dst,
                            "--state-dir", state)
     assert (code, out) == (2, "") and dst in err
-    assert _types(log)[len(before):] == []
+    # The verb's restart re-elects a leader and brokers report; the refused command adds nothing.
+    assert set(_types(log)[len(before):]) <= {"LeaderElected", "LoadReported", "SheddingSkipped"}
     code, out, _ = lbctl(capsys, "namespaces", "bundles", "public/default", "--json", "--state-dir", state)
     assert next(r for r in json.loads(out)["bundles"] if r["range"] == owned["range"])["owner"] == dst
 
