@@ -13,9 +13,10 @@ Invariants:
   never the broker the bundle last left (no send-backs); a run moves at most one bundle of an
   anti-affinity group, since the filters count the group's bundles in the view, not in the plan;
 - a move is taken only if the destination's distance grows by less than the source's shrinks,
-  by at least the minimum gain, and the destination does not end above the source (nor, filling,
-  the source below the destination): the summed distance strictly falls with every move, so on a
-  constant load planning terminates and no sequence of moves can cycle;
+  by at least the minimum gain, and the pair's worst end gets better (the destination ends below
+  where the source started, the source above where the destination started): the summed
+  distance strictly falls with every move, so on a constant load planning terminates and no
+  sequence of moves can cycle;
 - fewest bundles: each move is the one with the largest gain, ties to the larger bundle, so the
   bundle closest to the gap goes first and a broker reaches the band with as few moves as fit;
 - hysteresis: planning starts when a broker is above 1 + trigger, or a warmed-up broker below
