@@ -82,6 +82,7 @@ from events.catalog import (
     UnloadNamespace,
 )
 from events.log.port import Offsets, Record
+from projections.explain import MoveRecord, moves_of
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
 
 C = TypeVar("C", bound=Command)
@@ -492,6 +493,10 @@ class Cluster:
     async def kill_leader(self, *, restart: bool = True) -> None:
         """Hard-kill the leader's actor; Ray restarts it and it campaigns for a new epoch."""
         self._fleet().kill(LEADER, restart=restart)
+
+    async def explain(self, bundle: str) -> list[MoveRecord]:
+        """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""
+        return moves_of(bundle, (await self.view.log.read()).records)
 
 
 async def _describe(ray_namespace: str, timeout_s: float) -> dict[str, Any]:

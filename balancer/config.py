@@ -27,6 +27,7 @@ SHEDDING_STRATEGIES: dict[str, str] = {
     "UniformLoadShedder": _IMPL + "UniformLoadShedder",
     "AvgShedder": _IMPL + "AvgShedder",
     "TransferShedder": _EXT + "scheduler.TransferShedder",
+    "PlannedTransferShedder": "bundle_balancer.PlannedTransferShedder",
 }
 """Short name -> Pulsar class name. Project strategies register themselves here too."""
 
@@ -281,6 +282,17 @@ KEYS: tuple[ConfigKey, ...] = (
       "E: compacted (ServiceUnitStateTableViewImpl) or strict (ServiceUnitStateMetadataStoreTableViewImpl)"),
     K("loadBalancerServiceUnitTableViewSyncer", None, _string, "accepted, no effect"),
     K("statsUpdateFrequencyInSecs", 60, POS_I, "E: top-bundle report cadence"),
+    K("loadBalancerPlanTriggerPercentage", 8.0, PCT,
+      "PlannedTransferShedder: start planning when a broker is this far above the mean, percent"),
+    K("loadBalancerPlanUnderloadTriggerPercentage", 15.0, PCT,
+      "PlannedTransferShedder: or when a warmed-up broker is this far below it, percent"),
+    K("loadBalancerPlanTolerancePercentage", 0.5, PCT,
+      "PlannedTransferShedder: then plan every broker to within this band of the mean, percent"),
+    K("loadBalancerPlanMinGainPercentage", 0.1, PCT,
+      "PlannedTransferShedder: a move must cut the imbalance by this much of the mean, percent"),
+    K("loadBalancerPlanWarmupSeconds", 180, NONNEG_I,
+      "PlannedTransferShedder: a new or restarted broker is neither source nor fill target for this long"),
+    K("loadBalancerPlanMaxMovesPerCycle", 100, POS_I, "PlannedTransferShedder: moves per shedding run"),
 )
 del K
 
@@ -368,6 +380,12 @@ class LoadBalancerConfig:
     load_manager_service_unit_state_table_view_class_name: str = "ServiceUnitStateTableViewImpl"
     load_balancer_service_unit_table_view_syncer: str | None = None
     stats_update_frequency_in_secs: int = 60
+    load_balancer_plan_trigger_percentage: float = 8.0
+    load_balancer_plan_underload_trigger_percentage: float = 15.0
+    load_balancer_plan_tolerance_percentage: float = 0.5
+    load_balancer_plan_min_gain_percentage: float = 0.1
+    load_balancer_plan_warmup_seconds: int = 180
+    load_balancer_plan_max_moves_per_cycle: int = 100
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -223,7 +223,7 @@ def row(scenario: Scenario, profile: Profile, strategy: str, size: Size, seed: i
 
 
 HEADER = (
-    f"{'strategy':<20} {'max/mean':>8} {'floor':>5} {'min/mean':>8} {'std':>6} | "
+    f"{'strategy':<22} {'max/mean':>8} {'floor':>5} {'min/mean':>8} {'std':>6} | "
     f"{'moved %':>7} {'floor %':>7} {'x min':>6} | {'cycles':>6} {'flaps':>5} {'unloads/h':>9}"
 )
 
@@ -251,7 +251,7 @@ def _render_row(r: dict[str, Any]) -> str:
     times = "-" if r["moved_x"] is None else f"{r['moved_x']:.2f}"
     cycles = "never" if r["cycles"] is None else str(r["cycles"])
     return (
-        f"{r['strategy']:<20} {r['max_mean']:>8.3f} {r['max_mean_floor']:>5.2f} "
+        f"{r['strategy']:<22} {r['max_mean']:>8.3f} {r['max_mean_floor']:>5.2f} "
         f"{r['min_mean']:>8.3f} {r['std']:>6.3f} | {r['moved_pct']:>7.1f} "
         f"{r['moved_floor_pct']:>7.1f} {times:>6} | {cycles:>6} {r['flaps']:>5} "
         f"{r['unloads_h']:>9.1f}"

@@ -23,7 +23,8 @@ def _registrars() -> list[Registrar]:
     from lbctl import decide
 
     registrars: list[Registrar] = [decide.register]
-    for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench"):
+    for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
+                        "lbctl.explain"):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -130,6 +130,7 @@ STRATEGY_MODULES: dict[str, str] = {
     "UniformLoadShedder": "balancer.shedding.uniform",
     "AvgShedder": "balancer.shedding.avg",
     "TransferShedder": "balancer.shedding.transfer",
+    "PlannedTransferShedder": "balancer.shedding.planned_transfer",
 }
 
 

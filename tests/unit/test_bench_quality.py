@@ -159,7 +159,8 @@ def test_scenarios_have_the_readme_shapes() -> None:
 
 def test_every_registered_strategy_gets_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(STRATEGY_MODULES, "ZzzProjectShedder", "balancer.shedding.threshold")
-    assert quality.strategies() == [*quality.PULSAR_STRATEGIES, "ZzzProjectShedder"]
+    assert quality.strategies() == [*quality.PULSAR_STRATEGIES, "PlannedTransferShedder",
+                                    "ZzzProjectShedder"]
     assert quality.strategy_config("TransferShedder")["loadManagerClassName"] == (
         "ExtensibleLoadManagerImpl"
     )

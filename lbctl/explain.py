@@ -1,0 +1,51 @@
+"""``lbctl explain BUNDLE``: every move of one bundle from the log, with the decision behind it.
+
+Reads the embedded log (``--log-dir``), Kafka (``--bootstrap``) like ``lbctl log``, or by
+default the log of a kept cluster (``--state-dir``, default ``.lbctl``: its ``log`` folder);
+only reads. Output: one block per move (``projections.explain.render``) or JSON lines with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from events.codec import to_json_value
+from events.log.port import Record
+from lbctl.inproc_backend import LOG_SUBDIR
+from lbctl.log import open_log
+from projections.explain import moves_of, render
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("explain", help="every move of a bundle, with the inputs and scores that decided it")
+    parser.add_argument("bundle", metavar="BUNDLE", help="tenant/namespace/0xLLLLLLLL_0xUUUUUUUU")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--log-dir", help="an embedded log directory")
+    source.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+    source.add_argument("--state-dir", default=".lbctl", help="a kept cluster's state (default .lbctl)")
+    parser.add_argument("--cluster", default="lb", help="cluster name, the topic prefix (Kafka)")
+    parser.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    parser.set_defaults(handler=_explain, topic="events")
+
+
+async def _read(args: argparse.Namespace) -> list[Record]:
+    if args.log_dir is None and args.bootstrap is None:
+        args.log_dir = f"{args.state_dir}/{LOG_SUBDIR}"
+    log = open_log(args)
+    try:
+        await log.start()
+        return list((await log.read()).records)
+    finally:
+        await log.close()
+
+
+def _explain(args: argparse.Namespace) -> int:
+    records = asyncio.run(_read(args))
+    moves = moves_of(args.bundle, records)
+    if args.json:
+        for move in moves:
+            print(to_json_value(move.to_dict()).decode())
+    else:
+        print(render(args.bundle, moves))
+    return 0
