@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from actors.cluster_conf import ClusterConf
 from events.codec import to_json_value
 from events.log.port import Record
+from lbctl.backend import state_dir
 from lbctl.inproc_backend import LOG_SUBDIR
 from lbctl.log import open_log
 from projections.explain import moves_of, render
@@ -23,15 +25,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--log-dir", help="an embedded log directory")
     source.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    source.add_argument("--state-dir", default=".lbctl", help="a kept cluster's state (default .lbctl)")
+    source.add_argument("--state-dir", default=None,
+                        help="a kept cluster's state (default $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--cluster", default="lb", help="cluster name, the topic prefix (Kafka)")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of text")
     parser.set_defaults(handler=_explain, topic="events")
 
 
 async def _read(args: argparse.Namespace) -> list[Record]:
-    if args.log_dir is None and args.bootstrap is None:
-        args.log_dir = f"{args.state_dir}/{LOG_SUBDIR}"
+    deployment = getattr(args, "cluster_conf", None)
+    if args.log_dir is None and args.bootstrap is None and deployment is not None:
+        found = ClusterConf.load(deployment)  # the deployment's Kafka (lbctl --cluster FILE)
+        args.bootstrap, args.cluster = found.kafka.bootstrap_servers, found.name
+    elif args.log_dir is None and args.bootstrap is None:
+        args.log_dir = str(state_dir(args.state_dir) / LOG_SUBDIR)
     log = open_log(args)
     try:
         await log.start()

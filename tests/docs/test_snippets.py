@@ -69,7 +69,6 @@ def blocks(page: Path) -> list[tuple[str, str]]:
 def environment(state: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     return {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}", "LBCTL_STATE_DIR": str(state),
-            "TMPDIR": str(state.parent),
             "RAY_AUTH_MODE": "disabled", "PYSPARK_PYTHON": sys.executable}
 
 
