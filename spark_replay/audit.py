@@ -18,6 +18,7 @@ events are all under its namespace's key, so (partition, offset) orders them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,7 @@ def key_violations(df: DataFrame) -> DataFrame:
     return gap.unionByName(repeat).unionByName(stale)
 
 
-def _v(check: str, related: Column, detail: Column) -> list[Column]:
+def _v(check: str, related: Column, detail: Column) -> list[Column | str]:
     from pyspark.sql import functions as F
 
     return [F.lit(check).alias("check"), "topic", "key", "bundle", "partition", "offset",
@@ -205,7 +206,7 @@ def tiling_violations(df: DataFrame) -> list[Violation]:
         last[ns] = row
         if row["type"] == "NamespaceCreated":
             edges = list(row["boundaries"])
-            live[ns] = {f"{ns}/0x{a:08x}_0x{b:08x}": row["offset"] for a, b in zip(edges, edges[1:], strict=False)}
+            live[ns] = {f"{ns}/0x{a:08x}_0x{b:08x}": row["offset"] for a, b in itertools.pairwise(edges)}
             continue
         parent, children = row["bundle"], list(row["children"])
         span = _range(parent)

@@ -74,8 +74,8 @@ def to_event(report: Any, *, where: str, fallback_broker: str) -> tuple[int, Loa
     broker = _broker_id(report, fallback_broker)
     load: dict[str, Any] = {ours: _usage(report.get(theirs)) for theirs, ours in _RESOURCES.items()}
     load.update({ours: float(report.get(theirs, 0.0)) for theirs, ours in _RATES.items()})
-    load["topics"] = int(report.get("numTopics", report.get("topics", 0)))
-    load["bundles"] = int(report.get("numBundles", report.get("bundleCount", 0)))
+    load["topics"] = int(report.get("numTopics", report.get("topics")) or 0)
+    load["bundles"] = int(report.get("numBundles", report.get("bundleCount")) or 0)
     ts = int(report.get("lastUpdate") or report.get("reportedAt") or report.get("updatedAt") or 0)
     return ts, LoadReported(broker_id=broker, broker_load=load, bundles=_bundles(report.get("lastStats")))
 

@@ -120,7 +120,8 @@ class Recording:
 
     def loads(self) -> Iterator[dict[str, BundleStats]]:
         for cycle in self.trace:
-            yield {b: BundleStats(b, *v[:4], topics=int(v[4])) for b, v in cycle.items()}
+            yield {b: BundleStats(b, msg_rate_in=v[0], msg_rate_out=v[1], msg_throughput_in=v[2],
+                                  msg_throughput_out=v[3], topics=int(v[4])) for b, v in cycle.items()}
 
 
 def load_recording(df: DataFrame, *, interval_ms: int = 60_000) -> Recording:

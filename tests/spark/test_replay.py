@@ -88,7 +88,8 @@ def test_live_log_over_kafka_audits_clean_and_each_fault_is_reported_with_offset
             await _write(log, faults(recorded))
             result = await log.read()
         where = {r.envelope.event_id: (r.partition, r.offset) for r in result.records}
-        where.update({"corrupt": (d.partition, d.offset) for d in result.dead_letters})
+        (dead,) = result.dead_letters
+        where["corrupt"] = (dead.partition, dead.offset)
         return clean_end, where
 
     clean_end, where = asyncio.run(record())
