@@ -142,13 +142,16 @@ def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFram
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("bundle").orderBy("partition", "offset", "part")
-    after = w.rowsBetween(1, Window.unboundedFollowing)
+    # The next end state, as a running frame over the reversed order: linear, where a
+    # "rows 1..unbounded following" frame is recomputed per row (quadratic per bundle).
+    back = Window.partitionBy("bundle").orderBy(F.desc("partition"), F.desc("offset"), F.desc("part")) \
+        .rowsBetween(Window.unboundedPreceding, -1)
     ended = F.when(F.col("state").isin("Owned", "Free", "Deleted"), F.struct("ts", "offset"))
     rows = ownership_rows(df) \
         .withColumn("prev_state", F.lag("state").over(w)) \
         .withColumn("prev_broker", F.lag("broker").over(w)) \
         .withColumn("prev_offset", F.lag("offset").over(w)) \
-        .withColumn("end", F.first(ended, ignorenulls=True).over(after))
+        .withColumn("end", F.last(ended, ignorenulls=True).over(back))
     double = rows.where("state = 'Owned' AND prev_state = 'Owned' AND broker <> prev_broker").select(
         _v("double_owner", F.col("prev_offset"),
            F.format_string("owned by %s while %s owns it", "broker", "prev_broker")))
