@@ -6,9 +6,10 @@ BIN      := $(VENV)/bin
 STAMP    := $(VENV)/.installed
 CACHE    := $(CURDIR)/.cache
 KAFKA_LIBS := $(CACHE)/kafka-libs
+SPARK_JARS := $(CACHE)/spark-jars
 PYTEST_ARGS ?=
 
-.PHONY: run test install kafka-jars lint typecheck unit bench clean
+.PHONY: run test install kafka-jars spark-jars lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) spark-jars
 
 # Apache Kafka (KRaft) for the tests, as plain jars from Maven Central: fetched once.
 $(KAFKA_LIBS)/.fetched: conf/kafka/pom.xml
@@ -28,17 +29,26 @@ $(KAFKA_LIBS)/.fetched: conf/kafka/pom.xml
 
 kafka-jars: $(KAFKA_LIBS)/.fetched
 
+# Spark's own Kafka source (spark-sql-kafka-0-10) for spark_replay: fetched once, put on
+# spark.jars by spark_replay.session (BB_SPARK_JARS), so nothing is downloaded at run time.
+$(SPARK_JARS)/.fetched: conf/spark/pom.xml
+	rm -rf $(SPARK_JARS) && mkdir -p $(SPARK_JARS)
+	mvn -q -B -f conf/spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(SPARK_JARS)
+	touch $@
+
+spark-jars: $(SPARK_JARS)/.fetched
+
 run: install
-	$(BIN)/lbctl run
+	BB_SPARK_JARS=$(SPARK_JARS) $(BIN)/lbctl run
 
 lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy balancer events projections actors lbctl
+	$(BIN)/mypy balancer events projections actors lbctl spark_replay
 
 test: install kafka-jars lint typecheck
-	KAFKA_LIBS=$(KAFKA_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

@@ -1,0 +1,198 @@
+"""``lbctl replay audit|timeline|whatif|import-pulsar``: Spark jobs over a recorded event log.
+
+Invariants: a source is ``kafka://HOST:PORT`` (with ``--topic``), a LocalEventLog directory or a
+Parquet export; a corrupt record is reported with its offset and skipped, never a crash; an
+unknown strategy or broker.conf key in a grid is an ``InvalidInput`` naming it (exit 2) and is
+found before Spark starts; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
+long work shows a progress spinner on stderr (plain lines when stderr is not a terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from balancer.config import LoadBalancerConfig
+from events.envelope import Stamper
+from events.log.local import LocalEventLog
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("replay", help="Spark jobs over the log: audit, timeline, what-if")
+    verbs = parser.add_subparsers(dest="replay_verb", metavar="VERB")
+    verbs.required = True
+    audit = verbs.add_parser("audit", help="check the invariants over the whole history")
+    _source(audit)
+    audit.add_argument("--in-flight-ms", type=int, default=None,
+                       help="in-flight wait (default: broker.conf's, 30000)")
+    audit.add_argument("--moves", action="store_true", help="also print moves per broker and hour")
+    audit.set_defaults(handler=_audit)
+    timeline = verbs.add_parser("timeline", help="bundle -> owner intervals")
+    _source(timeline)
+    timeline.add_argument("--bundle", default=None, help="only this bundle")
+    timeline.set_defaults(handler=_timeline)
+    whatif = verbs.add_parser("whatif", help="sweep strategies and settings over recorded load")
+    _source(whatif)
+    whatif.add_argument("--grid", default=None, help="YAML grid: strategies, sweep, base")
+    whatif.add_argument("--strategy", action="append", default=[], help="a strategy (repeatable)")
+    whatif.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                        help="sweep a broker.conf key over values (repeatable)")
+    whatif.add_argument("--report", default=None, metavar="DIR", help="write PNG plots and report.html")
+    whatif.add_argument("--seed", type=int, default=0)
+    whatif.set_defaults(handler=_whatif)
+    imp = verbs.add_parser("import-pulsar", help="Pulsar load reports -> LoadReported events")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("--log-dir", required=True, help="the embedded log directory to write")
+    imp.set_defaults(handler=_import)
+
+
+def _source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="kafka://HOST:PORT, a log directory or a Parquet path")
+    parser.add_argument("--topic", action="append", default=[], help="Kafka topic(s) to read")
+    parser.add_argument("--conf", default=None, help="broker.conf of the recorded cluster")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
+
+@contextmanager
+def _progress(console: Console) -> Iterator[Any]:
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("starting Spark", total=None)
+
+        def step(text: str) -> None:
+            progress.update(task, description=text)
+            if not console.is_terminal:
+                console.print(text)
+
+        yield step
+
+
+def _config(args: argparse.Namespace) -> LoadBalancerConfig:
+    if args.conf is None:
+        return LoadBalancerConfig()
+    return LoadBalancerConfig.from_broker_conf(Path(args.conf).read_text())
+
+
+def _frame(args: argparse.Namespace, step: Any) -> Any:
+    from spark_replay.session import session
+    from spark_replay.sources import read_source
+
+    spark = session(args.master, driver_memory=args.driver_memory)
+    step(f"reading {args.source}")
+    return spark, read_source(spark, args.source, topics=args.topic or None)
+
+
+def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]], title: str) -> None:
+    import pandas as pd
+
+    from spark_replay.report import table
+
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, sort_keys=True, default=str))
+    else:
+        console.print(table(title, pd.DataFrame(rows)) if rows else f"{title}: none")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from spark_replay.audit import audit, move_stats
+    from spark_replay.report import audit_table
+
+    config, console, err = _config(args), Console(), Console(stderr=True)
+    wait = args.in_flight_ms or config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
+    with _progress(err) as step:
+        _, df = _frame(args, step)
+        step("auditing")
+        report = audit(df, in_flight_ms=wait)
+        moves = [r.asDict() for r in move_stats(df).collect()] if args.moves else []
+    if args.json:
+        for v in report.violations:
+            print(json.dumps(v.to_dict(), sort_keys=True))
+    else:
+        console.print(audit_table(report))
+    if args.moves:
+        _print(console, args, moves, "moves per broker and hour")
+    return 0 if report.clean else 1
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    from spark_replay.audit import timeline
+
+    console, err = Console(), Console(stderr=True)
+    with _progress(err) as step:
+        _, df = _frame(args, step)
+        step("folding ownership")
+        frame = timeline(df)
+        if args.bundle:
+            frame = frame.where(frame.bundle == args.bundle)
+        rows = [r.asDict() for r in frame.collect()]
+    _print(console, args, rows, "ownership timeline")
+    return 0
+
+
+def _grid(args: argparse.Namespace) -> list[Any]:
+    from spark_replay.whatif import expand_grid, parse_grid, parse_sets
+
+    base: dict[str, Any] = {}
+    if args.conf:
+        base = {k: v for k, v in _conf_pairs(Path(args.conf).read_text())}
+    if args.grid:
+        return parse_grid(Path(args.grid).read_text(), base)
+    return expand_grid(base, args.strategy, parse_sets(args.set))
+
+
+def _conf_pairs(text: str) -> list[tuple[str, str]]:
+    LoadBalancerConfig.from_broker_conf(text)  # validates; names a bad key
+    return [(k.strip(), v.strip()) for k, _, v in
+            (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))]
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from spark_replay.report import whatif_table, write_report
+    from spark_replay.whatif import whatif
+
+    grid = _grid(args)  # before Spark: a bad grid fails fast
+    console, err = Console(), Console(stderr=True)
+    with _progress(err) as step:
+        spark, df = _frame(args, step)
+        step(f"simulating {len(grid) + 1} configuration(s)")
+        result = whatif(spark, df, grid, seed=args.seed)
+        if args.report:
+            step("drawing the report")
+            path = write_report(args.report, result)
+    if args.json:
+        for row in result.summary.to_dict(orient="records"):
+            print(json.dumps(row, sort_keys=True, default=str))
+    else:
+        console.print(whatif_table(result))
+    if args.report:
+        console.print(f"report: {path}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from spark_replay.pulsar import read_reports
+
+    reports = read_reports(args.files)
+    now = [0]
+    stamper = Stamper(clock_ms=lambda: now[0])
+
+    async def write() -> None:
+        async with LocalEventLog(args.log_dir, stamper=stamper) as log:
+            for ts, event in reports:
+                now[0] = ts
+                await log.append(event.broker_id, [event], epoch=0)
+
+    asyncio.run(write())
+    print(f"imported {len(reports)} load report(s) into {args.log_dir}")
+    return 0

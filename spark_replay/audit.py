@@ -1,0 +1,283 @@
+"""Invariants over the whole recorded history, ownership timelines and move statistics.
+
+Checks (each violation names the record(s) by topic, partition and offset):
+- ``seq_gap`` / ``seq_repeat``: per (topic, key), in log order, every seq is the previous + 1;
+- ``stale_epoch``: per (topic, key), an epoch never falls below one already written there;
+- ``double_owner``: a bundle becomes Owned by one broker while another still owns it;
+- ``unassigned_owner``: a bundle becomes Owned by a broker it was not being assigned to;
+- ``in_flight_timeout``: a transfer (TransferPrepared) or unload (UnloadRequested) reaches no end
+  state (Owned, Free, Deleted) within the in-flight wait, or not at all by the end of the log;
+- ``ranges_tile``: the children of a split tile their parent, and at the end of the log every
+  namespace's live bundles tile the hash space;
+- ``corrupt_record``: a stored value that does not decode (it is skipped by every other check).
+
+Invariants of the code: all per-record work is Spark SQL window functions (sorted per key or per
+bundle), only the violations, the namespace layouts and aggregates reach the driver; a bundle's
+events are all under its namespace's key, so (partition, offset) orders them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from balancer.bundles import HASH_MAX, HashRange
+from balancer.errors import InvalidBundle
+from spark_replay.sources import readable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+DEFAULT_IN_FLIGHT_MS = 30_000
+OWNERSHIP_TYPES = ("BundleAssigned", "BundleOwned", "UnloadRequested", "TransferPrepared",
+                   "BundleReleased", "SplitRequested", "SplitCompleted")
+MOVE_TYPES = ("TransferPrepared", "UnloadRequested")
+VIOLATION_COLUMNS = ("check", "topic", "key", "bundle", "partition", "offset", "related_offset",
+                     "ts", "detail")
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    check: str
+    topic: str | None
+    key: str | None
+    bundle: str | None
+    partition: int | None
+    offset: int | None
+    related_offset: int | None
+    ts: int | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in VIOLATION_COLUMNS}
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    events: int
+    violations: tuple[Violation, ...] = field(default_factory=tuple)
+
+    @property
+    def clean(self) -> bool:
+        return not self.violations
+
+    def by_check(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for v in self.violations:
+            counts[v.check] = counts.get(v.check, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def of(self, check: str) -> list[Violation]:
+        return [v for v in self.violations if v.check == check]
+
+
+# -- per key: seq and epoch ------------------------------------------------------------------------
+
+
+def key_violations(df: DataFrame) -> DataFrame:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("topic", "key").orderBy("partition", "offset")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    rows = readable(df).select("topic", "key", "partition", "offset", "seq", "epoch", "ts", "bundle") \
+        .withColumn("prev_seq", F.lag("seq").over(w)) \
+        .withColumn("prev_offset", F.lag("offset").over(w)) \
+        .withColumn("top", F.max(F.struct("epoch", "offset")).over(before))
+    gap = rows.where("prev_seq IS NOT NULL AND seq > prev_seq + 1").select(
+        _v("seq_gap", F.col("prev_offset"),
+           F.format_string("seq %d follows %d: %d missing", "seq", "prev_seq",
+                           F.col("seq") - F.col("prev_seq") - 1)))
+    repeat = rows.where("prev_seq IS NOT NULL AND seq <= prev_seq").select(
+        _v("seq_repeat", F.col("prev_offset"),
+           F.format_string("seq %d after %d (duplicate or out of order)", "seq", "prev_seq")))
+    stale = rows.where("top IS NOT NULL AND epoch < top.epoch").select(
+        _v("stale_epoch", F.col("top.offset"),
+           F.format_string("epoch %d after epoch %d was written", "epoch", "top.epoch")))
+    return gap.unionByName(repeat).unionByName(stale)
+
+
+def _v(check: str, related: Column, detail: Column) -> list[Column | str]:
+    from pyspark.sql import functions as F
+
+    return [F.lit(check).alias("check"), "topic", "key", "bundle", "partition", "offset",
+            related.cast("long").alias("related_offset"), "ts", detail.alias("detail")]
+
+
+# -- per bundle: ownership state ---------------------------------------------------------------------
+
+
+def ownership_rows(df: DataFrame) -> DataFrame:
+    """One row per bundle state change: (bundle, state, broker) in log order; a split's children
+    become Owned by its owner at the SplitCompleted record."""
+    from pyspark.sql import functions as F
+
+    events = readable(df).where(F.col("type").isin(*OWNERSHIP_TYPES))
+    state = (F.when(F.col("type") == "BundleAssigned", "Assigning")
+             .when(F.col("type") == "BundleOwned", "Owned")
+             .when(F.col("type").isin(*MOVE_TYPES), "Releasing")
+             .when(F.col("type") == "BundleReleased", "Free")
+             .when(F.col("type") == "SplitRequested", "Splitting")
+             .otherwise("Deleted"))
+    base = events.select("topic", "key", "partition", "offset", "ts", "type", "bundle",
+                         state.alias("state"),
+                         F.coalesce(F.when(F.col("type").isin(*MOVE_TYPES), F.col("src")),
+                                    F.col("broker"), F.col("src")).alias("broker"),
+                         F.lit(0).alias("part"))
+    splits = events.where("type = 'SplitCompleted'")
+    parents = splits.where(~F.array_contains("children", F.col("bundle"))).select(
+        "topic", "key", "partition", "offset", "ts", "type", "bundle", F.lit("Deleted").alias("state"),
+        "broker", F.lit(0).alias("part"))
+    children = splits.select("topic", "key", "partition", "offset", "ts", "type",
+                             F.posexplode("children").alias("part", "bundle"), "broker") \
+        .select("topic", "key", "partition", "offset", "ts", "type", "bundle",
+                F.lit("Owned").alias("state"), "broker", (F.col("part") + 1).alias("part"))
+    return base.where("type <> 'SplitCompleted'").unionByName(parents).unionByName(children)
+
+
+def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFrame:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("bundle").orderBy("partition", "offset", "part")
+    # The next end state, as a running frame over the reversed order: linear, where a
+    # "rows 1..unbounded following" frame is recomputed per row (quadratic per bundle).
+    back = Window.partitionBy("bundle").orderBy(F.desc("partition"), F.desc("offset"), F.desc("part")) \
+        .rowsBetween(Window.unboundedPreceding, -1)
+    ended = F.when(F.col("state").isin("Owned", "Free", "Deleted"), F.struct("ts", "offset"))
+    rows = ownership_rows(df) \
+        .withColumn("prev_state", F.lag("state").over(w)) \
+        .withColumn("prev_broker", F.lag("broker").over(w)) \
+        .withColumn("prev_offset", F.lag("offset").over(w)) \
+        .withColumn("end", F.last(ended, ignorenulls=True).over(back))
+    double = rows.where("state = 'Owned' AND prev_state = 'Owned' AND broker <> prev_broker").select(
+        _v("double_owner", F.col("prev_offset"),
+           F.format_string("owned by %s while %s owns it", "broker", "prev_broker")))
+    stray = rows.where(
+        "state = 'Owned' AND type = 'BundleOwned' AND prev_state IS NOT NULL AND prev_state <> 'Owned' "
+        "AND NOT (prev_state = 'Assigning' AND broker = prev_broker)").select(
+        _v("unassigned_owner", F.col("prev_offset"),
+           F.format_string("owned by %s, but the bundle was %s (%s)", "broker", "prev_state",
+                           F.coalesce("prev_broker", F.lit("-")))))
+    moves = rows.where(F.col("type").isin(*MOVE_TYPES))
+    late = moves.where(f"end IS NOT NULL AND end.ts - ts > {int(in_flight_ms)}").select(
+        _v("in_flight_timeout", F.col("end.offset"),
+           F.format_string(f"%s completed after %d ms (in-flight wait {int(in_flight_ms)} ms)",
+                           "type", F.col("end.ts") - F.col("ts"))))
+    never = moves.where(f"end IS NULL AND {int(end_ts)} - ts > {int(in_flight_ms)}").select(
+        _v("in_flight_timeout", F.lit(None),
+           F.format_string(f"%s never completed ({int(end_ts)} - %d ms to the end of the log)",
+                           "type", "ts")))
+    return double.unionByName(stray).unionByName(late).unionByName(never)
+
+
+# -- per namespace: the layout tiles the hash space ----------------------------------------------------
+
+
+def _range(bundle: str) -> HashRange | None:
+    try:
+        return HashRange.parse(bundle.rsplit("/", 1)[-1])
+    except InvalidBundle:
+        return None
+
+
+def _gaps(ranges: Iterable[HashRange | None], lower: int, upper: int) -> str | None:
+    """Why ``ranges`` do not tile [lower, upper], or None if they do."""
+    found = sorted((r for r in ranges), key=lambda r: (r.lower, r.upper) if r else (-1, -1))
+    if not found or any(r is None for r in found):
+        return "a bundle id that is not a hash range" if found else "no bundles"
+    edge = lower
+    for r in found:
+        assert r is not None
+        if r.lower != edge:
+            return f"{'gap' if r.lower > edge else 'overlap'} at 0x{edge:08x} (next bundle starts at 0x{r.lower:08x})"
+        edge = r.upper
+    return None if edge == upper else f"ends at 0x{edge:08x}, not 0x{upper:08x}"
+
+
+def tiling_violations(df: DataFrame) -> list[Violation]:
+    rows = readable(df).where("type IN ('NamespaceCreated', 'SplitCompleted')").select(
+        "topic", "key", "partition", "offset", "ts", "type", "namespace", "bundle", "children",
+        "boundaries").orderBy("partition", "offset").collect()
+    live: dict[str, dict[str, int]] = {}  # namespace -> bundle -> offset that made it live
+    last: dict[str, Any] = {}
+    out: list[Violation] = []
+    for row in rows:
+        ns = row["namespace"]
+        last[ns] = row
+        if row["type"] == "NamespaceCreated":
+            edges = list(row["boundaries"])
+            live[ns] = {f"{ns}/0x{a:08x}_0x{b:08x}": row["offset"] for a, b in itertools.pairwise(edges)}
+            continue
+        parent, children = row["bundle"], list(row["children"])
+        span = _range(parent)
+        why = _gaps(map(_range, children), span.lower, span.upper) if span else "parent is not a range"
+        if why:
+            out.append(_row_violation(row, parent, f"children of split {parent}: {why}"))
+        layout = live.setdefault(ns, {})
+        layout.pop(parent, None)
+        layout.update(dict.fromkeys(children, row["offset"]))
+    for ns, layout in sorted(live.items()):
+        why = _gaps(map(_range, layout), 0, HASH_MAX)
+        if why:
+            out.append(_row_violation(last[ns], None, f"bundles of {ns} at the end of the log: {why}"))
+    return out
+
+
+def _row_violation(row: Any, bundle: str | None, detail: str) -> Violation:
+    return Violation("ranges_tile", row["topic"], row["key"], bundle, row["partition"], row["offset"],
+                     None, row["ts"], detail)
+
+
+# -- the audit -------------------------------------------------------------------------------------
+
+
+def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditReport:
+    """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position."""
+    from pyspark.sql import functions as F
+
+    totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end")).first()
+    events, end_ts = int(totals["n"]) if totals else 0, int(totals["end"] or 0) if totals else 0
+    corrupt = df.where("error IS NOT NULL").select(
+        F.lit("corrupt_record").alias("check"), "topic", "key", "bundle", "partition", "offset",
+        F.lit(None).cast("long").alias("related_offset"), "ts", F.col("error").alias("detail"))
+    found = corrupt.unionByName(key_violations(df)).unionByName(
+        bundle_violations(df, in_flight_ms, end_ts)).collect()
+    violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
+    violations += tiling_violations(df)
+    violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
+    return AuditReport(events, tuple(violations))
+
+
+def timeline(df: DataFrame) -> DataFrame:
+    """Bundle -> owner intervals: (bundle, owner, from_offset, from_ts, to_offset, to_ts, ended_by);
+    ``to_*`` null while the bundle is still owned at the end of the log."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("bundle").orderBy("partition", "offset", "part")
+    rows = ownership_rows(df).withColumn("next", F.lead(F.struct("offset", "ts", "type")).over(w))
+    return rows.where("state = 'Owned'").select(
+        "bundle", F.col("broker").alias("owner"), F.col("offset").alias("from_offset"),
+        F.col("ts").alias("from_ts"), F.col("next.offset").alias("to_offset"),
+        F.col("next.ts").alias("to_ts"), F.col("next.type").alias("ended_by"),
+    ).orderBy("bundle", "from_offset")
+
+
+def move_stats(df: DataFrame) -> DataFrame:
+    """Moves per broker and hour with their reasons: (hour, broker, direction, reason, moves),
+    ``direction`` ``out`` for the source, ``in`` for a transfer's destination."""
+    from pyspark.sql import functions as F
+
+    moves = readable(df).where(F.col("type").isin(*MOVE_TYPES)).select(
+        (F.col("ts") - F.col("ts") % 3_600_000).alias("hour_ms"), "src", "dst", "reason")
+    out = moves.select("hour_ms", F.col("src").alias("broker"), F.lit("out").alias("direction"), "reason")
+    into = moves.where("dst IS NOT NULL").select(
+        "hour_ms", F.col("dst").alias("broker"), F.lit("in").alias("direction"), "reason")
+    return out.unionByName(into).groupBy("hour_ms", "broker", "direction", "reason") \
+        .agg(F.count(F.lit(1)).alias("moves")) \
+        .select(F.from_unixtime(F.col("hour_ms") / 1000, "yyyy-MM-dd HH:00").alias("hour"),
+                "hour_ms", "broker", "direction", "reason", "moves") \
+        .orderBy("hour_ms", "broker", "direction", "reason")

@@ -1,0 +1,59 @@
+"""The Spark session every replay job runs in (infrastructure §3.5).
+
+Invariants:
+- the Kafka source jars come from the folder ``make spark-jars`` filled (``BB_SPARK_JARS``, or
+  ``.cache/spark-jars`` of the repository) and go on ``spark.jars``: nothing is downloaded at run
+  time (no ``spark.jars.packages``);
+- Python workers run the interpreter of the driver (``PYSPARK_PYTHON = sys.executable``), so the
+  venv's pyarrow and this package are what the executors import;
+- options that size the JVM only take effect before it starts: ``session`` is the one place that
+  builds it, and a second call returns the running session unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_JARS = ROOT / ".cache" / "spark-jars"
+
+
+def kafka_jars() -> list[str]:
+    """The jars of Spark's Kafka source fetched at install time (empty if never fetched)."""
+    folder = Path(os.environ.get("BB_SPARK_JARS") or DEFAULT_JARS)
+    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+
+
+def session(master: str = "local[2]", *, driver_memory: str = "1g", shuffle_partitions: int = 4,
+            app_name: str = "bundle-balancer-replay") -> SparkSession:
+    """A local (or ``master``) session with Arrow on, no UI, UTC and the Kafka source jars."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Workers import spark_replay, events and balancer: make the repository importable there.
+    path = os.environ.get("PYTHONPATH", "")
+    if str(ROOT) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+    )
+    jars = kafka_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

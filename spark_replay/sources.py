@@ -1,0 +1,269 @@
+"""Read the event log into one DataFrame: Kafka (Spark's own source), LocalEventLog files, Parquet.
+
+Invariants:
+- every source yields ``SCHEMA``: where the record is (topic, partition, offset), the envelope
+  (key, type, version, seq, epoch, ts, causation) and the payload decoded to columns;
+- bytes are decoded by ``events.codec.decode`` (upcasters included) inside ``mapInArrow``, a
+  batch at a time, never with a row-at-a-time UDF;
+- a record that does not decode is never dropped and never crashes the job: it comes back in its
+  place with ``type`` null and ``error`` set (the dead-letter reason and message), so a reader
+  reports it with its offset and skips it (``readable``);
+- the LocalEventLog reader honours the store's commit rule: only index entries up to the last
+  end-of-append flag exist; a frame whose crc fails is a dead letter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from balancer.errors import DecodeError, MalformedInput
+from events.codec import decode, reason_of
+from events.log.local import END_FLAG, INDEX, POSITION_MASK, unframe
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BUNDLE_LOAD = pa.struct([
+    ("bundle", pa.string()), ("msg_rate_in", pa.float64()), ("msg_rate_out", pa.float64()),
+    ("msg_throughput_in", pa.float64()), ("msg_throughput_out", pa.float64()), ("topics", pa.int64()),
+])
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.string()),
+    ("type", pa.string()), ("version", pa.int32()), ("seq", pa.int64()), ("epoch", pa.int64()),
+    ("ts", pa.int64()), ("causation", pa.string()),
+    ("bundle", pa.string()), ("namespace", pa.string()), ("broker", pa.string()),
+    ("src", pa.string()), ("dst", pa.string()), ("reason", pa.string()), ("strategy", pa.string()),
+    ("force", pa.bool_()), ("leader_epoch", pa.int64()), ("children", pa.list_(pa.string())),
+    ("boundaries", pa.list_(pa.int64())), ("decision", pa.string()),
+    ("cpu", pa.float64()), ("msg_rate", pa.float64()), ("msg_throughput", pa.float64()),
+    ("bundle_loads", pa.list_(BUNDLE_LOAD)), ("error", pa.string()),
+])
+SCHEMA = (
+    "topic string, partition int, offset long, key string, type string, version int, seq long, "
+    "epoch long, ts long, causation string, bundle string, namespace string, broker string, "
+    "src string, dst string, reason string, strategy string, force boolean, leader_epoch long, "
+    "children array<string>, boundaries array<long>, decision string, cpu double, "
+    "msg_rate double, msg_throughput double, bundle_loads array<struct<bundle:string,"
+    "msg_rate_in:double,msg_rate_out:double,msg_throughput_in:double,msg_throughput_out:double,"
+    "topics:long>>, error string"
+)
+RAW_SCHEMA = "topic string, partition int, offset long, key string, ts long, value binary"
+COLUMNS = tuple(ARROW_SCHEMA.names)
+_BATCH = 20_000
+
+
+# -- decoding (runs on the workers) -------------------------------------------------------------
+
+
+def _cpu(load: dict[str, Any]) -> float | None:
+    cpu = load.get("cpu")
+    if not isinstance(cpu, dict) or not cpu.get("limit"):
+        return None
+    return float(cpu.get("usage", 0.0)) / float(cpu["limit"])
+
+
+def _bundle_loads(bundles: list[Any]) -> list[dict[str, Any]]:
+    return [{
+        "bundle": str(b.get("bundle")),
+        "msg_rate_in": float(b.get("msg_rate_in", 0.0)), "msg_rate_out": float(b.get("msg_rate_out", 0.0)),
+        "msg_throughput_in": float(b.get("msg_throughput_in", 0.0)),
+        "msg_throughput_out": float(b.get("msg_throughput_out", 0.0)), "topics": int(b.get("topics", 0)),
+    } for b in bundles if isinstance(b, dict)]
+
+
+_BROKER_FIELD = {"BundleOwned": "owner", "BundleAssigned": "dst", "SplitCompleted": "owner",
+                 "LeaderElected": "leader_id"}
+
+
+def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
+    """The decoded columns of one payload (those the audits and what-if read)."""
+    decision = p.get("decision")
+    out: dict[str, Any] = {
+        "bundle": p.get("bundle", p.get("parent")), "namespace": p.get("namespace"),
+        "broker": p.get(_BROKER_FIELD.get(kind, "broker_id")), "src": p.get("src"),
+        "dst": p.get("dst"), "reason": p.get("reason"), "force": p.get("force"),
+        "strategy": p.get("strategy") or (decision.get("strategy") if isinstance(decision, dict) else None),
+        "decision": orjson.dumps(decision, option=orjson.OPT_NON_STR_KEYS).decode() if decision else None,
+    }
+    if out["namespace"] is None and isinstance(out["bundle"], str):
+        out["namespace"] = out["bundle"].rsplit("/", 1)[0]
+    if kind == "LeaderElected":
+        out["leader_epoch"] = p.get("epoch")
+    elif kind == "SplitCompleted":
+        out["children"], out["boundaries"] = list(p["children"]), [int(b) for b in p["boundaries"]]
+    elif kind == "NamespaceCreated":
+        out["boundaries"] = [int(b) for b in p["boundaries"]]
+    elif kind == "LoadReported":
+        load = p.get("broker_load") or {}
+        out["cpu"] = _cpu(load)
+        out["msg_rate"] = float(load.get("msg_rate_in", 0.0)) + float(load.get("msg_rate_out", 0.0))
+        out["msg_throughput"] = (float(load.get("msg_throughput_in", 0.0))
+                                 + float(load.get("msg_throughput_out", 0.0)))
+        out["bundle_loads"] = _bundle_loads(p.get("bundles") or [])
+    return out
+
+
+def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int,
+               raw: bytes | None) -> dict[str, Any]:
+    """One stored value -> one row of ``SCHEMA`` (a dead letter keeps its place, with ``error``)."""
+    row: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset, "key": key,
+                           "ts": ts}
+    try:
+        env = decode(raw or b"")
+        row.update(payload_columns(env.type, env.payload))
+    except DecodeError as exc:
+        row["error"] = f"{reason_of(exc)}: {exc.message}"
+        return row
+    except Exception as exc:  # a payload that passed the codec but is not what its type says
+        row["error"] = f"bad_payload: {type(exc).__name__}: {exc}"
+        return row
+    row.update(key=env.key, type=env.type, version=env.version, seq=env.seq, epoch=env.epoch,
+               ts=env.ts_ms, causation=env.causation_id)
+    return row
+
+
+def to_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=ARROW_SCHEMA)
+
+
+def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: raw batches (``RAW_SCHEMA``) -> decoded batches (``SCHEMA``)."""
+    for batch in batches:
+        cols = batch.to_pydict()
+        rows = [decode_row(*fields) for fields in zip(
+            cols["topic"], cols["partition"], cols["offset"], cols["key"], cols["ts"], cols["value"],
+            strict=True)]
+        for i in range(0, len(rows), _BATCH):
+            yield to_batch(rows[i:i + _BATCH])
+
+
+def segment_rows(data_path: str, index_path: str, base: int, topic: str) -> Iterator[dict[str, Any]]:
+    """The committed records of one LocalEventLog segment, decoded, in offset order."""
+    with open(index_path, "rb") as f:
+        index = f.read()
+    index = index[: len(index) - len(index) % INDEX.size]
+    entries = list(INDEX.iter_unpack(index))
+    last_end = max((i for i, (p, _) in enumerate(entries) if p & END_FLAG), default=-1)
+    with open(data_path, "rb") as f:
+        data = f.read()
+    for i, (position, ts_ms) in enumerate(entries[: last_end + 1]):
+        at = position & POSITION_MASK
+        try:
+            entry, _, ok = unframe(data, at)
+        except Exception:  # a frame header cut short by a lost tail of the data file
+            ok, entry = False, None
+        if ok and entry is not None:
+            yield decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
+        else:
+            yield {"topic": topic, "partition": 0, "offset": base + i, "ts": ts_ms,
+                   "error": "corrupt: stored frame fails its crc check"}
+
+
+def read_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: rows of (topic, base, data, index) paths -> decoded batches."""
+    for batch in batches:
+        cols = batch.to_pydict()
+        for topic, base, data, index in zip(cols["topic"], cols["base"], cols["data"], cols["index"],
+                                            strict=True):
+            rows: list[dict[str, Any]] = []
+            for row in segment_rows(data, index, base, topic):
+                rows.append(row)
+                if len(rows) >= _BATCH:
+                    yield to_batch(rows)
+                    rows = []
+            if rows:
+                yield to_batch(rows)
+
+
+# -- sources (run on the driver) -----------------------------------------------------------------
+
+
+def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], *,
+               starting: str | None = None, ending: str | None = None) -> DataFrame:
+    """Topics through Spark's Kafka source (batch); ``starting``/``ending`` are Spark's offset
+    specs (``earliest``/``latest`` or per-partition JSON) for reproducible audits."""
+    reader = (
+        spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", starting or "earliest").option("endingOffsets", ending or "latest")
+        # Transactional writers leave offsets to commit markers: gaps are not data loss.
+        .option("failOnDataLoss", "false").option("kafka.isolation.level", "read_committed")
+    )
+    raw = reader.load().selectExpr(
+        "topic", "partition", "offset", "CAST(key AS STRING) AS key",
+        "CAST(unix_millis(timestamp) AS LONG) AS ts", "value")
+    return raw.mapInArrow(decode_batches, SCHEMA)
+
+
+def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
+    """(base offset, data path, index path) of every segment of a LocalEventLog directory."""
+    root = Path(directory)
+    if not (root / "LOCK").exists():
+        raise MalformedInput(f"{str(directory)!r} is not an event log directory (expected one "
+                             "written by LocalEventLog)", value=str(directory))
+    found = []
+    for data in sorted(root.glob("*.log")):
+        index = data.with_suffix(".idx")
+        if index.exists():
+            found.append((int(data.stem), str(data.resolve()), str(index.resolve())))
+    return found
+
+
+def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events") -> DataFrame:
+    """The segment files of a LocalEventLog, one segment per task."""
+    rows = [(topic, base, data, index) for base, data, index in segments(directory)]
+    paths = spark.createDataFrame(rows, "topic string, base long, data string, index string")
+    return paths.repartition(max(1, len(rows)), "base").mapInArrow(read_segments, SCHEMA)
+
+
+def read_parquet(spark: SparkSession, path: str) -> DataFrame:
+    """A Parquet export: decoded (``SCHEMA``, as ``export_parquet`` writes) or raw (``RAW_SCHEMA``:
+    the stored bytes in ``value``, decoded here)."""
+    df = spark.read.parquet(path)
+    if "value" in df.columns:
+        return df.selectExpr(*RAW_SCHEMA_COLUMNS).mapInArrow(decode_batches, SCHEMA)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise MalformedInput(f"{path!r}: not an event export, missing column(s) {', '.join(missing)}",
+                             value=path)
+    return df.select(*COLUMNS)
+
+
+RAW_SCHEMA_COLUMNS = ("topic", "CAST(partition AS INT) AS partition", "CAST(offset AS LONG) AS offset",
+                      "key", "CAST(ts AS LONG) AS ts", "value")
+
+
+def export_parquet(df: DataFrame, path: str) -> None:
+    """Write the decoded log as Parquet (read back by ``read_parquet``)."""
+    df.write.mode("overwrite").parquet(path)
+
+
+def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None) -> DataFrame:
+    """One string names any source: ``kafka://HOST:PORT`` (with ``topics``), a LocalEventLog
+    directory, or a Parquet file/folder."""
+    if source.startswith("kafka://"):
+        if not topics:
+            raise MalformedInput("a Kafka source needs --topic (one or more topic names)", value=source)
+        return read_kafka(spark, source.removeprefix("kafka://"), topics)
+    path = Path(source)
+    if (path / "LOCK").exists():
+        return read_local(spark, path, topic=(topics or ["events"])[0])
+    if path.exists():
+        return read_parquet(spark, str(path.resolve()))
+    raise MalformedInput(f"source {source!r}: not kafka://HOST:PORT, a log directory or a Parquet "
+                         "path", value=source)
+
+
+def readable(df: DataFrame) -> DataFrame:
+    """The records that decoded (dead letters left out; ``dead_letters`` lists them)."""
+    return df.where("error IS NULL")
+
+
+def dead_letters(df: DataFrame) -> DataFrame:
+    return df.where("error IS NOT NULL").select("topic", "partition", "offset", "key", "ts", "error")

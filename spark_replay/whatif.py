@@ -1,0 +1,310 @@
+"""What-if sweeps: a recorded log's load replayed under other strategies and settings.
+
+Invariants:
+- bundle loads are taken as recorded (per shedding cycle, each bundle's latest report); broker
+  usage is re-derived from the counterfactual ownership with a per-broker linear model
+  ``cpu = base + per_byte * throughput`` fitted on the recording (Spark's ``regr_*``);
+- cycles are the live leader's shedding runs: ``LeaderElected.ts + k * interval`` (k >= 1);
+- every grid entry is validated on the driver before anything runs: an unknown strategy or
+  broker.conf key is an ``InvalidInput`` naming it;
+- each configuration runs ``balancer.simulator.Simulation`` in its own ``applyInPandas`` group
+  (the recording reaches every group through one broadcast), seeded, so a sweep is repeatable;
+- "as recorded" is a row too; its ``reproduced`` is the share of recorded unloads (bundle,
+  source) the simulator, run with the live configuration, also makes (within one cycle).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from random import Random
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import yaml
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput
+from balancer.load import BundleStats
+from balancer.simulator import BrokerModel, Simulation, balance
+from spark_replay.audit import MOVE_TYPES, ownership_rows
+from spark_replay.sources import readable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SETTLED = 1.25
+CYCLE_SCHEMA = ("config_id int, cycle int, max_over_mean double, std double, moves int, "
+                "flaps int, usages string, moved string")
+STRATEGY_KEY = "loadBalancerLoadSheddingStrategy"
+EXTENSIBLE_ONLY = {"TransferShedder": {"loadManagerClassName": "ExtensibleLoadManagerImpl"}}
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    label: str
+    settings: tuple[tuple[str, Any], ...]
+
+    @property
+    def mapping(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+
+def _config(settings: Mapping[str, Any]) -> LoadBalancerConfig:
+    strategy = str(settings.get(STRATEGY_KEY, ""))
+    extra = {k: v for k, v in EXTENSIBLE_ONLY.get(strategy, {}).items() if k not in settings}
+    return LoadBalancerConfig.from_mapping({**extra, **settings})
+
+
+def expand_grid(base: Mapping[str, Any], strategies: Sequence[str],
+                sweep: Mapping[str, Sequence[Any]]) -> list[GridConfig]:
+    """Every strategy x every combination of swept values, over ``base``; each one validated
+    (``ConfigError``/``UnknownStrategy`` name the bad key or strategy)."""
+    names = sorted(sweep)
+    out: list[GridConfig] = []
+    for strategy in strategies or [str(base.get(STRATEGY_KEY, "ThresholdShedder"))]:
+        for values in itertools.product(*(list(sweep[n]) for n in names)):
+            settings = {**base, STRATEGY_KEY: strategy, **dict(zip(names, values, strict=True))}
+            _config(settings)
+            label = " ".join([strategy, *(f"{n}={v}" for n, v in zip(names, values, strict=True))])
+            out.append(GridConfig(label, tuple(sorted(settings.items()))))
+    return out
+
+
+def parse_grid(text: str, base: Mapping[str, Any] | None = None) -> list[GridConfig]:
+    """A YAML grid: ``{strategies: [...], sweep: {key: [values]}, base: {key: value}}``."""
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise MalformedInput(f"grid is not YAML: {exc}", value="grid") from None
+    if not isinstance(doc, dict) or set(doc) - {"strategies", "sweep", "base"}:
+        extra = sorted(set(doc) - {"strategies", "sweep", "base"}) if isinstance(doc, dict) else doc
+        raise MalformedInput(f"grid: unknown section(s) {extra}; accepted: strategies, sweep, base",
+                             value=str(extra))
+    sweep = {str(k): (v if isinstance(v, list) else [v]) for k, v in (doc.get("sweep") or {}).items()}
+    return expand_grid({**(base or {}), **(doc.get("base") or {})},
+                       [str(s) for s in doc.get("strategies") or []], sweep)
+
+
+def parse_sets(values: Sequence[str]) -> dict[str, list[str]]:
+    """``KEY=V1,V2`` command-line sweeps."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key.strip():
+            raise MalformedInput(f"--set {value!r}: expected KEY=VALUE[,VALUE...]", value=value)
+        out[key.strip()] = [v.strip() for v in rest.split(",")]
+    return out
+
+
+# -- the recording -----------------------------------------------------------------------------
+
+
+@dataclass
+class Recording:
+    """What a sweep needs from a log, small enough to broadcast (plain JSON-able values)."""
+
+    start_ms: int
+    interval_ms: int
+    brokers: dict[str, tuple[float, float]]
+    owners: dict[str, str]
+    trace: list[dict[str, list[float]]]
+    usages: list[dict[str, float]] = field(default_factory=list)
+    moves: list[tuple[int, str, str, str | None, str]] = field(default_factory=list)
+    strategy: str | None = None
+
+    def models(self) -> dict[str, BrokerModel]:
+        return {b: BrokerModel(base, per_byte) for b, (base, per_byte) in self.brokers.items()}
+
+    def loads(self) -> Iterator[dict[str, BundleStats]]:
+        for cycle in self.trace:
+            yield {b: BundleStats(b, msg_rate_in=v[0], msg_rate_out=v[1], msg_throughput_in=v[2],
+                                  msg_throughput_out=v[3], topics=int(v[4])) for b, v in cycle.items()}
+
+
+def load_recording(df: DataFrame, *, interval_ms: int = 60_000) -> Recording:
+    from pyspark.sql import functions as F
+
+    rows = readable(df)
+    elected = rows.where("type = 'LeaderElected'").agg(F.min("ts")).first()
+    first = rows.agg(F.min("ts")).first()
+    start = int((elected[0] if elected and elected[0] is not None else first[0] if first else 0) or 0)
+    cycle = F.greatest(F.lit(0), F.ceil((F.col("ts") - start) / interval_ms) - 1).cast("int")
+    reports = rows.where("type = 'LoadReported'").withColumn("cycle", cycle)
+    fits = reports.groupBy("broker").agg(
+        F.expr("regr_intercept(cpu, msg_throughput)").alias("base"),
+        F.expr("regr_slope(cpu, msg_throughput)").alias("slope"),
+        F.avg("cpu").alias("cpu"), F.avg("msg_throughput").alias("tp")).collect()
+    brokers = {r["broker"]: _fit(r) for r in fits}
+    per_cycle = reports.groupBy("cycle", "broker").agg(
+        F.max_by("bundle_loads", "ts").alias("bundles"), F.max_by("cpu", "ts").alias("cpu")) \
+        .orderBy("cycle", "broker").collect()
+    trace, usages = _trace(per_cycle)
+    owners = _owners(df, start + interval_ms)
+    for row in per_cycle:  # no ownership events (an imported Pulsar recording): the reporter owns
+        for b in row["bundles"] or []:
+            owners.setdefault(b["bundle"], row["broker"])
+    moved = rows.where(F.col("type").isin(*MOVE_TYPES)).withColumn("cycle", cycle).select(
+        "cycle", "bundle", "src", "dst", "reason", "strategy").orderBy("partition", "offset").collect()
+    moves = [(int(r["cycle"]), r["bundle"], r["src"], r["dst"], r["reason"] or "") for r in moved]
+    strategy = next((r["strategy"] for r in moved if r["strategy"]), None)
+    return Recording(start + interval_ms, interval_ms, brokers, owners, trace, usages, moves, strategy)
+
+
+def _fit(row: Any) -> tuple[float, float]:
+    if row["slope"] is not None and row["slope"] > 0:
+        return float(row["base"]), float(row["slope"])
+    tp, cpu = float(row["tp"] or 0.0), float(row["cpu"] or 0.0)
+    return (0.0, cpu / tp) if tp > 0 else (cpu, 0.0)
+
+
+def _trace(per_cycle: list[Any]) -> tuple[list[dict[str, list[float]]], list[dict[str, float]]]:
+    latest: dict[str, list[float]] = {}
+    trace: list[dict[str, list[float]]] = []
+    usages: list[dict[str, float]] = []
+    for cycle, group in itertools.groupby(per_cycle, key=lambda r: int(r["cycle"])):
+        while len(trace) < cycle:  # a cycle nobody reported in keeps the previous loads
+            trace.append(dict(latest))
+            usages.append(dict(usages[-1]) if usages else {})
+        used: dict[str, float] = dict(usages[-1]) if usages else {}
+        for row in group:
+            used[row["broker"]] = float(row["cpu"] or 0.0)
+            for b in row["bundles"] or []:
+                latest[b["bundle"]] = [b["msg_rate_in"], b["msg_rate_out"], b["msg_throughput_in"],
+                                       b["msg_throughput_out"], float(b["topics"])]
+        trace.append(dict(latest))
+        usages.append(used)
+    return trace, usages
+
+
+def _owners(df: DataFrame, at_ms: int) -> dict[str, str]:
+    from pyspark.sql import functions as F
+
+    rows = ownership_rows(df).where(f"ts < {int(at_ms)}").groupBy("bundle").agg(
+        F.max_by(F.struct("state", "broker"), F.struct("partition", "offset", "part")).alias("last"))
+    return {r["bundle"]: r["last"]["broker"] for r in rows.collect()
+            if r["last"]["state"] in ("Owned", "Assigning") and r["last"]["broker"]}
+
+
+# -- the sweep -----------------------------------------------------------------------------------
+
+
+def simulate(recording: Recording, settings: Mapping[str, Any], seed: int = 0) -> pd.DataFrame:
+    """One configuration over the recording: one row per cycle (``CYCLE_SCHEMA`` minus config_id)."""
+    config = _config(settings)
+    sim = Simulation(config, rng=Random(seed), start_ms=recording.start_ms)
+    result = sim.run(recording.owners, recording.models(), recording.loads())
+    flaps = result.flaps(max(1, config.grace_period_ms // recording.interval_ms))
+    moved: dict[int, list[str]] = {}
+    for m in result.moves:
+        moved.setdefault(m.cycle, []).append(f"{m.bundle}|{m.source}|{m.destination}|{m.reason}")
+    return pd.DataFrame({
+        "cycle": [c.cycle for c in result.cycles],
+        "max_over_mean": [c.max_over_mean for c in result.cycles],
+        "std": [c.std for c in result.cycles], "moves": [c.moves for c in result.cycles],
+        "flaps": [flaps] * len(result.cycles),
+        "usages": [json.dumps(dict(c.usages), sort_keys=True) for c in result.cycles],
+        "moved": [json.dumps(moved.get(c.cycle, [])) for c in result.cycles],
+    })
+
+
+def sweep(spark: SparkSession, recording: Recording, grid: Sequence[GridConfig], *,
+          seed: int = 0) -> pd.DataFrame:
+    """Per-cycle rows of every configuration (``CYCLE_SCHEMA``), one ``applyInPandas`` group each."""
+    shared = spark.sparkContext.broadcast(recording)
+
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        out = simulate(shared.value, json.loads(pdf["settings"].iloc[0]), seed)
+        out.insert(0, "config_id", int(pdf["config_id"].iloc[0]))
+        return out
+
+    configs = spark.createDataFrame(
+        [(i, json.dumps(dict(c.settings))) for i, c in enumerate(grid)], "config_id int, settings string")
+    return configs.repartition(max(1, min(len(grid), 8)), "config_id") \
+        .groupBy("config_id").applyInPandas(run, CYCLE_SCHEMA).toPandas()
+
+
+def summarize(cycles: pd.DataFrame, grid: Sequence[GridConfig]) -> pd.DataFrame:
+    """One row per configuration: settled max/mean and std, moves, flaps, cycles to settle."""
+    rows = []
+    for config_id, group in cycles.sort_values(["config_id", "cycle"]).groupby("config_id"):
+        rows.append({"config": grid[int(config_id)].label, **_metrics(
+            list(group["max_over_mean"]), list(group["std"]), int(group["moves"].sum()),
+            int(group["flaps"].iloc[0]))})
+    return pd.DataFrame(rows).sort_values(["max_over_mean", "moves"]).reset_index(drop=True)
+
+
+def _metrics(ratios: list[float], stds: list[float], moves: int, flaps: int) -> dict[str, Any]:
+    tail = max(1, len(ratios) // 3)
+    settle = next((i for i in range(len(ratios)) if all(r <= SETTLED for r in ratios[i:])), None)
+    return {"max_over_mean": float(pd.Series(ratios[-tail:]).median()) if ratios else 1.0,
+            "std": float(pd.Series(stds[-tail:]).median()) if stds else 0.0,
+            "moves": moves, "flaps": flaps, "settle_cycles": settle}
+
+
+def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: int) -> dict[str, Any]:
+    """The recording's own row; ``reproduced`` compares it with the live configuration's run."""
+    stats = [balance(list(u.values())) for u in recording.usages]
+    previous: dict[str, tuple[int, str]] = {}
+    flaps = 0
+    for cycle, bundle, src, dst, _ in recording.moves:
+        before = previous.get(bundle)
+        if before is not None and (cycle - before[0] < grace_cycles or dst == before[1]):
+            flaps += 1
+        previous[bundle] = (cycle, src)
+    row = {"config": "as recorded" + (f" ({recording.strategy})" if recording.strategy else ""),
+           **_metrics([s[0] for s in stats], [s[1] for s in stats], len(recording.moves), flaps)}
+    row["reproduced"] = reproduced(recording, live) if live is not None else None
+    return row
+
+
+def reproduced(recording: Recording, live: pd.DataFrame, tolerance: int = 1) -> float:
+    """Share of recorded unloads (bundle, source) the live configuration's run also makes within
+    ``tolerance`` cycles (the simulator folds one report round per cycle, the live leader every
+    report, so averages may cross a threshold a cycle apart). With no recorded unload, whether
+    the simulator too made none."""
+    simulated: list[tuple[int, str, str]] = []
+    for r in live.itertuples():
+        simulated += [(int(r.cycle), *m.split("|")[:2]) for m in json.loads(r.moved)]
+    if not recording.moves:
+        return 1.0 if not simulated else 0.0
+    unmatched = list(simulated)
+    hits = 0
+    for cycle, bundle, src, _, _ in recording.moves:
+        match = next((m for m in unmatched if m[1:] == (bundle, src) and abs(m[0] - cycle) <= tolerance),
+                     None)
+        if match is not None:
+            unmatched.remove(match)
+            hits += 1
+    return hits / len(recording.moves)
+
+
+@dataclass
+class WhatIf:
+    summary: pd.DataFrame
+    """One row per configuration, ranked (best balance first), then the "as recorded" row."""
+    cycles: pd.DataFrame
+    grid: list[GridConfig]
+    recording: Recording
+
+
+def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
+           live: Mapping[str, Any] | None = None, seed: int = 0) -> WhatIf:
+    """The sweep with the live configuration first (``live``, else the recording's strategy with
+    Pulsar's defaults), then ``grid``; the live run measures how much of the recording it reproduces."""
+    recording = load_recording(df)
+    settings = dict(live or {})
+    if recording.strategy and STRATEGY_KEY not in settings:
+        settings[STRATEGY_KEY] = recording.strategy
+    _config(settings)
+    full = [GridConfig(f"{settings.get(STRATEGY_KEY, 'ThresholdShedder')} (live config)",
+                       tuple(sorted(settings.items()))), *grid]
+    cycles = sweep(spark, recording, full, seed=seed)
+    live_cycles = cycles[cycles["config_id"] == 0].sort_values("cycle")
+    grace = max(1, _config(settings).grace_period_ms // recording.interval_ms)
+    ranked = summarize(cycles, full)
+    recorded = pd.DataFrame([as_recorded(recording, live_cycles, grace)])
+    summary = pd.concat([ranked, recorded], ignore_index=True)
+    return WhatIf(summary, cycles, full, recording)

@@ -1,0 +1,213 @@
+"""Spark replay acceptance (issue 7): audits of a live log over real Kafka, faults found with their
+offsets, corrupt records skipped, what-if over a recorded run, Pulsar import, bad grids."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events.catalog import BundleOwned, LoadReported, Message, SheddingSkipped, TransferPrepared
+from events.codec import encode
+from events.envelope import Envelope
+from events.log.kafka import KafkaEventLog
+from events.log.local import LocalEventLog
+from events.log.port import Record
+from lbctl.main import main
+from spark_replay.audit import audit, move_stats, timeline
+from spark_replay.report import write_report
+from spark_replay.sources import dead_letters, export_parquet, read_kafka, read_local, read_parquet
+from spark_replay.whatif import parse_grid, whatif
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+STRATEGIES = ["ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder", "TransferShedder"]
+
+
+def _heads(records: list[Record]) -> dict[str, Envelope]:
+    return {r.envelope.key: r.envelope for r in records}
+
+
+def _env(last: Envelope, message: Message, ts: int, *, seq_step: int = 1, epoch: int | None = None,
+         tag: str) -> Envelope:
+    return Envelope(f"fault-{tag}", message.TYPE, message.VERSION, last.key, last.seq + seq_step,
+                    last.epoch if epoch is None else epoch, ts, None, None, message.to_payload())
+
+
+def _owned_at_end(records: list[Record]) -> dict[str, tuple[str, str]]:
+    """bundle -> (namespace key, owner) for bundles whose last event is BundleOwned."""
+    last: dict[str, Envelope] = {}
+    for r in records:
+        bundle = r.envelope.payload.get("bundle")
+        if bundle is not None:
+            last[bundle] = r.envelope
+    return {b: (e.key, e.payload["owner"]) for b, e in sorted(last.items()) if e.type == "BundleOwned"}
+
+
+def faults(records: list[Record]) -> list[Envelope | bytes]:
+    """A double owner, a never-completing transfer, a seq gap, a stale epoch and a corrupt record,
+    each on its own key, after the end of the recording."""
+    heads, end = _heads(records), records[-1].envelope.ts_ms
+    owned = _owned_at_end(records)
+    (b1, (ns1, o1)), (b2, (ns2, o2)) = next(
+        ((a, x), (b, y)) for a, x in owned.items() for b, y in owned.items() if x[0] != y[0])
+    other = next(b for b in ("broker-1", "broker-2", "broker-3") if b not in (o1, o2))
+    return [
+        _env(heads[ns1], BundleOwned(bundle=b1, owner=other), end + 1_000, tag="double"),
+        _env(heads[ns2], TransferPrepared(bundle=b2, src=o2, dst=other, reason="Overloaded"),
+             end + 2_000, tag="stuck"),
+        _env(heads["broker-2"], LoadReported(broker_id="broker-2", broker_load={}), end + 3_000,
+             seq_step=2, tag="gap"),
+        _env(heads["_leader"], SheddingSkipped(strategy="ThresholdShedder", reason="Balanced"),
+             end + 4_000, epoch=0, tag="stale"),
+        b"\xc1 not msgpack",
+        _env(heads["broker-3"], LoadReported(broker_id="broker-3", broker_load={}), end + 120_000,
+             tag="later"),
+    ]
+
+
+async def _write(log: Any, items: list[Envelope | bytes], key_of_raw: str = "broker-1") -> None:
+    for item in items:
+        if isinstance(item, bytes):
+            await log.append_raw(key_of_raw, [item], ts_ms=0)
+        else:
+            await log.append_raw(item.key, [encode(item)], ts_ms=item.ts_ms)
+
+
+def test_live_log_over_kafka_audits_clean_and_each_fault_is_reported_with_offsets(
+        spark: Any, kafka: Any, recorded: list[Record], new_topic_name: Any) -> None:
+    cluster = new_topic_name("replay")
+    log = KafkaEventLog(kafka.bootstrap_servers, cluster=cluster, partitions=3)
+
+    async def record() -> tuple[dict[int, int], dict[str, tuple[int, int]]]:
+        async with log:
+            await _write(log, [r.envelope for r in recorded])
+            clean_end = await log.end_offsets()
+            await _write(log, faults(recorded))
+            result = await log.read()
+        where = {r.envelope.event_id: (r.partition, r.offset) for r in result.records}
+        (dead,) = result.dead_letters
+        where["corrupt"] = (dead.partition, dead.offset)
+        return clean_end, where
+
+    clean_end, where = asyncio.run(record())
+    ending = json.dumps({log.topic: {str(p): o for p, o in clean_end.items()}})
+    clean = audit(read_kafka(spark, kafka.bootstrap_servers, [log.topic], ending=ending))
+    assert clean.events == len(recorded)
+    assert clean.clean, clean.violations
+
+    report = audit(read_kafka(spark, kafka.bootstrap_servers, [log.topic]))
+    found = {(v.check, v.partition, v.offset) for v in report.violations}
+    expected = {("double_owner", *where["fault-double"]), ("in_flight_timeout", *where["fault-stuck"]),
+                ("seq_gap", *where["fault-gap"]), ("stale_epoch", *where["fault-stale"]),
+                ("corrupt_record", *where["corrupt"])}
+    assert found == expected
+    double = report.of("double_owner")[0]
+    assert double.related_offset is not None and double.related_offset < double.offset
+    assert "never completed" in report.of("in_flight_timeout")[0].detail
+
+
+def test_a_corrupt_record_in_log_files_is_reported_and_the_rest_still_reads(
+        spark: Any, recorded: list[Record], tmp_path: Path) -> None:
+    async def write() -> None:
+        async with LocalEventLog(tmp_path / "log", fsync=False) as log:
+            await _write(log, [r.envelope for r in recorded[:50]])
+            await _write(log, [b"\x93garbage"])
+            await _write(log, [r.envelope for r in recorded[50:]])
+
+    asyncio.run(write())
+    df = read_local(spark, tmp_path / "log")
+    dead = dead_letters(df).collect()
+    assert [(d["partition"], d["offset"]) for d in dead] == [(0, 50)]
+    report = audit(df)
+    assert [(v.check, v.offset) for v in report.violations] == [("corrupt_record", 50)]
+    export_parquet(df, str(tmp_path / "export"))
+    again = read_parquet(spark, str(tmp_path / "export"))
+    assert again.count() == len(recorded) + 1
+    assert audit(again).by_check() == {"corrupt_record": 1}
+    # Exit status 1 and the offset on the command line.
+    assert main(["replay", "audit", str(tmp_path / "log"), "--json"]) == 1
+
+
+def test_timeline_and_move_stats_follow_the_recorded_moves(spark: Any, recorded: list[Record],
+                                                           tmp_path: Path) -> None:
+    asyncio.run(_local(tmp_path, recorded))
+    df = read_local(spark, tmp_path / "log")
+    moves = [r.envelope.payload for r in recorded if r.envelope.type in ("TransferPrepared", "UnloadRequested")]
+    intervals = timeline(df).collect()
+    for move in moves:
+        mine = [i for i in intervals if i["bundle"] == move["bundle"]]
+        assert any(i["owner"] == move["src"] and i["ended_by"] == "TransferPrepared" for i in mine)
+        assert any(i["owner"] == move["dst"] for i in mine)
+    stats = move_stats(df).collect()
+    assert sum(s["moves"] for s in stats if s["direction"] == "out") == len(moves)
+    assert {s["reason"] for s in stats} == {m["reason"] for m in moves}
+
+
+async def _local(tmp_path: Path, recorded: list[Record]) -> None:
+    async with LocalEventLog(tmp_path / "log", fsync=False) as log:
+        await _write(log, [r.envelope for r in recorded])
+
+
+def test_whatif_reproduces_the_live_strategy_and_ranks_the_others(
+        spark: Any, recorded: list[Record], tmp_path: Path) -> None:
+    asyncio.run(_local(tmp_path, recorded))
+    df = read_local(spark, tmp_path / "log")
+    grid = parse_grid("strategies: [" + ", ".join(STRATEGIES) + "]\nsweep: {}\n")
+    result = whatif(spark, df, grid)
+    summary = result.summary
+    assert len(summary) == len(STRATEGIES) + 2  # + the live configuration + as recorded
+    recorded_row = summary.iloc[-1]
+    assert recorded_row["config"] == "as recorded (ThresholdShedder)"
+    assert recorded_row["moves"] == 5 and recorded_row["reproduced"] >= 0.95
+    ranked = summary.iloc[:-1]
+    assert list(ranked["max_over_mean"]) == sorted(ranked["max_over_mean"])
+    assert {label.split()[0] for label in ranked["config"]} == set(STRATEGIES)
+    html = write_report(tmp_path / "report", result).read_text()
+    assert html.count("data:image/png;base64,") == 2 and "as recorded" in html
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--strategy", "NoSuchShedder"], "NoSuchShedder"),
+    (["--set", "loadBalancerNoSuchKey=1,2"], "loadBalancerNoSuchKey"),
+])
+def test_an_unknown_strategy_or_key_in_the_grid_is_an_error_naming_it(
+        argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "whatif", str(tmp_path), *argv]) == 2
+    assert named in capsys.readouterr().err
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"strategies: [ThresholdShedder]\nsweep: {{{named if 'Key' in named else 'x'}: [1]}}\n"
+                    if "Key" in named else f"strategies: [{named}]\n")
+    assert main(["replay", "whatif", str(tmp_path), "--grid", str(grid)]) == 2
+    assert named in capsys.readouterr().err
+
+
+MODULAR = {"webServiceUrl": "http://pulsar-1:8080", "cpu": {"usage": 40.0, "limit": 100.0},
+           "memory": {"usage": 1024.0, "limit": 4096.0}, "msgRateIn": 100.0, "msgRateOut": 200.0,
+           "msgThroughputIn": 1e5, "msgThroughputOut": 2e5, "numTopics": 2, "numBundles": 1,
+           "lastUpdate": 1700000060000, "loadReportType": "LocalBrokerData",
+           "lastStats": {"public/default/0x00000000_0xffffffff": {
+               "msgRateIn": 100.0, "msgRateOut": 200.0, "msgThroughputIn": 1e5,
+               "msgThroughputOut": 2e5, "topics": 2, "producerCount": 1, "consumerCount": 1}}}
+EXTENSIBLE = {"cpu": {"usage": 10.0, "limit": 100.0}, "memory": {"usage": 1.0, "limit": 4.0},
+              "msgThroughputIn": 5.0, "msgThroughputOut": 6.0, "msgRateIn": 1.0, "msgRateOut": 2.0,
+              "bundleCount": 3, "topics": 7, "updatedAt": 1700000000000}
+
+
+def test_import_pulsar_reports_become_load_reported_events(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pulsar-1.json").write_text(json.dumps(MODULAR))
+    (tmp_path / "pulsar-2.json").write_text(json.dumps(EXTENSIBLE))
+    assert main(["replay", "import-pulsar", str(tmp_path / "pulsar-1.json"),
+                 str(tmp_path / "pulsar-2.json"), "--log-dir", str(tmp_path / "log")]) == 0
+    rows = read_local(spark, tmp_path / "log").orderBy("offset").collect()
+    assert [(r["type"], r["broker"], r["ts"]) for r in rows] == [
+        ("LoadReported", "pulsar-2", 1700000000000), ("LoadReported", "pulsar-1:8080", 1700000060000)]
+    assert rows[1]["cpu"] == pytest.approx(0.4) and rows[1]["msg_throughput"] == pytest.approx(3e5)
+    assert rows[1]["bundle_loads"][0]["bundle"] == "public/default/0x00000000_0xffffffff"
+    (tmp_path / "bad.json").write_text(json.dumps({"hello": 1}))
+    assert main(["replay", "import-pulsar", str(tmp_path / "bad.json"), "--log-dir",
+                 str(tmp_path / "log2")]) == 2
+    assert "bad.json[0]" in capsys.readouterr().err
