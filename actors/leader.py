@@ -45,6 +45,7 @@ from balancer.errors import (
     UnknownNamespace,
 )
 from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
+from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingRun
 from balancer.split import (
@@ -102,7 +103,7 @@ class LeaderBody(Follower):
         self.leader_since: int | None = None
         self.shedding = SheddingRun(config)
         plan = self.shedding.strategy if hasattr(self.shedding.strategy, "planned") else None
-        self.placer = Placer(config, avg_plan=plan)  # type: ignore[arg-type]
+        self.placer = Placer(config, avg_plan=plan, shedder=self.shedding.strategy)  # type: ignore[arg-type]
         self.split_hits = SplitHitCounts()
         self.pending: dict[str, tuple[int, int]] = {}
         """Bundle -> (record version, when) of the last command sent about it (one at a time)."""
@@ -317,7 +318,7 @@ class LeaderBody(Follower):
     def _orphans(self, now_ms: int) -> Effects:
         live = self.brokers
         parts: list[Effects] = []
-        for bundle, record in sorted(self.view.records.items()):
+        for bundle, record in self._orphan_order():
             dead_dst = record.dst is not None and record.dst not in live and record.state.active
             dead_src = (record.src is not None and record.src not in live
                         and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
@@ -327,6 +328,18 @@ class LeaderBody(Follower):
             dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None
             parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
         return _sends_only(combine(parts))
+
+    def _orphan_order(self) -> list[tuple[str, OwnershipRecord]]:
+        """Records by id; largest load first when the shedder brings its own placement (it fills
+        brokers by headroom, so the small orphans even out the large ones), as the simulator does."""
+        records = sorted(self.view.records.items())
+        if isinstance(self.shedding.strategy, BringsPlacement):
+            records.sort(key=lambda item: -self._throughput(item[0]))  # stable: ties by id
+        return records
+
+    def _throughput(self, bundle: str) -> float:
+        data = self.load.bundles.get(bundle)
+        return 0.0 if data is None else data.stats.msg_throughput
 
     def _free_with_traffic(self, now_ms: int) -> Effects:
         parts: list[Effects] = []

@@ -24,6 +24,7 @@ from balancer.placement.avg import HasPlan
 from balancer.placement.base import Placement, default_bundle_data
 from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
+from balancer.placement.strategies import paired_placement
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy
 from balancer.split import BundleSplitStats
 from projections.load import LoadProjection
@@ -87,11 +88,15 @@ def cluster_view(now_ms: int, config: LoadBalancerConfig, *, ownership: Ownershi
 
 
 class Placer:
-    """The configured placement pipeline: modular (§5.1) or extensible (§5.2)."""
+    """The configured placement pipeline: modular (§5.1) or extensible (§5.2); under the modular
+    manager a shedder that brings its own placement (``paired_placement``) has it used, exactly
+    as ``balancer.simulator.pulsar_placer`` does."""
 
-    def __init__(self, config: LoadBalancerConfig, avg_plan: HasPlan | None = None) -> None:
+    def __init__(self, config: LoadBalancerConfig, avg_plan: HasPlan | None = None,
+                 shedder: object | None = None) -> None:
         self.config = config
-        self.modular = None if config.extensible else ModularPlacement(config, avg_plan=avg_plan)
+        self.modular = None if config.extensible else ModularPlacement(
+            config, paired_placement(shedder), avg_plan=avg_plan)
         self.extensible = ExtensiblePlacement(config) if config.extensible else None
 
     def place(self, view: ClusterView, bundle: str, rng: Random) -> Placement:

@@ -25,6 +25,7 @@ from balancer.decisions import Decision
 from balancer.load import BrokerReport, BundleData, BundleStats, LoadModel, ResourceUsage
 from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
+from balancer.placement.strategies import BringsPlacement, paired_placement
 from balancer.shedding.avg import AvgShedder as HasPlanType
 from balancer.shedding.base import ClusterView, NamespacePolicy, SheddingStrategy, create_strategy
 from balancer.shedding.run import SheddingRun
@@ -84,7 +85,8 @@ def least_loaded_placer(view: ClusterView, bundle: str, rng: Random, planned: st
 
 
 def pulsar_placer(config: LoadBalancerConfig, strategy: SheddingStrategy) -> Placer:
-    """The placement the configured load manager would use (behaviour §5.1 / §5.2)."""
+    """The placement the configured load manager would use (behaviour §5.1 / §5.2); a modular
+    shedder that brings its own placement (``paired_placement``) has it used, as the leader does."""
     if config.extensible:
         extensible = ExtensiblePlacement(config)
 
@@ -102,7 +104,8 @@ def pulsar_placer(config: LoadBalancerConfig, strategy: SheddingStrategy) -> Pla
             return extensible.place(view, bundle, rng).broker
 
         return place_extensible
-    modular = ModularPlacement(config, avg_plan=strategy if isinstance(strategy, HasPlanType) else None)
+    modular = ModularPlacement(config, paired_placement(strategy),
+                               avg_plan=strategy if isinstance(strategy, HasPlanType) else None)
 
     def place_modular(view: ClusterView, bundle: str, rng: Random, planned: str | None) -> str | None:
         return modular.place(view, bundle, rng).broker
@@ -174,6 +177,9 @@ class Simulation:
         self.shedding = SheddingRun(config, self.strategy)
         self.model = LoadModel(config)
         self.placer = placer or pulsar_placer(config, self.strategy)
+        # A strategy with its own placement fills brokers by headroom: largest orphans first, so
+        # the small ones even out what the large ones leave (LPT), as the leader orders them too.
+        self.largest_first = isinstance(self.strategy, BringsPlacement)
         self.namespaces = dict(namespaces or {})
         self.start_ms = start_ms
 
@@ -218,6 +224,8 @@ class Simulation:
         orphans = sorted(b for b in loads if b not in state.owners)
         if not orphans:
             return
+        if self.largest_first:
+            orphans.sort(key=lambda b: -loads[b].msg_throughput)  # stable: ties stay in id order
         view = self._view(state, loads, cycle, feed_model=False)
         for bundle in orphans:
             chosen = self.placer(view, bundle, self.rng, None)

@@ -5,10 +5,14 @@ Invariants:
   ``impl.LeastLongTermMessageRate`` or the full class name); an unknown name is an
   ``UnknownStrategy`` listing the accepted ones;
 - ``LeastResourceUsageWithWeight`` is the modular variant unless ``extensible`` is asked for;
-- each call returns a fresh instance (strategies with state keep it per instance).
+- each call returns a fresh instance (strategies with state keep it per instance);
+- a shedding strategy that brings its own placement (``own_placement``) has it used instead of
+  the configured one, by the simulator and the live leader alike (``paired_placement``).
 """
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 from balancer.config import PLACEMENT_STRATEGIES, LoadBalancerConfig, resolve_class_name
 from balancer.errors import ConfigError, UnknownStrategy
@@ -53,3 +57,15 @@ def create_placement_strategy(
     if short == "RoundRobin":
         return RoundRobin(config)
     return LeastLongTermMessageRate(config)
+
+
+@runtime_checkable
+class BringsPlacement(Protocol):
+    """A shedding strategy that picks destinations with a placement of its own."""
+
+    def own_placement(self) -> PlacementStrategy: ...
+
+
+def paired_placement(shedder: object | None) -> PlacementStrategy | None:
+    """The placement ``shedder`` brings with it (a fresh instance), None for Pulsar's strategies."""
+    return shedder.own_placement() if isinstance(shedder, BringsPlacement) else None

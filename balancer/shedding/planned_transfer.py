@@ -26,6 +26,9 @@ Invariants:
 - warm-up: a broker first seen less than ``warmup`` ago is never a source, and receives load only
   to relieve a broker above the trigger (not to be filled to the mean): a restarted broker is
   refilled by the placement of later orphans first; leaving resets its warm-up and its estimate;
+- placement side (``own_placement``, ``balancer.placement.headroom``): orphans and new bundles
+  go to the candidate with the most headroom by these capacity estimates, so they land where the
+  plan would send them and are not moved twice;
 - deterministic: brokers and bundles are visited in id order and ties keep the first found.
 """
 
@@ -39,7 +42,9 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, InputValue, Reason, ShedResult
 from balancer.errors import LoadBalancerError
 from balancer.placement.anti_affinity import group_of
+from balancer.placement.base import PlacementStrategy
 from balancer.placement.filters import extensible_candidates
+from balancer.placement.headroom import HeadroomPlacement
 from balancer.shedding.base import ClusterView, is_system_namespace, namespace_of
 
 IDLE_USAGE = 0.02  # below: too little load to read a capacity from
@@ -223,6 +228,10 @@ class PlannedTransferShedder:
         self.left: dict[str, str] = {}  # bundle -> the broker it last left
         self.active = False
         self.warming: set[str] = set()  # brokers warming at the last run
+
+    def own_placement(self) -> PlacementStrategy:
+        """Where orphans and new bundles go: most headroom by this shedder's capacity estimates."""
+        return HeadroomPlacement(self.config, self)
 
     def shed(self, view: ClusterView) -> ShedResult:
         self._observe(view)
