@@ -6,7 +6,7 @@
 FROM maven:3.9-eclipse-temurin-17 AS jars
 WORKDIR /build
 COPY conf/spark/pom.xml conf/spark/pom.xml
-RUN mvn -q -B -f conf/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=/jars/spark
+RUN mvn -q -B -f conf/spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/spark
 
 FROM python:3.11-slim-bookworm
 RUN apt-get update \

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision
+from balancer.errors import InvalidBundle
 from balancer.load import BrokerReport, BundleData, BundleStats, LoadModel, ResourceUsage
 from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
@@ -224,6 +226,7 @@ class Simulation:
         orphans = sorted(b for b in loads if b not in state.owners)
         if not orphans:
             return
+        orphans = _inherit_splits(state.owners, loads, orphans)
         if self.largest_first:
             orphans.sort(key=lambda b: -loads[b].msg_throughput)  # stable: ties stay in id order
         view = self._view(state, loads, cycle, feed_model=False)
@@ -322,3 +325,40 @@ def balance(usages: Sequence[float]) -> tuple[float, float]:
         return 1.0, 0.0
     std = math.sqrt(max(0.0, sum(u * u for u in usages) / len(usages) - mean * mean))
     return max(usages) / mean, std
+
+
+def _inherit_splits(owners: dict[str, str], loads: Mapping[str, BundleStats],
+                    orphans: list[str]) -> list[str]:
+    """A child of a split (a new bundle inside one that left the trace) stays with its parent's
+    owner, as a split keeps it there; the parent is forgotten. Returns the orphans still unowned."""
+    gone = {b: o for b, o in owners.items() if b not in loads}
+    parents = {b: parsed for b in gone if (parsed := _bundle_id(b)) is not None}
+    if not parents:
+        return orphans
+    left, split = [], set()
+    for orphan in orphans:
+        parent = _parent_of(orphan, parents)
+        if parent is None:
+            left.append(orphan)
+        else:
+            owners[orphan] = gone[parent]
+            split.add(parent)
+    for parent in split:
+        del owners[parent]
+    return left
+
+
+def _parent_of(bundle: str, parents: Mapping[str, BundleId]) -> str | None:
+    child = _bundle_id(bundle)
+    if child is None:
+        return None
+    return next((p for p, pid in parents.items() if pid.namespace == child.namespace
+                 and pid.range.lower <= child.range.lower
+                 and child.range.upper <= pid.range.upper), None)
+
+
+def _bundle_id(text: str) -> BundleId | None:
+    try:
+        return BundleId.parse(text)
+    except InvalidBundle:
+        return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,7 +109,7 @@ def _audit(args: argparse.Namespace) -> int:
     from spark_replay.audit import audit, move_stats
     from spark_replay.report import audit_table
 
-    config, console, err = _config(args), Console(), Console(stderr=True)
+    config, console, err = _config(args), _console(), Console(stderr=True)
     wait = args.in_flight_ms or config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
     with _progress(err) as step:
         _, df = _frame(args, step)
@@ -128,7 +129,7 @@ def _audit(args: argparse.Namespace) -> int:
 def _timeline(args: argparse.Namespace) -> int:
     from spark_replay.audit import timeline
 
-    console, err = Console(), Console(stderr=True)
+    console, err = _console(), Console(stderr=True)
     with _progress(err) as step:
         _, df = _frame(args, step)
         step("folding ownership")
@@ -162,7 +163,7 @@ def _whatif(args: argparse.Namespace) -> int:
     from spark_replay.whatif import whatif
 
     grid = _grid(args)  # before Spark: a bad grid fails fast
-    console, err = Console(), Console(stderr=True)
+    console, err = _console(), Console(stderr=True)
     with _progress(err) as step:
         spark, df = _frame(args, step)
         step(f"simulating {len(grid) + 1} configuration(s)")
@@ -196,3 +197,8 @@ def _import(args: argparse.Namespace) -> int:
     asyncio.run(write())
     print(f"imported {len(reports)} load report(s) into {args.log_dir}")
     return 0
+
+
+def _console() -> Console:
+    """Tables keep whole cells: wide enough for them even when stdout is not a terminal."""
+    return Console(width=None if sys.stdout.isatty() else 160)

@@ -35,7 +35,7 @@ def table(title: str, frame: pd.DataFrame, columns: Sequence[str] | None = None)
     shown = list(columns or frame.columns)
     out = Table(title=title)
     for column in shown:
-        out.add_column(column)
+        out.add_column(column, no_wrap=True)
     for row in frame[shown].itertuples(index=False):
         out.add_row(*(_cell(v) for v in row))
     return out

@@ -161,20 +161,27 @@ def _fit(row: Any) -> tuple[float, float]:
 
 
 def _trace(per_cycle: list[Any]) -> tuple[list[dict[str, list[float]]], list[dict[str, float]]]:
-    latest: dict[str, list[float]] = {}
+    """Per cycle, the bundles of every broker's latest report (a bundle in two reports: the
+    newer one's). A bundle that left every report (a split parent, a bundle since reported by
+    its new owner) leaves the trace: its load is never counted twice."""
+    latest: dict[str, tuple[int, dict[str, list[float]]]] = {}  # broker -> (cycle, its bundles)
     trace: list[dict[str, list[float]]] = []
     usages: list[dict[str, float]] = []
     for cycle, group in itertools.groupby(per_cycle, key=lambda r: int(r["cycle"])):
         while len(trace) < cycle:  # a cycle nobody reported in keeps the previous loads
-            trace.append(dict(latest))
+            trace.append(dict(trace[-1]) if trace else {})
             usages.append(dict(usages[-1]) if usages else {})
         used: dict[str, float] = dict(usages[-1]) if usages else {}
         for row in group:
             used[row["broker"]] = float(row["cpu"] or 0.0)
-            for b in row["bundles"] or []:
-                latest[b["bundle"]] = [b["msg_rate_in"], b["msg_rate_out"], b["msg_throughput_in"],
-                                       b["msg_throughput_out"], float(b["topics"])]
-        trace.append(dict(latest))
+            latest[row["broker"]] = (cycle, {
+                b["bundle"]: [b["msg_rate_in"], b["msg_rate_out"], b["msg_throughput_in"],
+                              b["msg_throughput_out"], float(b["topics"])]
+                for b in row["bundles"] or []})
+        loads: dict[str, list[float]] = {}
+        for _, bundles in sorted(latest.values(), key=lambda item: item[0]):
+            loads.update(bundles)  # newer reports last: they win
+        trace.append(loads)
         usages.append(used)
     return trace, usages
 
@@ -260,25 +267,32 @@ def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: i
     return row
 
 
+NOT_SHEDDING = frozenset({"split", "admin", "shutdown"})
+"""Reasons of recorded moves no shedding strategy made (a split's children unloaded, an
+operator's unload, a broker's drain): the simulator does not replay them."""
+
+
 def reproduced(recording: Recording, live: pd.DataFrame, tolerance: int = 1) -> float:
-    """Share of recorded unloads (bundle, source) the live configuration's run also makes within
+    """Share of the recorded shedding decisions (unloads and transfers a strategy made, by
+    bundle and source) the live configuration's run also makes within
     ``tolerance`` cycles (the simulator folds one report round per cycle, the live leader every
     report, so averages may cross a threshold a cycle apart). With no recorded unload, whether
     the simulator too made none."""
     simulated: list[tuple[int, str, str]] = []
     for r in live.itertuples():
         simulated += [(int(r.cycle), *m.split("|")[:2]) for m in json.loads(r.moved)]
-    if not recording.moves:
+    decided = [m for m in recording.moves if m[4] not in NOT_SHEDDING]
+    if not decided:
         return 1.0 if not simulated else 0.0
     unmatched = list(simulated)
     hits = 0
-    for cycle, bundle, src, _, _ in recording.moves:
+    for cycle, bundle, src, _, _ in decided:
         match = next((m for m in unmatched if m[1:] == (bundle, src) and abs(m[0] - cycle) <= tolerance),
                      None)
         if match is not None:
             unmatched.remove(match)
             hits += 1
-    return hits / len(recording.moves)
+    return hits / len(decided)
 
 
 @dataclass

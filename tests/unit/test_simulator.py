@@ -75,3 +75,20 @@ def test_a_broker_above_capacity_reports_saturated_cpu_and_is_shed_from() -> Non
     result = Simulation(config, rng=random.Random(1)).run(owners, brokers, [loads] * 3)
     assert result.moves and result.moves[0].cycle == 0 and result.moves[0].source == "b0"
     assert result.cycles[0].usages["b0"] < 1.5
+
+
+def test_the_children_of_a_split_stay_with_the_parents_owner() -> None:
+    def stats(bundle: str, size: float) -> BundleStats:
+        return BundleStats(bundle, msg_rate_in=size / 1024, msg_throughput_in=size)
+
+    parent, low, high = ("t/ns/0x00000000_0x80000000", "t/ns/0x00000000_0x40000000",
+                         "t/ns/0x40000000_0x80000000")
+    other = "t/ns/0x80000000_0xffffffff"
+    before = {parent: stats(parent, 10 * MIB), other: stats(other, 10 * MIB)}
+    after = {low: stats(low, 5 * MIB), high: stats(high, 5 * MIB), other: stats(other, 10 * MIB)}
+    brokers = {b: BrokerModel(0.05, 1 / (1200 * MIB)) for b in ("b0", "b1")}
+    config = LoadBalancerConfig.from_mapping({"loadBalancerSheddingEnabled": False})
+    result = Simulation(config, rng=random.Random(1)).run(
+        {parent: "b0", other: "b1"}, brokers, [before, after, after])
+    assert result.moves == []  # nothing placed anew: the children are b0's, the parent is gone
+    assert result.cycles[-1].usages["b0"] == result.cycles[0].usages["b0"]
