@@ -42,10 +42,13 @@ class DeliveryFaults:
     max_delay_ms: int = 3_000
     jitter_ms: int = 40
     """Every delivery takes latency + uniform(0, jitter): concurrent deliveries are reordered."""
+    lag: float = 0.0
+    """Chance that a body folds new records late (by up to ``max_lag_ms``): views diverge."""
+    max_lag_ms: int = 2_000
 
     def quiet(self) -> DeliveryFaults:
         """No faults, only reordering (the settle phase at the end of a run)."""
-        return replace(self, drop=0.0, duplicate=0.0, delay=0.0)
+        return replace(self, drop=0.0, duplicate=0.0, delay=0.0, lag=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,19 @@ class SimHost(InProcessHost):
         self.failed_appends.append((writer, key, failure))
         self.note(f"append refused {writer} {key} ({len(effects.append)} events)")
         return failure
+
+    def _pump(self) -> None:
+        """Feed every body the new records, some of them late (a lagging subscription)."""
+        if not self.faulty or self.faults.lag <= 0:
+            super()._pump()
+            return
+        self._pump_due = False
+        for name in sorted(self.bodies):
+            if self._net.random() < self.faults.lag:
+                late = self.now_ms + self._net.randint(1, max(1, self.faults.max_lag_ms))
+                self.schedule(late, lambda n=name: self._catch_up(n))  # type: ignore[misc]
+            else:
+                self._catch_up(name)
 
     def _ingest(self) -> None:
         start = len(self.records)

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
 
@@ -273,6 +274,8 @@ _FIRE = {"crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _s
 
 def _result(run: _Run, seed: int, steps: int, violation: Violation | None, plan: list[Fault]) -> SimResult:
     trail = run.host.trail
+    for hook in _TRAIL_HOOK:
+        hook(trail)
     digest = hashlib.sha256("\n".join(trail).encode()).hexdigest()
     failing = violation is not None
     fired_plan = tuple(f for f in plan if f.step <= violation.step) if failing and violation else ()
@@ -280,3 +283,31 @@ def _result(run: _Run, seed: int, steps: int, violation: Violation | None, plan:
     return SimResult(seed, run.scenario.name, steps, violation, len(run.host.records), run.fired, delivery,
                      digest, plan=fired_plan if failing else tuple(plan),
                      trail_tail=tuple(trail[-TRAIL_TAIL:]) if failing else ())
+
+
+def trail_of(seed: int, scenario: str, steps: int = 500, keep: frozenset[int] | None = None) -> list[str]:
+    """The whole trail of a run (what ``lbctl sim --seed N --trail`` prints)."""
+    captured: list[list[str]] = []
+    _TRAIL_HOOK.append(captured.append)
+    try:
+        simulate(seed, scenario, steps, keep)
+    finally:
+        _TRAIL_HOOK.pop()
+    return captured[0] if captured else []
+
+
+_TRAIL_HOOK: list[Callable[[list[str]], None]] = []
+
+
+def minimize(seed: int, scenario: str, steps: int, failing: SimResult) -> tuple[frozenset[int], SimResult]:
+    """Drop planned faults one at a time (last first) while the same invariant still breaks."""
+    assert failing.violation is not None
+    plan = SCENARIOS[scenario].plan(seed, steps)
+    keep = {i for i, f in enumerate(plan) if f.step <= failing.violation.step}
+    best = failing
+    for index in sorted(keep, reverse=True):
+        trial = frozenset(keep - {index})
+        result = simulate(seed, scenario, steps, trial)
+        if result.violation is not None and result.violation.invariant == failing.violation.invariant:
+            keep, best = set(trial), result
+    return frozenset(keep), best

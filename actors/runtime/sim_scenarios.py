@@ -22,7 +22,8 @@ from actors.runtime.sim import DeliveryFaults, Fault
 from actors.settings import LEADER, broker_body_name
 
 QUIET = 0.15
-NOISY = DeliveryFaults(drop=0.05, duplicate=0.05, delay=0.05, max_delay_ms=3_000, jitter_ms=40)
+NOISY = DeliveryFaults(drop=0.15, duplicate=0.1, delay=0.1, max_delay_ms=8_000, jitter_ms=40,
+                       lag=0.3, max_lag_ms=5_000)
 
 Planner = Callable[["Scenario", Random, int], list[Fault]]
 
@@ -40,8 +41,8 @@ class Scenario:
     rate: float = 20_000.0
     config: Mapping[str, Any] = field(default_factory=dict)
     delivery: DeliveryFaults = NOISY
-    crash_rate: float = 0.015
-    log_outage_rate: float = 0.008
+    crash_rate: float = 0.05
+    log_outage_rate: float = 0.03
     skew_ms: int = 2_000
     leaders: int = 1
 
@@ -145,7 +146,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("hot_bundle", _hot_bundle, rate=40_000.0),
     Scenario("scale_out", _scale_out, brokers=2),
     Scenario("scale_in", _scale_in, brokers=5),
-    Scenario("rolling_restart", _rolling_restart, crash_rate=0.004),
+    Scenario("rolling_restart", _rolling_restart, crash_rate=0.01),
     Scenario("leader_churn", _leader_churn, leaders=2),
     Scenario("split_storm", _split_storm, bundles=2, config=_SPLITTY),
 )}
