@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
 
-from actors.broker import BrokerBody
-from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.runtime.sim import Fault, SimHost
 from actors.runtime.sim_checks import Checker, Lookup, Violation
@@ -77,10 +75,10 @@ def build(scenario: Scenario, seed: int) -> tuple[SimHost, Workload]:
     host = SimHost(config, seed=seed, settings=settings, faults=scenario.delivery, command_latency_ms=5)
     host.add(lambda: NamespaceBody(config))
     for name in scenario.leader_names():
-        host.add(lambda n=name: LeaderBody(config, rng=host.rng_for(n), settings=settings,  # type: ignore[misc]
+        host.add(lambda n=name: scenario.leader_cls(config, rng=host.rng_for(n), settings=settings,  # type: ignore[misc]
                                            leader_id=n, name=n))
     for broker in scenario.broker_ids():
-        add_broker(host, broker, workload)
+        add_broker(host, broker, workload, scenario)
     host.add(lambda: ClientsBody(config, workload, settings))
     host.run_until(lambda: host.leader() is not None and len(host.client.brokers) >= scenario.brokers, 60_000)
     for namespace in scenario.namespaces:
@@ -89,8 +87,8 @@ def build(scenario: Scenario, seed: int) -> tuple[SimHost, Workload]:
     return host, workload
 
 
-def add_broker(host: SimHost, broker: str, workload: Workload) -> None:
-    host.add(lambda: BrokerBody(broker, host.config, workload, settings=host.settings))
+def add_broker(host: SimHost, broker: str, workload: Workload, scenario: Scenario) -> None:
+    host.add(lambda: scenario.broker_cls(broker, host.config, workload, settings=host.settings))
 
 
 def simulate(seed: int, scenario: str | Scenario, steps: int = 500, keep: frozenset[int] | None = None) -> SimResult:
@@ -245,7 +243,7 @@ def _unspike(run: _Run, fault: Fault) -> bool:
 def _add_broker(run: _Run, fault: Fault) -> bool:
     if broker_body_name(fault.target) in run.host.bodies:
         return False
-    add_broker(run.host, fault.target, run.workload)
+    add_broker(run.host, fault.target, run.workload, run.scenario)
     return True
 
 

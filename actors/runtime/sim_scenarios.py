@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from actors.broker import BrokerBody
+from actors.leader import LeaderBody
 from actors.runtime.sim import DeliveryFaults, Fault
 from actors.settings import LEADER, broker_body_name
 
@@ -45,6 +47,9 @@ class Scenario:
     log_outage_rate: float = 0.03
     skew_ms: int = 2_000
     leaders: int = 1
+    broker_cls: type[BrokerBody] = BrokerBody
+    leader_cls: type[LeaderBody] = LeaderBody
+    """The bodies hosted (tests swap in deliberately broken ones)."""
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}" for i in range(1, self.brokers + 1)]
