@@ -23,6 +23,7 @@ are suspended while no leader leads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from actors.broker import BrokerBody
 from actors.runtime.sim import SimHost
@@ -30,6 +31,10 @@ from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
+
+
+# Bundle names repeat all run long; parsing them once per process keeps the checks cheap.
+_parse = lru_cache(maxsize=1 << 16)(BundleId.parse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +81,8 @@ class Checker:
     def check(self, step: int) -> Violation | None:
         new = self.host.records[self._offset:]
         self._offset = len(self.host.records)
-        checks = (self._epochs_ok(new), self._replay_ok(new), self._single_owner(), self._tiling(),
+        checks = (self._epochs_ok(new), self._replay_ok(new), self._single_owner(),
+                  self._tiling() if new else None,
                   self._expiry(), self._lookups(), self._in_flight())
         problem = next((c for c in checks if c is not None), None)
         return None if problem is None else Violation(problem[0], step, self.host.now_ms, problem[1])
@@ -129,7 +135,7 @@ class Checker:
             if not isinstance(body, BrokerBody) or body.stopped:
                 continue
             for bundle in body.owned():
-                parsed = BundleId.parse(bundle)
+                parsed = _parse(bundle)
                 spans.setdefault(parsed.namespace, []).append(
                     (parsed.range.lower, parsed.range.upper, body.broker_id, bundle))
         for items in spans.values():
@@ -152,7 +158,7 @@ class Checker:
         for bundle, record in self.replay.records.items():
             if not record.state.active:
                 continue
-            parsed = BundleId.parse(bundle)
+            parsed = _parse(bundle)
             info = self.replay.namespaces.get(parsed.namespace)
             if info is None or parsed.range not in info.layout:
                 return "tiling", f"{bundle} is {record.state} but not a bundle of its namespace"

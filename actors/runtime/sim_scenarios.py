@@ -106,16 +106,21 @@ def _hot_bundle(s: Scenario, rng: Random, steps: int) -> list[Fault]:
     return out
 
 
+def _between(rng: Random, steps: int, low: float, high: float) -> int:
+    """A step in [low, high] of the run (fractions), whatever its length."""
+    return rng.randint(int(steps * low), max(int(steps * low), int(steps * high)))
+
+
 def _scale_out(s: Scenario, rng: Random, steps: int) -> list[Fault]:
-    return [Fault(rng.randint(30, steps // 4), "add_broker", "broker-3"),
-            Fault(rng.randint(steps // 4, steps // 2), "add_broker", "broker-4"),
-            Fault(rng.randint(steps // 2, int(steps * 0.7)), "add_broker", "broker-5")]
+    return [Fault(_between(rng, steps, 0.06, 0.25), "add_broker", "broker-3"),
+            Fault(_between(rng, steps, 0.25, 0.5), "add_broker", "broker-4"),
+            Fault(_between(rng, steps, 0.5, 0.7), "add_broker", "broker-5")]
 
 
 def _scale_in(s: Scenario, rng: Random, steps: int) -> list[Fault]:
-    return [Fault(rng.randint(30, steps // 4), "shutdown", "broker-5"),
-            Fault(rng.randint(steps // 4, steps // 2), "shutdown", "broker-4"),
-            Fault(rng.randint(steps // 2, int(steps * 0.7)), "retire", "broker-3")]
+    return [Fault(_between(rng, steps, 0.06, 0.25), "shutdown", "broker-5"),
+            Fault(_between(rng, steps, 0.25, 0.5), "shutdown", "broker-4"),
+            Fault(_between(rng, steps, 0.5, 0.7), "retire", "broker-3")]
 
 
 def _rolling_restart(s: Scenario, rng: Random, steps: int) -> list[Fault]:
