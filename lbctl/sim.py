@@ -149,6 +149,12 @@ def _many(seeds: Iterable[int], scenario: str | None, steps: int, workers: int) 
                 row.failed.append(result.seed)
                 failures.append(result)
             progress.update(task, advance=1, bad=len(failures))
+            done = sum(r.seeds for r in rows.values())
+            if not console.is_terminal and (done % max(1, len(jobs) // 20) == 0 or not result.ok):
+                # No bar off a terminal: a plain line every 5% (and per failure) shows the run lives.
+                print(f"sim: {done}/{len(jobs)} seeds, {len(failures)} failing "
+                      f"{[f.seed for f in failures][:10]}, {time.perf_counter() - started:.0f} s",
+                      file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     for failure in failures[:3]:
         print(reproduction(failure), end="\n\n")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 
 from actors.broker import BrokerBody
 from actors.runtime.sim import SimHost
@@ -31,7 +32,6 @@ from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
-
 
 # Bundle names repeat all run long; parsing them once per process keeps the checks cheap.
 _parse = lru_cache(maxsize=1 << 16)(BundleId.parse)
@@ -124,7 +124,7 @@ class Checker:
             return "replay", "the client's view differs from a fold of the log"
         end = len(self.host.records)
         for name, body in sorted(self.host.bodies.items()):
-            caught_up = self.host._cursor.get(name) == end  # noqa: SLF001 - the host's own cursor
+            caught_up = self.host._cursor.get(name) == end
             if caught_up and not body.view.state_equals(self.replay):  # type: ignore[attr-defined]
                 return "replay", f"{name}'s live view differs from a fold of the log"
         return None
@@ -140,7 +140,7 @@ class Checker:
                     (parsed.range.lower, parsed.range.upper, body.broker_id, bundle))
         for items in spans.values():
             items.sort()
-            for (_, upper, broker, bundle), (lower, _, other, bundle2) in zip(items, items[1:], strict=False):
+            for (_, upper, broker, bundle), (lower, _, other, bundle2) in pairwise(items):
                 if lower < upper and broker != other:
                     return "single_owner", f"{broker} serves {bundle} while {other} serves {bundle2}"
         return None
@@ -159,8 +159,8 @@ class Checker:
             if not record.state.active:
                 continue
             parsed = _parse(bundle)
-            info = self.replay.namespaces.get(parsed.namespace)
-            if info is None or parsed.range not in info.layout:
+            layout = self.replay.namespaces.get(parsed.namespace)
+            if layout is None or parsed.range not in layout.layout:
                 return "tiling", f"{bundle} is {record.state} but not a bundle of its namespace"
         return None
 
