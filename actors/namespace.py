@@ -30,6 +30,7 @@ from balancer.errors import (
     MalformedInput,
     NamespaceExists,
     StaleEpoch,
+    StateConflict,
     TransferToCurrentOwner,
     UnknownBroker,
     UnknownBundle,
@@ -227,6 +228,11 @@ class NamespaceBody(Follower):
         record = self._record(cmd.bundle)
         src: str | None = None
         if cmd.force and record is not None:
+            if record.state is BundleState.OWNED and record.dst in self.brokers and record.dst != cmd.dst:
+                # Behaviour §6.3: re-registration cancels the cleanup. A forced reassignment that
+                # was sent while the owner was gone must not take a bundle its owner serves again.
+                raise StateConflict(f"{cmd.bundle} is Owned by {record.dst}, which is registered: "
+                                    "its cleanup was cancelled by the re-registration", bundle=cmd.bundle)
             src = record.dst if record.state is BundleState.OWNED else record.src
             src = None if src == cmd.dst else src
         elif record is not None and record.state not in (BundleState.INIT, BundleState.FREE):

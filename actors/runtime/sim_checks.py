@@ -1,0 +1,228 @@
+"""The invariants the simulator checks after every step (issue 6), as one ``Checker``.
+
+Invariants checked (each names itself in a ``Violation``):
+- ``single_owner``: no two live brokers serve overlapping hash ranges of a namespace at once
+  (each broker's own view of what it serves);
+- ``tiling``: the bundles of every namespace tile [0, 0xffffffff] without gap or overlap, and no
+  active ownership record names a range outside its namespace's layout;
+- ``expiry``: no bundle stays Owned by a dead broker (crashed, or not registered) for longer
+  than the session timeout plus ``grace_ms`` while a leader leads and the log is up;
+- ``lookup``: every lookup is answered (its topic's bundle Owned) within ``lookup_ms`` of calm;
+- ``in_flight``: no record stays Assigning, Releasing or Splitting past the in-flight wait plus
+  one monitor interval (behaviour §6.3: the monitor overrides it) plus ``grace_ms`` of calm;
+- ``epochs``: no body's or the client's epoch goes back, LeaderElected epochs strictly rise in
+  log order, and a key's envelope epochs never fall in log order;
+- ``replay``: the client's view and every caught-up body's view equal a fold of the log, and that
+  fold refuses nothing (no anomaly).
+
+"Calm" starts when the last thing that stops progress ended: a log outage, a leader's election
+(a new leader gives every broker one session) or a namespace body's restart. Time-based checks
+are suspended while no leader leads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import pairwise
+
+from actors.broker import BrokerBody
+from actors.runtime.sim import SimHost
+from balancer.bundles import HASH_MAX, BundleId
+from balancer.ownership import AcceptMode, BundleState
+from events.log.port import Record
+from projections.ownership import OwnershipProjection
+
+# Bundle names repeat all run long; parsing them once per process keeps the checks cheap.
+_parse = lru_cache(maxsize=1 << 16)(BundleId.parse)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    step: int
+    now_ms: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant} broken at step {self.step} (t={self.now_ms}): {self.detail}"
+
+
+@dataclass(slots=True)
+class Lookup:
+    topic: str
+    issued_ms: int
+    retry_ms: int = 0
+
+
+@dataclass(slots=True)
+class Checker:
+    host: SimHost
+    grace_ms: int = 20_000
+    lookup_ms: int = 60_000
+    replay: OwnershipProjection = field(init=False)
+    lookups: list[Lookup] = field(default_factory=list)
+    down_since: dict[str, int] = field(default_factory=dict)
+    """Broker id -> when it was last seen dead (crashed body or not registered)."""
+    calm_from: int = 0
+    _epochs: dict[str, int] = field(default_factory=dict)
+    _key_epochs: dict[str, int] = field(default_factory=dict)
+    _elected: int = 0
+    _offset: int = 0
+
+    def __post_init__(self) -> None:
+        self.replay = OwnershipProjection(mode=AcceptMode.from_config(self.host.config))
+
+    def disturbed(self) -> None:
+        """Something that stops progress just happened (or ended): restart the calm clock."""
+        self.calm_from = self.host.now_ms
+
+    # -- the check ---------------------------------------------------------------------------
+    def check(self, step: int) -> Violation | None:
+        new = self.host.records[self._offset:]
+        self._offset = len(self.host.records)
+        checks = (self._epochs_ok(new), self._replay_ok(new), self._single_owner(),
+                  self._tiling() if new else None,
+                  self._expiry(), self._lookups(), self._in_flight())
+        problem = next((c for c in checks if c is not None), None)
+        return None if problem is None else Violation(problem[0], step, self.host.now_ms, problem[1])
+
+    def _calm(self) -> int | None:
+        """Since when progress was possible, or None while no leader leads or the log is down."""
+        leader = self.host.leader()
+        if leader is None or not self.host.log_available():
+            return None
+        since = getattr(leader, "leader_since", None) or self.host.now_ms
+        return max(self.calm_from, since)
+
+    def _epochs_ok(self, new: list[Record]) -> tuple[str, str] | None:
+        for record in new:
+            envelope = record.envelope
+            if envelope.epoch < self._key_epochs.get(envelope.key, 0):
+                return "epochs", f"#{record.offset} {envelope.key} epoch {envelope.epoch} after " \
+                                 f"{self._key_epochs[envelope.key]}"
+            self._key_epochs[envelope.key] = envelope.epoch
+            if envelope.type == "LeaderElected":
+                epoch = int(envelope.payload["epoch"])
+                if epoch <= self._elected:
+                    return "epochs", f"#{record.offset} LeaderElected epoch {epoch} after {self._elected}"
+                self._elected = epoch
+        seen = [("client", self.host.client.epoch)]
+        seen += [(name, int(getattr(body, "epoch", 0))) for name, body in sorted(self.host.bodies.items())]
+        for name, epoch in seen:
+            if epoch < self._epochs.get(name, 0):
+                return "epochs", f"{name} went back from epoch {self._epochs[name]} to {epoch}"
+            self._epochs[name] = epoch
+        return None
+
+    def _replay_ok(self, new: list[Record]) -> tuple[str, str] | None:
+        for record in new:
+            self.replay.apply(record.offset, record.envelope)
+        if self.replay.anomalies:
+            return "replay", f"the log holds an event its fold refuses: {self.replay.anomalies[0]}"
+        if not self.host.client.view.state_equals(self.replay):
+            return "replay", "the client's view differs from a fold of the log"
+        end = len(self.host.records)
+        for name, body in sorted(self.host.bodies.items()):
+            caught_up = self.host._cursor.get(name) == end
+            if caught_up and not body.view.state_equals(self.replay):  # type: ignore[attr-defined]
+                return "replay", f"{name}'s live view differs from a fold of the log"
+        return None
+
+    def _single_owner(self) -> tuple[str, str] | None:
+        spans: dict[str, list[tuple[int, int, str, str]]] = {}
+        for body in self.host.bodies.values():
+            if not isinstance(body, BrokerBody) or body.stopped:
+                continue
+            for bundle in body.owned():
+                parsed = _parse(bundle)
+                spans.setdefault(parsed.namespace, []).append(
+                    (parsed.range.lower, parsed.range.upper, body.broker_id, bundle))
+        for items in spans.values():
+            items.sort()
+            for (_, upper, broker, bundle), (lower, _, other, bundle2) in pairwise(items):
+                if lower < upper and broker != other:
+                    return "single_owner", f"{broker} serves {bundle} while {other} serves {bundle2}"
+        return None
+
+    def _tiling(self) -> tuple[str, str] | None:
+        for name, info in sorted(self.replay.namespaces.items()):
+            ranges = list(info.layout)
+            edge = 0
+            for hash_range in ranges:
+                if hash_range.lower != edge:
+                    return "tiling", f"{name}: {hash_range.name} starts at {hash_range.lower:#010x}, not {edge:#010x}"
+                edge = hash_range.upper
+            if edge != HASH_MAX:
+                return "tiling", f"{name}: the bundles end at {edge:#010x}"
+        for bundle, record in self.replay.records.items():
+            if not record.state.active:
+                continue
+            parsed = _parse(bundle)
+            layout = self.replay.namespaces.get(parsed.namespace)
+            if layout is None or parsed.range not in layout.layout:
+                return "tiling", f"{bundle} is {record.state} but not a bundle of its namespace"
+        return None
+
+    def _dead_brokers(self) -> set[str]:
+        host, now = self.host, self.host.now_ms
+        live = {b.broker_id for b in host.bodies.values() if isinstance(b, BrokerBody) and not b.stopped}
+        dead = {r.dst for r in self.replay.records.values() if r.dst is not None} - (live & set(host.client.brokers))
+        for broker in dead:
+            self.down_since.setdefault(broker, now)
+        for broker in set(self.down_since) - dead:
+            del self.down_since[broker]
+        return dead
+
+    def _expiry(self) -> tuple[str, str] | None:
+        dead = self._dead_brokers()
+        calm = self._calm()
+        if calm is None or not self._placeable():
+            return None
+        limit = self.host.settings.session_timeout_ms + self.grace_ms
+        for bundle, record in sorted(self.replay.records.items()):
+            if record.state is BundleState.OWNED and record.dst in dead:
+                since = max(self.down_since[record.dst], calm, record.timestamp_ms)
+                if self.host.now_ms - since > limit:
+                    return "expiry", f"{bundle} is still Owned by dead {record.dst} " \
+                                     f"{self.host.now_ms - since} ms after calm (limit {limit})"
+        return None
+
+    def _placeable(self) -> bool:
+        """Some live, registered, non-draining broker can take an orphan."""
+        return any(isinstance(b, BrokerBody) and b.registered and not b.stopped and b.draining_since is None
+                   for b in self.host.bodies.values())
+
+    def _lookups(self) -> tuple[str, str] | None:
+        view, now = self.host.client.view, self.host.now_ms
+        self.lookups = [q for q in self.lookups if view.lookup(q.topic) is None]
+        calm = self._calm()
+        if calm is None or not self._placeable():
+            return None
+        for pending in self.lookups:
+            waited = now - max(pending.issued_ms, calm)
+            if waited > self.lookup_ms:
+                return "lookup", f"lookup of {pending.topic} unanswered for {waited} ms of calm"
+        return None
+
+    def _in_flight(self) -> tuple[str, str] | None:
+        calm = self._calm()
+        if calm is None or not self._placeable():
+            return None
+        config = self.host.config
+        limit = (config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
+                 + config.load_balancer_service_unit_state_monitor_interval_in_seconds * 1000 + self.grace_ms)
+        for bundle, record in sorted(self.replay.records.items()):
+            if record.state.in_flight:
+                waited = self.host.now_ms - max(record.timestamp_ms, calm)
+                if waited > limit:
+                    return "in_flight", f"{bundle} {record.state} (dst={record.dst}, src={record.src}) " \
+                                        f"for {waited} ms of calm (limit {limit})"
+        return None
+
+    def final(self, step: int) -> Violation | None:
+        """After the settle phase: a full replay read back from the log equals the live fold."""
+        fresh = self.host.replay()
+        if not fresh.state_equals(self.replay) or fresh.anomalies:
+            return Violation("replay", step, self.host.now_ms, "a full replay of the log differs from the live fold")
+        return None

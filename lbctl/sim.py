@@ -1,0 +1,190 @@
+"""``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim*.py, issue 6).
+
+``lbctl sim --seeds N [--scenario S]`` runs seeds 0..N-1 (each scenario in turn by default) in a
+process pool, with a progress bar and a summary table per scenario; ``lbctl sim --seed N``
+replays one seed step for step and prints its reproduction if it fails.
+
+Invariants: the verdict of a seed depends only on (seed, scenario, steps, --faults), never on
+the pool or the order seeds finish in; the exit status is 1 if any seed broke an invariant, 2
+for bad input (one line naming the bad value), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from actors.runtime.sim_run import SimResult, minimize, simulate
+from actors.runtime.sim_scenarios import SCENARIOS, scenario_for
+from balancer.errors import InvalidInput
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("sim", help="seeded fault simulation: invariants under crashes, drops, outages")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--seeds", type=int, default=None, metavar="N", help="run seeds 0..N-1 (default 100)")
+    which.add_argument("--seed", type=int, default=None, metavar="N", help="replay one seed, step for step")
+    parser.add_argument("--first-seed", type=int, default=0, metavar="N", help="with --seeds: start here")
+    parser.add_argument("--scenario", default=None, help=f"one of {', '.join(SCENARIOS)} (default: all, in turn)")
+    parser.add_argument("--steps", type=int, default=500, help="steps per seed (1 s of virtual time each)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (1: in this process)")
+    parser.add_argument("--faults", default=None, metavar="I,J,...",
+                        help="with --seed: keep only these planned faults (a minimized reproduction)")
+    parser.add_argument("--minimize", action="store_true", help="with --seed: shrink a failing fault plan")
+    parser.add_argument("--trail", action="store_true", help="with --seed: print the whole trail")
+    parser.set_defaults(handler=_run)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.scenario is not None and args.scenario not in SCENARIOS:
+        raise InvalidInput(f"--scenario {args.scenario!r}; accepted: {', '.join(SCENARIOS)}", value=args.scenario)
+    for flag in ("steps", "jobs"):
+        if getattr(args, flag) < 1:
+            raise InvalidInput(f"--{flag} {getattr(args, flag)} must be >= 1", value=getattr(args, flag))
+    if args.seeds is not None and args.seeds < 1:
+        raise InvalidInput(f"--seeds {args.seeds} must be >= 1", value=args.seeds)
+    if (args.faults or args.minimize or args.trail) and args.seed is None:
+        raise InvalidInput("--faults, --minimize and --trail need --seed", value="--seed")
+
+
+def _keep(text: str | None) -> frozenset[int] | None:
+    if text is None:
+        return None
+    try:
+        return frozenset(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InvalidInput(f"--faults {text!r}: expected comma-separated fault indices", value=text) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.seed is not None:
+        return _replay(args)
+    seeds = range(args.first_seed, args.first_seed + (args.seeds or 100))
+    return _many(seeds, args.scenario, args.steps, args.jobs)
+
+
+# -- one seed ------------------------------------------------------------------------------------
+def _replay(args: argparse.Namespace) -> int:
+    scenario = args.scenario or scenario_for(args.seed).name
+    keep = _keep(args.faults)
+    result = simulate(args.seed, scenario, args.steps, keep)
+    if args.trail:
+        print("\n".join(_trail(args.seed, scenario, args.steps, keep)))
+    if result.ok:
+        print(f"seed {args.seed} ({scenario}, {args.steps} steps): ok; {result.records} records, "
+              f"{result.faults} faults, {result.delivery_faults} delivery faults; trail {result.digest[:16]}")
+        return 0
+    if args.minimize:
+        keep, result = minimize(args.seed, scenario, args.steps, result)
+    print(reproduction(result, keep))
+    return 1
+
+
+def _trail(seed: int, scenario: str, steps: int, keep: frozenset[int] | None) -> list[str]:
+    from actors.runtime.sim_run import trail_of  # the whole trail is only kept on request
+
+    return trail_of(seed, scenario, steps, keep)
+
+
+def reproduction(result: SimResult, keep: frozenset[int] | None = None) -> str:
+    """What a failing seed prints: enough to replay it and to read what happened."""
+    faults = f" --faults {','.join(str(i) for i in sorted(keep))}" if keep is not None else ""
+    lines = [f"FAILED seed {result.seed} scenario {result.scenario} ({result.steps} steps)",
+             f"broken: {result.violation}",
+             f"replay: lbctl sim --seed {result.seed} --scenario {result.scenario} --steps {result.steps}{faults}",
+             f"fault schedule ({len(result.plan)} planned faults up to the failure):"]
+    lines += [f"  {fault}" for fault in result.plan]
+    lines.append(f"event trail (last {len(result.trail_tail)} lines):")
+    lines += [f"  {line}" for line in result.trail_tail]
+    return "\n".join(lines)
+
+
+# -- many seeds ----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Row:
+    seeds: int = 0
+    failed: list[int] = field(default_factory=list)
+    records: int = 0
+    faults: int = 0
+    delivery: int = 0
+
+
+def _one(job: tuple[int, str, int]) -> SimResult:
+    seed, scenario, steps = job
+    return simulate(seed, scenario, steps)
+
+
+def _results(jobs: list[tuple[int, str, int]], workers: int) -> Iterator[SimResult]:
+    if workers == 1:
+        yield from map(_one, jobs)
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        yield from pool.map(_one, jobs, chunksize=8)
+
+
+def _many(seeds: Iterable[int], scenario: str | None, steps: int, workers: int) -> int:
+    jobs = [(s, scenario or scenario_for(s).name, steps) for s in seeds]
+    console = Console(stderr=True)
+    rows: dict[str, _Row] = {}
+    failures: list[SimResult] = []
+    started = time.perf_counter()
+    columns = (TextColumn("sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[bad]} failing"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=not console.is_terminal) as progress:
+        task = progress.add_task("seeds", total=len(jobs), bad=0)
+        for result in _results(jobs, workers):
+            row = rows.setdefault(result.scenario, _Row())
+            row.seeds, row.records = row.seeds + 1, row.records + result.records
+            row.faults, row.delivery = row.faults + result.faults, row.delivery + result.delivery_faults
+            if not result.ok:
+                row.failed.append(result.seed)
+                failures.append(result)
+            progress.update(task, advance=1, bad=len(failures))
+            done = sum(r.seeds for r in rows.values())
+            if not console.is_terminal and (done % max(1, len(jobs) // 20) == 0 or not result.ok):
+                # No bar off a terminal: a plain line every 5% (and per failure) shows the run lives.
+                print(f"sim: {done}/{len(jobs)} seeds, {len(failures)} failing "
+                      f"{[f.seed for f in failures][:10]}, {time.perf_counter() - started:.0f} s",
+                      file=sys.stderr, flush=True)
+    elapsed = time.perf_counter() - started
+    for failure in failures[:3]:
+        print(reproduction(failure), end="\n\n")
+    Console().print(_table(rows, steps, elapsed))
+    return 1 if failures else 0
+
+
+def _table(rows: dict[str, _Row], steps: int, elapsed: float) -> Table:
+    table = Table(title=f"lbctl sim: {sum(r.seeds for r in rows.values())} seeds x {steps} steps "
+                        f"in {elapsed:.0f} s")
+    for name in ("scenario", "seeds", "violations", "records", "faults", "delivery faults", "failing seeds"):
+        table.add_column(name, justify="left" if name in ("scenario", "failing seeds") else "right")
+    for name in [n for n in SCENARIOS if n in rows]:
+        row = rows[name]
+        shown = ", ".join(str(s) for s in row.failed[:8]) + (" ..." if len(row.failed) > 8 else "")
+        table.add_row(name, str(row.seeds), str(len(row.failed)), str(row.records), str(row.faults),
+                      str(row.delivery), shown or "-")
+    total = _Row(seeds=sum(r.seeds for r in rows.values()), records=sum(r.records for r in rows.values()),
+                 faults=sum(r.faults for r in rows.values()), delivery=sum(r.delivery for r in rows.values()))
+    table.add_row("total", str(total.seeds), str(sum(len(r.failed) for r in rows.values())),
+                  str(total.records), str(total.faults), str(total.delivery), "", end_section=True)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - ``lbctl sim`` is the entry
+    parser = argparse.ArgumentParser(prog="lbctl")
+    register(parser.add_subparsers(dest="verb"))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

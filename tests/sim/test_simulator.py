@@ -1,0 +1,102 @@
+"""The simulator itself: determinism, deliberately broken bodies are caught, reproductions replay."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from actors.broker import BrokerBody
+from actors.effects import NOTHING, Effects
+from actors.leader import LeaderBody
+from actors.runtime.sim_run import minimize, simulate, trail_of
+from actors.runtime.sim_scenarios import SCENARIOS, scenario_for
+from lbctl.main import main
+from lbctl.sim import reproduction
+
+
+class ClingyBroker(BrokerBody):
+    """Broken on purpose: keeps serving every bundle it ever owned."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.ever: set[str] = set()
+
+    def owned(self) -> list[str]:
+        self.ever.update(super().owned())
+        return sorted(self.ever)
+
+
+class LazyLeader(LeaderBody):
+    """Broken on purpose: never reassigns the bundles of a dead broker."""
+
+    def _orphans(self, now_ms: int) -> Effects:
+        return NOTHING
+
+
+def test_same_seed_same_trail() -> None:
+    first, again = simulate(4, "leader_churn", 150), simulate(4, "leader_churn", 150)
+    assert first.digest == again.digest and first.records == again.records
+    assert first.faults > 0 and first.delivery_faults > 0
+    assert simulate(5, "leader_churn", 150).digest != first.digest
+
+
+def test_the_trail_is_what_the_digest_hashes() -> None:
+    trail = trail_of(2, "steady", 60)
+    assert any("LeaderElected" in line for line in trail)
+    assert any("fault step" in line for line in trail)
+
+
+def test_a_broker_that_keeps_serving_is_caught_and_replays() -> None:
+    clingy = replace(SCENARIOS["steady"], broker_cls=ClingyBroker)
+    result = simulate(1, clingy, 300)
+    assert result.violation is not None and result.violation.invariant == "single_owner"
+    again = simulate(1, clingy, 300)
+    assert again.violation == result.violation and again.digest == result.digest
+    text = reproduction(result)
+    assert "lbctl sim --seed 1 --scenario steady" in text and "single_owner" in text
+    assert result.trail_tail and result.plan
+
+
+def test_a_leader_that_ignores_orphans_is_caught() -> None:
+    lazy = replace(SCENARIOS["scale_in"], leader_cls=LazyLeader, name="lazy")
+    SCENARIOS["lazy"] = lazy
+    try:
+        result = simulate(0, "lazy", 500)
+        assert result.violation is not None and result.violation.invariant in ("expiry", "lookup")
+        keep, small = minimize(0, "lazy", 500, result)
+        assert small.violation is not None and small.violation.invariant == result.violation.invariant
+        assert len(keep) <= len(result.plan)
+        replayed = simulate(0, "lazy", 500, keep)
+        assert replayed.violation == small.violation and replayed.digest == small.digest
+    finally:
+        del SCENARIOS["lazy"]
+
+
+def test_plans_are_pure_and_end_quiet() -> None:
+    for name, scenario in SCENARIOS.items():
+        plan = scenario.plan(9, 500)
+        assert plan == scenario.plan(9, 500), name
+        assert all(f.step < 425 or f.kind == "restart" for f in plan), name
+    assert {scenario_for(s).name for s in range(7)} == set(SCENARIOS)
+
+
+def test_lbctl_sim_one_seed_and_many(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "--seed", "3", "--steps", "40"]) == 0
+    assert "seed 3 (scale_in, 40 steps): ok" in capsys.readouterr().out
+    assert main(["sim", "--seeds", "3", "--steps", "30", "--jobs", "1", "--scenario", "steady"]) == 0
+    assert "steady" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, bad", [
+    (["sim", "--scenario", "nope"], "'nope'"),
+    (["sim", "--seeds", "0"], "--seeds 0"),
+    (["sim", "--seeds", "2", "--faults", "1"], "--seed"),
+    (["sim", "--seed", "1", "--faults", "x"], "'x'"),
+])
+def test_bad_input_exits_2(argv: list[str], bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert bad in err and "\n" not in err
+
+
