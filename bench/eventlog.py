@@ -21,10 +21,11 @@ import platform
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import orjson
@@ -219,6 +220,20 @@ def machine() -> dict[str, object]:
             "aiokafka": aiokafka.__version__}
 
 
+def publish(name: str, info: dict[str, object], table_text: str, rows: Sequence[Any],
+            note: str | None = None) -> Path:
+    """Print the machine line and the table; write ``bench/results/<name>.json``."""
+    print(", ".join(f"{k}={v}" for k, v in info.items()))
+    print(table_text)
+    if note:
+        print(note)
+    out = Path(__file__).parent / "results" / f"{name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_bytes(orjson.dumps({"machine": info, "rows": [r.to_dict() for r in rows]},
+                                 option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return out
+
+
 @contextmanager
 def kafka_servers(explicit: str | None) -> Iterator[str | None]:
     """The broker for A3: given, from the environment, or started from the test jars."""
@@ -268,15 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=None, help="Kafka for A3 (else env or test jars)")
     args = parser.parse_args(argv)
     rows = run(args.quick, args.bootstrap)
-    info = machine()
-    print(", ".join(f"{k}={v}" for k, v in info.items()))
-    print(table(rows))
-    if not any(r.id == "A3" for r in rows):
-        print("A3: not run (no Kafka: pass --bootstrap or provide the test jars)")
-    out = Path(__file__).parent / "results" / "eventlog.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_bytes(orjson.dumps({"machine": info, "rows": [r.to_dict() for r in rows]},
-                                 option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    note = None if any(r.id == "A3" for r in rows) else \
+        "A3: not run (no Kafka: pass --bootstrap or provide the test jars)"
+    publish("eventlog", machine(), table(rows), rows, note)
     return 0
 
 

@@ -23,11 +23,9 @@ import asyncio
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from random import Random
 from typing import Any
 
-import orjson
 import ray
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -35,7 +33,7 @@ from actors.api import Cluster
 from actors.settings import ActorSettings
 from actors.workload import Workload
 from balancer.bundles import BundleId
-from bench.eventlog import kafka_servers, machine
+from bench.eventlog import kafka_servers, machine, publish
 from events.log.kafka_topics import ensure_topic
 
 SESSION_MS = 3_000
@@ -250,13 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=None, help="Kafka (else env or the test jars)")
     args = parser.parse_args(argv)
     rows = run(args.quick, args.bootstrap)
-    info = {**machine(), "ray": ray.__version__}
-    print(", ".join(f"{k}={v}" for k, v in info.items()))
-    print(table(rows))
-    out = Path(__file__).parent / "results" / "live.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_bytes(orjson.dumps({"machine": info, "rows": [r.to_dict() for r in rows]},
-                                 option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    publish("live", {**machine(), "ray": ray.__version__}, table(rows), rows)
     return 0
 
 

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.eventlog import machine
+from bench.eventlog import machine, publish
 from spark_replay.sources import ARROW_SCHEMA
 
 BROKERS, NAMESPACES, BUNDLES = 20, 50, 16
@@ -164,13 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     rows = run(args.quick)
-    info = machine()
-    print(", ".join(f"{k}={v}" for k, v in info.items()))
-    print(table(rows))
-    out = Path(__file__).parent / "results" / "replay.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_bytes(orjson.dumps({"machine": info, "rows": [r.to_dict() for r in rows]},
-                                 option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    publish("replay", machine(), table(rows), rows)
     return 0
 
 
