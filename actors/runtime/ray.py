@@ -204,6 +204,8 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cores = os.cpu_count() or 2
         options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False)
+        # "local": a new Ray of our own, never a cluster some `ray start` left on this machine.
+        address = "local"
     ray.init(address=address, **options)
     return True
 

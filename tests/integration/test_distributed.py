@@ -3,8 +3,8 @@
 Kafka from jars (the session's), a Ray head and a worker node started with ``ray start`` on
 loopback, and ``lbctl --cluster cluster.yaml`` driving them exactly as it drives the compose
 deployment: the actors start with a workload (``run --keep``), a namespace is created and its
-bundles assigned; the worker node is killed, and the bundles of the broker that ran there are
-owned elsewhere.
+bundles assigned; the worker node is killed, the bundles of the broker that ran there are owned
+elsewhere, and Spark audits the whole log, read from Kafka: clean.
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
             wait_until(reowned, 60, "the lost broker's bundles owned elsewhere")
             listed = lbctl(deployment, "brokers", "list")
             assert listed.returncode == 0 and "broker-3" not in listed.stdout, listed.stdout
+            topic = f"{yaml.safe_load(deployment.read_text())['name']}-events"
+            audited = lbctl(deployment, "replay", "audit", f"kafka://{kafka.bootstrap_servers}",
+                            "--topic", topic, timeout=300)
+            assert audited.returncode == 0 and "0 violation(s)" in audited.stdout, (
+                audited.stdout[-3000:] + audited.stderr[-2000:])
         finally:
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=60)

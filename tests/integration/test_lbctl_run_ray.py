@@ -30,7 +30,7 @@ def test_a_short_ray_run_with_keep_serves_the_verbs(tmp_path: Path) -> None:
     state = tmp_path / "state"
     run = subprocess.Popen([LBCTL, "run", "--host", "ray", "--conf", CONF, "--minutes", "3",
                             "--topics", "300", "--keep", "--state-dir", str(state), "--plain"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+                           stdout=subprocess.PIPE, stderr=(tmp_path / "run.err").open("w"), text=True, cwd=ROOT)
     try:
         assert run.stdout is not None
         lines: list[str] = []
@@ -41,7 +41,7 @@ def test_a_short_ray_run_with_keep_serves_the_verbs(tmp_path: Path) -> None:
                 break
             lines.append(line.rstrip("\n"))
         out = "\n".join(lines)
-        assert "kept:" in out, out
+        assert "kept:" in out, out + (tmp_path / "run.err").read_text()[-3000:]
         assert "summary: 3 brokers on ray" in out and "simulated 00:03:00" in out
         assert "moves by reason:" in out and "unloads/h:" in out
         peak = re.search(r"peak memory: ([\d.]+) (MiB|GiB) PSS, .* across (\d+) process", out)
