@@ -8,6 +8,8 @@ a broker that is not registered.
 
 from __future__ import annotations
 
+import subprocess
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from random import Random
@@ -108,3 +110,16 @@ async def assert_consistent(cluster: Cluster, *, timeout_s: float = 15.0) -> Non
     for row in client.bundles():
         if row.state == BundleState.OWNED:
             assert row.owner in registered, row
+
+
+def read_until_kept(run: subprocess.Popen[str], timeout_s: float = 180) -> str:
+    """What ``lbctl run --keep`` printed up to its ``kept:`` line (the cluster then stays up)."""
+    assert run.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
+        line = run.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+    return "\n".join(lines)

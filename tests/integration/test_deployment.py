@@ -11,14 +11,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.integration.ray_scenarios import unique
+from tests.integration.ray_scenarios import read_until_kept, unique
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -51,15 +50,7 @@ def test_lbctl_runs_and_drives_a_deployment_through_cluster_yaml(
                             "--state-dir", str(tmp_path / "state")],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     try:
-        assert run.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
-            line = run.stdout.readline()
-            if not line:
-                break
-            lines.append(line.rstrip("\n"))
-        out = "\n".join(lines)
+        out = read_until_kept(run)
         assert "kept:" in out and f"lbctl --cluster {deployment}" in out, out
         shown = lbctl(deployment, "namespaces", "bundles", "public/default", "--json")
         assert shown.returncode == 0, shown.stderr

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.integration.ray_nodes import ray_cluster
-from tests.integration.ray_scenarios import unique
+from tests.integration.ray_scenarios import read_until_kept, unique
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -56,19 +56,6 @@ def bundles(deployment: Path) -> list[dict[str, Any]]:
     assert shown.returncode == 0, shown.stderr
     rows: list[dict[str, Any]] = json.loads(shown.stdout)["bundles"]
     return rows
-
-
-def read_until_kept(run: subprocess.Popen[str], timeout_s: float = 180) -> str:
-    """What ``lbctl run --keep`` printed up to its ``kept:`` line (the cluster then stays up)."""
-    assert run.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
-        line = run.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-    return "\n".join(lines)
 
 
 def wait_until(check: Any, timeout_s: float, what: str) -> Any:

@@ -9,10 +9,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.integration.ray_scenarios import read_until_kept
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -32,15 +33,7 @@ def test_a_short_ray_run_with_keep_serves_the_verbs(tmp_path: Path) -> None:
                             "--topics", "300", "--keep", "--state-dir", str(state), "--plain"],
                            stdout=subprocess.PIPE, stderr=(tmp_path / "run.err").open("w"), text=True, cwd=ROOT)
     try:
-        assert run.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
-            line = run.stdout.readline()
-            if not line:
-                break
-            lines.append(line.rstrip("\n"))
-        out = "\n".join(lines)
+        out = read_until_kept(run)
         assert "kept:" in out, out + (tmp_path / "run.err").read_text()[-3000:]
         assert "summary: 3 brokers on ray" in out and "simulated 00:03:00" in out
         assert "moves by reason:" in out and "unloads/h:" in out
