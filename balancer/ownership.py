@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidBundle, InvalidInput
@@ -207,14 +207,8 @@ def accept(current: OwnershipRecord | None, incoming: OwnershipRecord | None,
             return mode is AcceptMode.COMPACTED
     if incoming.force:
         return True
-    before = current.state
-    if before is BundleState.INIT and mode is AcceptMode.STRICT:
-        if incoming.state not in STRICT_INIT_TRANSITIONS:
-            return False
-    elif incoming.state not in TRANSITIONS[before]:
-        return False
-    rule = _BROKER_RULES.get((before, incoming.state))
-    return True if rule is None else rule(current, incoming)
+    rule = NEXT_VERSION_RULES[mode].get((current.state, incoming.state))
+    return rule is True or (rule is not None and rule(current, incoming))
 
 
 def _judge_version(current: OwnershipRecord | None, incoming: OwnershipRecord,
@@ -235,24 +229,27 @@ def _judge_version(current: OwnershipRecord | None, incoming: OwnershipRecord,
     return None
 
 
+# The rules index the records (1 = dst, 2 = src) rather than name the fields: they run once per
+# folded event, and a tuple index is the cheaper read.
+
 def _same_brokers(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
-    return incoming.dst == current.dst and incoming.src == current.src
+    return incoming[1] == current[1] and incoming[2] == current[2]
 
 
 def _split_by_owner(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
-    return incoming.dst is None and incoming.src == current.dst
+    return incoming[1] is None and incoming[2] == current[1]
 
 
 def _release_by_owner(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
-    return incoming.src is not None and incoming.src == current.dst and incoming.dst != current.dst
+    return incoming[2] is not None and incoming[2] == current[1] and incoming[1] != current[1]
 
 
 def _transfer_continues(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
-    return incoming.dst is not None and _same_brokers(current, incoming)
+    return incoming[1] is not None and incoming[1] == current[1] and incoming[2] == current[2]
 
 
 def _fresh_assignment(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
-    return incoming.src is None and incoming.dst is not None
+    return incoming[2] is None and incoming[1] is not None
 
 
 _BROKER_RULES: Mapping[tuple[BundleState, BundleState], Callable[[OwnershipRecord, OwnershipRecord], bool]] = {
@@ -270,6 +267,32 @@ _BROKER_RULES: Mapping[tuple[BundleState, BundleState], Callable[[OwnershipRecor
 def _brokers_agree(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
     rule = _BROKER_RULES.get((current.state, incoming.state))
     return True if rule is None else rule(current, incoming)
+
+
+BrokerRule = Callable[[OwnershipRecord, OwnershipRecord], bool]
+NextVersionRule = BrokerRule | Literal[True]
+"""True: accepted; a function: accepted if it holds for (current, incoming)."""
+
+
+def _next_version_rules(mode: AcceptMode) -> Mapping[tuple[BundleState | None, BundleState], NextVersionRule]:
+    """(state held, state offered) -> rule, for a non-forced record carrying the next version.
+
+    ``None`` as the held state means no record. A pair that is not a key is rejected. This is
+    ``TRANSITIONS`` joined with ``_BROKER_RULES`` once, so that a fold, which numbers versions
+    itself, decides a transition with one dict lookup.
+    """
+    table: dict[tuple[BundleState | None, BundleState], NextVersionRule] = {}
+    for before in (None, *BundleState):
+        held = BundleState.INIT if before is None else before
+        for after in BundleState:
+            if transition_allowed(held, after, mode):
+                table[(before, after)] = True if before is None else _BROKER_RULES.get((before, after), True)
+    return MappingProxyType(table)
+
+
+NEXT_VERSION_RULES: Mapping[AcceptMode, Mapping[tuple[BundleState | None, BundleState], NextVersionRule]] = {
+    mode: _next_version_rules(mode) for mode in AcceptMode
+}
 
 
 def owner_of(record: OwnershipRecord | None, bundle: str = "bundle") -> str | None:

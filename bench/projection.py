@@ -50,9 +50,10 @@ def protocol_events(count: int, namespaces: int = 100) -> list[Envelope]:
 
 def _fold(events: list[Envelope]) -> float:
     projection = OwnershipProjection()
+    apply = projection.apply  # as a runner folding a batch would hold it
     start = time.perf_counter()
     for offset, envelope in enumerate(events):
-        projection.apply(offset, envelope)
+        apply(offset, envelope)
     elapsed = time.perf_counter() - start
     assert not projection.anomalies, projection.anomalies[:3]
     return elapsed

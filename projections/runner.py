@@ -23,15 +23,16 @@ from typing import Any, Protocol
 
 import msgpack
 
+from events.envelope import Envelope
 from events.log.kafka_topics import OwnershipSnapshots
 from events.log.port import DeadLetter, EventLog, Offsets, Record
-from projections.tracking import Anomaly, EnvelopeLike
+from projections.tracking import Anomaly
 
 
 class Projection(Protocol):
     name: str
 
-    def apply(self, offset: int, envelope: EnvelopeLike) -> bool: ...
+    def apply(self, offset: int, envelope: Envelope) -> bool: ...
 
     @property
     def anomalies(self) -> list[Anomaly]: ...

@@ -7,8 +7,17 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancer.ownership import (
+    VERSION_MAX,
+    AcceptMode,
+    BundleState,
+    OwnershipRecord,
+    accept,
+    next_version,
+)
 from events.envelope import Envelope
 from projections.ownership import OwnershipProjection
+from projections.tracking import SequenceTracker
 from tests.unit.histories import history, with_redeliveries
 
 
@@ -90,3 +99,52 @@ def test_invalid_transition_gap_and_stale_epoch_are_anomalies_with_offsets() -> 
     # Init -> Owned is allowed in compacted mode; nothing after it was a valid transition.
     assert projection.state("p/d/0x00000000_0xffffffff") == "Owned"
     assert projection.owner("p/d/0x00000000_0xffffffff") == "b1"
+
+
+# The fold decides a transition with one table lookup instead of calling accept(): for every held
+# record and every ownership event, it must apply exactly what accept() takes.
+_EVENTS = {  # event -> (state, payload field naming dst or None, carries force)
+    "BundleAssigned": (BundleState.ASSIGNING, "dst", True),
+    "BundleOwned": (BundleState.OWNED, "owner", False),
+    "UnloadRequested": (BundleState.RELEASING, None, False),
+    "TransferPrepared": (BundleState.RELEASING, "dst", False),
+    "BundleReleased": (BundleState.FREE, None, False),
+    "SplitRequested": (BundleState.SPLITTING, None, False),
+}
+_BROKERS = st.sampled_from([None, "", "b1", "b2"])
+_BUNDLE = "t/n/0x00000000_0xffffffff"
+
+
+@settings(max_examples=3000)
+@given(held=st.one_of(st.none(), st.tuples(st.sampled_from(list(BundleState)), _BROKERS, _BROKERS,
+                                           st.sampled_from([1, 7, VERSION_MAX]))),
+       kind=st.sampled_from(sorted(_EVENTS)), dst=_BROKERS, src=_BROKERS, force=st.booleans(),
+       mode=st.sampled_from(list(AcceptMode)))
+def test_the_folds_table_decides_as_accept_does(held: tuple | None, kind: str, dst: str | None,
+                                                src: str | None, force: bool, mode: AcceptMode) -> None:
+    projection, current = OwnershipProjection(mode=mode), None
+    if held is not None:
+        state, held_dst, held_src, version = held
+        if not (held_dst or held_src or state is BundleState.FREE):
+            return  # not a record the state machine can hold
+        current = OwnershipRecord.trusted(state, held_dst or None, held_src or None, 5, version)
+        projection.records[_BUNDLE] = current
+    state, dst_field, forced = _EVENTS[kind]
+    payload = {"bundle": _BUNDLE, "src": src, **({dst_field: dst} if dst_field else {}),
+               **({"force": force} if forced else {})}
+    offered = OwnershipRecord.trusted(state, (dst if dst_field else None) or None, src or None, 9,
+                                      1 if current is None else next_version(current.version),
+                                      force=force and forced)
+    applied = projection.apply(0, Envelope("e", kind, 1, "t/n", 1, 1, 9, None, None, payload))
+    assert applied == accept(current, offered, mode), (current, offered)
+    assert projection.records.get(_BUNDLE) == (offered if applied else current)
+    assert applied == (not projection.anomalies)
+
+
+def test_the_tracker_snapshot_keeps_its_format() -> None:
+    projection = _fold(history(3, 40))
+    data = projection.tracker.snapshot()
+    assert set(data) == {"last_seq", "max_epoch", "anomalies"}
+    assert set(data["last_seq"]) == set(data["max_epoch"])
+    restored = SequenceTracker.restore(_through_bytes(data))
+    assert restored.positions == projection.tracker.positions
