@@ -286,7 +286,7 @@ KEYS: tuple[ConfigKey, ...] = (
       "PlannedTransferShedder: start planning when a broker is this far above the mean, percent"),
     K("loadBalancerPlanUnderloadTriggerPercentage", 15.0, PCT,
       "PlannedTransferShedder: or when a warmed-up broker is this far below it, percent"),
-    K("loadBalancerPlanTolerancePercentage", 0.5, PCT,
+    K("loadBalancerPlanTolerancePercentage", 0.25, PCT,
       "PlannedTransferShedder: then plan every broker to within this band of the mean, percent"),
     K("loadBalancerPlanMinGainPercentage", 0.1, PCT,
       "PlannedTransferShedder: a move must cut the imbalance by this much of the mean, percent"),
@@ -382,7 +382,7 @@ class LoadBalancerConfig:
     stats_update_frequency_in_secs: int = 60
     load_balancer_plan_trigger_percentage: float = 8.0
     load_balancer_plan_underload_trigger_percentage: float = 15.0
-    load_balancer_plan_tolerance_percentage: float = 0.5
+    load_balancer_plan_tolerance_percentage: float = 0.25
     load_balancer_plan_min_gain_percentage: float = 0.1
     load_balancer_plan_warmup_seconds: int = 180
     load_balancer_plan_max_moves_per_cycle: int = 100

@@ -16,9 +16,11 @@ Metrics (bench/README.md, section B), per row:
 - ``moved``: load that changed owner from the disturbance on, each move as a fraction of the
   cluster's load at its cycle; crash re-placement counts (the crashed brokers' load in the cycle
   before). Printed as a % of the load and as a multiple of the scenario's floor: scale-out
-  (m'-m)/m'; scale-in (m-m')/m (what the crashed brokers held); rolling-restart 1 + 1/20 (each
-  broker's share once, re-placed when it leaves; later leavers can refill the rejoined brokers,
-  so only the last rejoin needs 1/20 shed onto it); idle-broker 1/11; steady-zipf and diurnal the
+  (m'-m)/m'; scale-in (m-m')/m (what the crashed brokers held); rolling-restart 1 + 2/20 (the
+  first leaver's 1/20; each later leaver leaves while the broker before it is back but still
+  empty, so its share is 1/19 - filling the rejoined broker first would cost more than it
+  saves - 19 x 1/19; and 1/20 shed onto the last rejoin; ``scenarios._restart_floor``);
+  idle-broker 1/11; steady-zipf and diurnal the
   random start's excess, sum over brokers of max(0, load - max(mean, its largest bundle)) (the
   diurnal sine scales every rate alike, so a balanced layout stays balanced: the day itself needs
   nothing); hot-bundle the onset's excess plus refilling the hot bundle's owner when it cools.
@@ -71,7 +73,7 @@ MOVED_FLOOR_NOTE = {
     "hot-bundle": "shed down to the hot bundle at onset, refill its owner when it cools",
     "scale-out": "(m'-m)/m' = 10/20",
     "scale-in": "(m-m')/m = 5/20, the crashed brokers' share",
-    "rolling-restart": "each broker's share once + 1/20 for the last rejoin",
+    "rolling-restart": "1/20 + 19 x 1/19 (leavers while the last rejoin is empty) + 1/20 refill",
     "diurnal": "the random start's excess; the sine itself needs no move",
     "idle-broker": "(m'-m)/m' = 1/11",
 }

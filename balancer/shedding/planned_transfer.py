@@ -17,8 +17,15 @@ Invariants:
   where the source started, the source above where the destination started): the summed
   distance strictly falls with every move, so on a constant load planning terminates and no
   sequence of moves can cycle;
-- fewest bundles: each move is the one with the largest gain, ties to the larger bundle, so the
-  bundle closest to the gap goes first and a broker reaches the band with as few moves as fit;
+- hand-ons last: a move that leaves its destination above both the trigger band and the
+  source's new ratio (or the source below both the underload band and the destination's) hands
+  the imbalance on - that broker must pass load on in turn, each hop counted as moved - so it is
+  taken only when the broker being planned has no other move; the source sheds its smaller
+  bundles first and then, usually, the lumpy one could only make a destination worse than the
+  source has become, and stays (the old "worst end gets better" rule refuses it);
+- fewest bundles: among moves of one tier (clean, unclean, hand-on), the one with the largest
+  gain, ties to the larger bundle, so the bundle closest to the gap goes first and a broker
+  reaches the band with as few moves as fit;
 - hysteresis: planning starts when a broker is above 1 + trigger, or a warmed-up broker below
   1 - underload trigger, and continues run after run while it moves something towards the band;
 - never moved: bundles shed within the grace period (``view.recently_unloaded``), bundles of
@@ -50,6 +57,8 @@ from balancer.shedding.base import ClusterView, is_system_namespace, namespace_o
 IDLE_USAGE = 0.02  # below: too little load to read a capacity from
 SATURATED_USAGE = 0.98  # above: the CPU is capped, the throughput is not the capacity
 _NO_POLICY = ""  # the filter-cache key shared by namespaces without policies
+_EPS = 1e-12  # ratio comparisons: float noise is not a crossing
+HANDS_ON, UNCLEAN, CLEAN = 0, 1, 2  # move tiers, worst first (``Plan.gain``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +102,11 @@ class Move:
     source: str
     destination: str
     gain: float
-    clean: bool  # both ends end up inside the band (or no further out than before)
+    tier: int  # CLEAN, UNCLEAN or HANDS_ON (``Plan.gain``): clean moves go first, hand-ons last
     reason: Reason
 
-    def rank(self) -> tuple[bool, float, float]:
-        return self.clean, self.gain, self.load
+    def rank(self) -> tuple[int, float, float]:
+        return self.tier, self.gain, self.load
 
 
 class Checks(Protocol):
@@ -159,20 +168,29 @@ class Plan:
                 worst, worst_distance = node, self.distance(ratio)
         return worst
 
-    def gain(self, source: Node, destination: Node, load: float) -> tuple[float, bool] | None:
-        """(summed distance removed, clean) by moving ``load``; None when the move is refused."""
+    def gain(self, source: Node, destination: Node, load: float) -> tuple[float, int] | None:
+        """(summed distance removed, tier) by moving ``load``; None when the move is refused.
+
+        Refused when the pair's worst end gets no better (the destination ends at or above
+        where the source started, or the source at or below where the destination started)
+        or the gain is below the minimum. Tiers, best first: 2 clean - neither end is pushed
+        out through the far side of the band; 1 unclean; 0 hand-on - the destination ends above
+        the trigger and above the source (or the source below the underload trigger and below
+        the destination), so it must pass load on in turn and the load travels twice.
+        """
         rs, rd = self.ratio(source), self.ratio(destination)
         rs2, rd2 = self.ratio(source, -load), self.ratio(destination, load)
-        tol = self.settings.tolerance
+        tol, settings = self.settings.tolerance, self.settings
         if rd2 >= max(rs, 1 + tol) or rs2 <= min(rd, 1 - tol):
-            return None  # the pair's worst end would get no better: nothing gained in balance
-        better = self.distance(rs) - self.distance(rs2) + self.distance(rd) - self.distance(rd2)
-        if better < self.settings.min_gain:
             return None
-        # Clean: neither end is pushed out through the far side of the band; such moves go
-        # first, so the imbalance is not just handed on to a broker that then needs moves too.
-        clean = rs2 >= min(rs, 1 - tol) - 1e-12 and rd2 <= max(rd, 1 + tol) + 1e-12
-        return better, clean
+        better = self.distance(rs) - self.distance(rs2) + self.distance(rd) - self.distance(rd2)
+        if better < settings.min_gain:
+            return None
+        if rs2 >= min(rs, 1 - tol) - _EPS and rd2 <= max(rd, 1 + tol) + _EPS:
+            return better, CLEAN
+        hands_on = (rd2 > max(rs2, 1 + settings.trigger) + _EPS
+                    or rs2 < min(rd2, 1 - settings.underload_trigger) - _EPS)
+        return better, HANDS_ON if hands_on else UNCLEAN
 
     def _relieve(self, source: Node) -> Move | None:
         relief = self.ratio(source) > 1 + self.settings.trigger

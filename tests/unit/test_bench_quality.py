@@ -104,6 +104,18 @@ def test_a_crashed_brokers_load_counts_as_moved() -> None:
     assert result.cycles[3].brokers == 1
 
 
+def test_the_rolling_restart_floor_counts_each_later_leaver_at_1_over_19() -> None:
+    scenario = build("rolling-restart", QUICK, seed=1)
+    assert scenario.moved_floor == pytest.approx(1 + 2 / 20)
+    # OverloadShedder never sheds onto a rejoined broker: what it moved is the crash re-placement
+    # alone, each leaver's share while the broker before it was back empty - already above 1/20
+    # + 19/20 - and it never reaches the balance the last 1/20 (the final refill) pays for.
+    result, _ = simulate(scenario, "OverloadShedder", seed=1)
+    forced = forced_share(scenario, result, Profile(scenario))
+    assert not [m for m in result.moves if m.cycle >= scenario.disturbance]
+    assert 1 + 1 / 20 < forced < scenario.moved_floor
+
+
 def test_excess_is_what_brokers_above_the_mean_must_give_up() -> None:
     a, b, c, d = _bundles(4)
     loads = {a: 50.0, b: 10.0, c: 10.0, d: 10.0}

@@ -18,6 +18,7 @@ from balancer.decisions import Reason
 from balancer.load import MIB, BrokerReport, BundleStats, LoadModel, ResourceUsage
 from balancer.placement.filters import extensible_candidates
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy, create_strategy
+from balancer.shedding.planned_transfer import CLEAN, HANDS_ON, Node, Plan, PlanSettings
 from balancer.shedding.run import SheddingRun
 
 T0 = 1_700_000_000_000
@@ -158,3 +159,64 @@ def test_a_joining_broker_warms_up_before_it_is_filled_to_the_mean() -> None:
     joined = strategy.shed(view_of(owners, loads, ["b0", "b1", "b2"], T0 + MINUTE, model))
     assert {d.destination for d in joined.decisions} == {"b2"}
     assert all(d.inputs["destination_warming"] is True for d in joined.decisions)
+
+
+
+class _Anywhere:
+    """Plan checks that allow every destination (the filters are covered above)."""
+
+    def allowed(self, bundle: str, destination: str) -> bool:
+        return True
+
+    def taken(self, bundle: str) -> None:
+        return None
+
+
+def _hot_plan(movable: dict[str, float], pinned: float = 90.0, idle: int = 9) -> Plan:
+    """One source carrying a pinned load (its hot bundle) plus ``movable`` bundles, and ``idle``
+    brokers at 100; every capacity 200."""
+    source = Node("s", pinned + sum(movable.values()), 200.0, False, dict(movable))
+    others = {f"d{i}": Node(f"d{i}", 100.0, 200.0, False, {}) for i in range(idle)}
+    return Plan({"s": source, **others}, PlanSettings.from_config(CONFIG), _Anywhere())
+
+
+def test_a_lumpy_bundle_that_would_hand_the_imbalance_on_stays_on_a_hot_broker() -> None:
+    plan = _hot_plan({"big": 30.0, "mid": 12.0, "m8": 8.0, **{f"s{i}": 5.0 for i in range(4)}})
+    moves = plan.run()
+    assert "big" not in {m.bundle for m in moves} and len(moves) == 6
+    ratios = {name: plan.ratio(node) for name, node in plan.nodes.items()}
+    # Handing "big" on (the old order: it tied with "mid" on gain and is larger) would leave a
+    # destination at 1.23x the mean; keeping it leaves the source the worst, at 1.13x.
+    assert max(ratios, key=ratios.__getitem__) == "s" and ratios["s"] < 1.14
+    assert all(r <= 1 + plan.settings.trigger for name, r in ratios.items() if name != "s")
+    scored = plan.gain(plan.nodes["s"], plan.nodes["d6"], 30.0)
+    assert scored is None or scored[1] == HANDS_ON
+
+
+def test_a_hand_on_is_taken_when_the_worst_broker_has_no_other_move() -> None:
+    plan = _hot_plan({"big": 30.0, "other": 25.0})
+    before = max(plan.ratio(n) for n in plan.nodes.values())
+    moves = plan.run()
+    assert [(m.bundle, m.tier) for m in moves] == [("big", HANDS_ON)]
+    assert max(plan.ratio(n) for n in plan.nodes.values()) < before  # 1.39x -> 1.24x
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0.0, 400.0), st.floats(0.0, 400.0), st.floats(0.1, 200.0))
+def test_move_tiers_say_what_a_move_does_to_the_pair(source_load: float, destination_load: float,
+                                                     load: float) -> None:
+    plan = Plan({"s": Node("s", source_load, 200.0, False, {}),
+                 "d": Node("d", destination_load, 200.0, False, {}),
+                 "x": Node("x", 200.0, 200.0, False, {})}, PlanSettings.from_config(CONFIG), _Anywhere())
+    source, destination = plan.nodes["s"], plan.nodes["d"]
+    scored = plan.gain(source, destination, load)
+    if scored is None or plan.util <= 0:
+        return
+    rs, rd = plan.ratio(source), plan.ratio(destination)
+    rs2, rd2 = plan.ratio(source, -load), plan.ratio(destination, load)
+    s = plan.settings
+    assert scored[0] >= s.min_gain and rd2 < max(rs, 1 + s.tolerance) and rs2 > min(rd, 1 - s.tolerance)
+    hands_on = rd2 > max(rs2, 1 + s.trigger) or rs2 < min(rd2, 1 - s.underload_trigger)
+    if scored[1] == CLEAN:
+        assert rs2 >= min(rs, 1 - s.tolerance) - 1e-9 and rd2 <= max(rd, 1 + s.tolerance) + 1e-9
+    assert (scored[1] == HANDS_ON) == (hands_on and scored[1] != CLEAN)
