@@ -115,31 +115,26 @@ def ownership_rows(df: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     events = readable(df).where(F.col("type").isin(*OWNERSHIP_TYPES))
-    kind = F.col("type")
-    state = (F.when(kind == "BundleAssigned", "Assigning")
-             .when(kind == "BundleOwned", "Owned")
-             .when(kind.isin(*MOVE_TYPES), "Releasing")
-             .when(kind == "BundleReleased", "Free")
-             .when(kind == "SplitRequested", "Splitting")
+    state = (F.when(F.col("type") == "BundleAssigned", "Assigning")
+             .when(F.col("type") == "BundleOwned", "Owned")
+             .when(F.col("type").isin(*MOVE_TYPES), "Releasing")
+             .when(F.col("type") == "BundleReleased", "Free")
+             .when(F.col("type") == "SplitRequested", "Splitting")
              .otherwise("Deleted"))
-    broker = F.coalesce(F.when(kind.isin(*MOVE_TYPES), F.col("src")), F.col("broker"), F.col("src"))
-
-    def change(bundle: Column, state: Column | str, part: Column | int) -> Column:
-        state_col = F.lit(state) if isinstance(state, str) else state
-        part_col = F.lit(part) if isinstance(part, int) else part
-        return F.struct(bundle.alias("bundle"), state_col.alias("state"), part_col.alias("part"))
-
-    # One pass: a SplitCompleted fans out into its parent (Deleted, unless it is one of its own
-    # children) and its children (Owned, part 1..n); any other event is one change.
-    children = F.transform("children", lambda child, i: change(child, "Owned", i + 1))
-    parent = F.filter(F.array(change(F.col("bundle"), "Deleted", 0)),
-                      lambda c: ~F.array_contains(F.col("children"), c["bundle"]))
-    changes = F.when(kind == "SplitCompleted", F.concat(parent, children)) \
-        .otherwise(F.array(change(F.col("bundle"), state, 0)))
-    return events.select("topic", "key", "partition", "offset", "ts", "type",
-                         broker.alias("broker"), F.explode(changes).alias("c")) \
-        .select("topic", "key", "partition", "offset", "ts", "type", "c.bundle", "c.state", "broker",
-                "c.part")
+    base = events.select("topic", "key", "partition", "offset", "ts", "type", "bundle",
+                         state.alias("state"),
+                         F.coalesce(F.when(F.col("type").isin(*MOVE_TYPES), F.col("src")),
+                                    F.col("broker"), F.col("src")).alias("broker"),
+                         F.lit(0).alias("part"))
+    splits = events.where("type = 'SplitCompleted'")
+    parents = splits.where(~F.array_contains("children", F.col("bundle"))).select(
+        "topic", "key", "partition", "offset", "ts", "type", "bundle", F.lit("Deleted").alias("state"),
+        "broker", F.lit(0).alias("part"))
+    children = splits.select("topic", "key", "partition", "offset", "ts", "type",
+                             F.posexplode("children").alias("part", "bundle"), "broker") \
+        .select("topic", "key", "partition", "offset", "ts", "type", "bundle",
+                F.lit("Owned").alias("state"), "broker", (F.col("part") + 1).alias("part"))
+    return base.where("type <> 'SplitCompleted'").unionByName(parents).unionByName(children)
 
 
 def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFrame:
@@ -202,19 +197,10 @@ def _gaps(ranges: Iterable[HashRange | None], lower: int, upper: int) -> str | N
     return None if edge == upper else f"ends at 0x{edge:08x}, not 0x{upper:08x}"
 
 
-LAYOUT_TYPES = ("NamespaceCreated", "SplitCompleted")
-LAYOUT_COLUMNS = ("topic", "key", "partition", "offset", "ts", "type", "namespace", "bundle", "children",
-                  "boundaries")
-
-
 def tiling_violations(df: DataFrame) -> list[Violation]:
-    rows = readable(df).where(f"type IN {LAYOUT_TYPES}").select(*LAYOUT_COLUMNS) \
-        .orderBy("partition", "offset").collect()
-    return _tiling(rows)
-
-
-def _tiling(rows: list[Any]) -> list[Violation]:
-    """The layout checks over the NamespaceCreated and SplitCompleted rows, in log order."""
+    rows = readable(df).where("type IN ('NamespaceCreated', 'SplitCompleted')").select(
+        "topic", "key", "partition", "offset", "ts", "type", "namespace", "bundle", "children",
+        "boundaries").orderBy("partition", "offset").collect()
     live: dict[str, dict[str, int]] = {}  # namespace -> bundle -> offset that made it live
     last: dict[str, Any] = {}
     out: list[Violation] = []
@@ -252,20 +238,15 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditRe
     """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position."""
     from pyspark.sql import functions as F
 
-    # One scan: the count, the end of the log and the (few) layout records of the tiling check.
-    layout = F.when(F.col("error").isNull() & F.col("type").isin(*LAYOUT_TYPES),
-                    F.struct(*LAYOUT_COLUMNS))
-    totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end"),
-                    F.collect_list(layout).alias("layout")).first()
+    totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end")).first()
     events, end_ts = int(totals["n"]) if totals else 0, int(totals["end"] or 0) if totals else 0
-    layouts = sorted(totals["layout"] if totals else [], key=lambda r: (r["partition"], r["offset"]))
     corrupt = df.where("error IS NOT NULL").select(
         F.lit("corrupt_record").alias("check"), "topic", "key", "bundle", "partition", "offset",
         F.lit(None).cast("long").alias("related_offset"), "ts", F.col("error").alias("detail"))
     found = corrupt.unionByName(key_violations(df)).unionByName(
         bundle_violations(df, in_flight_ms, end_ts)).collect()
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
-    violations += _tiling(layouts)
+    violations += tiling_violations(df)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
     return AuditReport(events, tuple(violations))
 
