@@ -10,8 +10,8 @@ Invariants:
   (FailureDomainSet) and the key of a broker it expires (BrokerLeft(expired)); every ownership
   change it wants is a command to the namespace that writes it;
 - every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
-  that chose the destination) into UnloadRequested/TransferPrepared; a skipped run is a
-  SheddingSkipped; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
+  that chose the destination, and ``run_ms``: when the run ran) into
+  UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped stamped at the run's time; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);
@@ -70,6 +70,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.load import LoadProjection
+from projections.shed_replay import remember_shed
 
 _DECISION_EVENTS = ("UnloadRequested", "TransferPrepared")
 
@@ -147,15 +148,10 @@ class LeaderBody(Follower):
             self.role = Role.FOLLOWER
 
     def _remember(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        decision = payload.get("decision")
+        # Admin unloads and drains are not shedding: no grace period (the what-if replay folds
+        # the same rule).
         strategy = self.shedding.strategy
-        if not isinstance(decision, dict) or decision.get("strategy") != strategy.name:
-            return  # admin unloads and drains are not shedding: no grace period
-        bundle = str(payload["bundle"])
-        memory = self.shedding.memory
-        memory.recently_unloaded[bundle] = max(ts_ms, memory.recently_unloaded.get(bundle, ts_ms))
-        if strategy.extensible:
-            memory.recently_unloaded_brokers[str(payload["src"])] = ts_ms
+        remember_shed(self.shedding.memory, strategy.name, strategy.extensible, payload, ts_ms)
 
     # -- commands --------------------------------------------------------------------------
     def on_command(self, command: Command, now_ms: int) -> Effects:
@@ -260,7 +256,8 @@ class LeaderBody(Follower):
             dst, stored["placement"] = placement.broker, placement.to_dict()
             if dst is None or dst == source:
                 return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner
-        stored.update(destination=dst, kind="transfer" if dst else "unload")
+        # run_ms: when the run that decided it ran (a what-if replays the run at that time).
+        stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=now_ms)
         self._sent(decision.bundle, record, now_ms)
         command = UnloadBundle(command_id=f"{self.candidate_id}:{reason}:{decision.bundle}:e{self.my_epoch}:{now_ms}",
                                epoch=self.my_epoch, bundle=decision.bundle, dst=dst, reason=reason,

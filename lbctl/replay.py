@@ -84,13 +84,13 @@ def _config(args: argparse.Namespace) -> LoadBalancerConfig:
     return LoadBalancerConfig.from_broker_conf(Path(args.conf).read_text())
 
 
-def _frame(args: argparse.Namespace, step: Any) -> Any:
+def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
     from spark_replay.sources import read_source
 
     spark = session(args.master, driver_memory=args.driver_memory)
     step(f"reading {args.source}")
-    return spark, read_source(spark, args.source, topics=args.topic or None)
+    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw)
 
 
 def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]], title: str) -> None:
@@ -141,12 +141,15 @@ def _timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _base(args: argparse.Namespace) -> dict[str, Any]:
+    """The recorded cluster's broker.conf (``--conf``): the live configuration and the grid's base."""
+    return dict(_conf_pairs(Path(args.conf).read_text())) if args.conf else {}
+
+
 def _grid(args: argparse.Namespace) -> list[Any]:
     from spark_replay.whatif import expand_grid, parse_grid, parse_sets
 
-    base: dict[str, Any] = {}
-    if args.conf:
-        base = {k: v for k, v in _conf_pairs(Path(args.conf).read_text())}
+    base = _base(args)
     if args.grid:
         return parse_grid(Path(args.grid).read_text(), base)
     return expand_grid(base, args.strategy, parse_sets(args.set))
@@ -165,9 +168,9 @@ def _whatif(args: argparse.Namespace) -> int:
     grid = _grid(args)  # before Spark: a bad grid fails fast
     console, err = _console(), Console(stderr=True)
     with _progress(err) as step:
-        spark, df = _frame(args, step)
+        spark, df = _frame(args, step, raw=True)
         step(f"simulating {len(grid) + 1} configuration(s)")
-        result = whatif(spark, df, grid, seed=args.seed)
+        result = whatif(spark, df, grid, live=_base(args), seed=args.seed)
         if args.report:
             step("drawing the report")
             path = write_report(args.report, result)
@@ -176,9 +179,21 @@ def _whatif(args: argparse.Namespace) -> int:
             print(json.dumps(row, sort_keys=True, default=str))
     else:
         console.print(whatif_table(result))
+        missed = _missed(result)
+        if missed:
+            _print(console, args, missed, "recorded decisions not reproduced")
     if args.report:
         console.print(f"report: {path}")
     return 0
+
+
+def _missed(result: Any) -> list[dict[str, Any]]:
+    """The recorded decisions the replay of the leader's runs does not make, with what it made."""
+    if result.alignment is None:
+        return []
+    return [{"run_ms": run.now_ms, "bundle": m.bundle, "src": m.source, "dst": m.destination,
+             "replayed": " ".join(f"{d.bundle}<-{d.source}" for d in run.replayed) or run.replayed_skip}
+            for run in result.alignment.runs for m in run.missed]
 
 
 def _import(args: argparse.Namespace) -> int:

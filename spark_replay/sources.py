@@ -5,6 +5,8 @@ Invariants:
   (key, type, version, seq, epoch, ts, causation) and the payload decoded to columns;
 - bytes are decoded by ``events.codec.decode`` (upcasters included) inside ``mapInArrow``, a
   batch at a time, never with a row-at-a-time UDF;
+- ``raw=True`` keeps each record's stored bytes in a ``value`` column as well (``RAW_KEPT``):
+  what a replay of the leader's runs decodes into whole envelopes on the driver;
 - a record that does not decode is never dropped and never crashes the job: it comes back in its
   place with ``type`` null and ``error`` set (the dead-letter reason and message), so a reader
   reports it with its offset and skips it (``readable``);
@@ -53,6 +55,8 @@ SCHEMA = (
     "msg_rate_in:double,msg_rate_out:double,msg_throughput_in:double,msg_throughput_out:double,"
     "topics:long>>, error string"
 )
+RAW_KEPT = SCHEMA + ", value binary"
+ARROW_RAW_KEPT = ARROW_SCHEMA.append(pa.field("value", pa.binary()))
 RAW_SCHEMA = "topic string, partition int, offset long, key string, ts long, value binary"
 COLUMNS = tuple(ARROW_SCHEMA.names)
 _BATCH = 20_000
@@ -128,22 +132,33 @@ def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int
     return row
 
 
-def to_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist(rows, schema=ARROW_SCHEMA)
+def to_batch(rows: list[dict[str, Any]], raw: bool = False) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=ARROW_RAW_KEPT if raw else ARROW_SCHEMA)
 
 
-def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: raw batches (``RAW_SCHEMA``) -> decoded batches (``SCHEMA``)."""
+def decode_batches(batches: Iterator[pa.RecordBatch], raw: bool = False) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: raw batches (``RAW_SCHEMA``) -> decoded batches (``SCHEMA``;
+    ``RAW_KEPT`` with ``raw``)."""
     for batch in batches:
         cols = batch.to_pydict()
-        rows = [decode_row(*fields) for fields in zip(
-            cols["topic"], cols["partition"], cols["offset"], cols["key"], cols["ts"], cols["value"],
-            strict=True)]
+        rows = []
+        for fields in zip(cols["topic"], cols["partition"], cols["offset"], cols["key"], cols["ts"],
+                          cols["value"], strict=True):
+            row = decode_row(*fields)
+            if raw:
+                row["value"] = fields[-1]
+            rows.append(row)
         for i in range(0, len(rows), _BATCH):
-            yield to_batch(rows[i:i + _BATCH])
+            yield to_batch(rows[i:i + _BATCH], raw)
 
 
-def segment_rows(data_path: str, index_path: str, base: int, topic: str) -> Iterator[dict[str, Any]]:
+def decode_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``decode_batches`` keeping the stored bytes (``RAW_KEPT``)."""
+    return decode_batches(batches, raw=True)
+
+
+def segment_rows(data_path: str, index_path: str, base: int, topic: str,
+                 raw: bool = False) -> Iterator[dict[str, Any]]:
     """The committed records of one LocalEventLog segment, decoded, in offset order."""
     with open(index_path, "rb") as f:
         index = f.read()
@@ -159,35 +174,44 @@ def segment_rows(data_path: str, index_path: str, base: int, topic: str) -> Iter
         except Exception:  # a frame header cut short by a lost tail of the data file
             ok, entry = False, None
         if ok and entry is not None:
-            yield decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
+            row = decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
+            if raw:
+                row["value"] = entry.raw
+            yield row
         else:
             yield {"topic": topic, "partition": 0, "offset": base + i, "ts": ts_ms,
                    "error": "corrupt: stored frame fails its crc check"}
 
 
-def read_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def read_segments(batches: Iterator[pa.RecordBatch], raw: bool = False) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: rows of (topic, base, data, index) paths -> decoded batches."""
     for batch in batches:
         cols = batch.to_pydict()
         for topic, base, data, index in zip(cols["topic"], cols["base"], cols["data"], cols["index"],
                                             strict=True):
             rows: list[dict[str, Any]] = []
-            for row in segment_rows(data, index, base, topic):
+            for row in segment_rows(data, index, base, topic, raw):
                 rows.append(row)
                 if len(rows) >= _BATCH:
-                    yield to_batch(rows)
+                    yield to_batch(rows, raw)
                     rows = []
             if rows:
-                yield to_batch(rows)
+                yield to_batch(rows, raw)
+
+
+def read_segments_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``read_segments`` keeping the stored bytes (``RAW_KEPT``)."""
+    return read_segments(batches, raw=True)
 
 
 # -- sources (run on the driver) -----------------------------------------------------------------
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], *,
-               starting: str | None = None, ending: str | None = None) -> DataFrame:
+               starting: str | None = None, ending: str | None = None, raw: bool = False) -> DataFrame:
     """Topics through Spark's Kafka source (batch); ``starting``/``ending`` are Spark's offset
-    specs (``earliest``/``latest`` or per-partition JSON) for reproducible audits."""
+    specs (``earliest``/``latest`` or per-partition JSON) for reproducible audits; ``raw`` keeps
+    the stored bytes (``RAW_KEPT``)."""
     reader = (
         spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", ",".join(topics))
@@ -195,10 +219,14 @@ def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], *,
         # Transactional writers leave offsets to commit markers: gaps are not data loss.
         .option("failOnDataLoss", "false").option("kafka.isolation.level", "read_committed")
     )
-    raw = reader.load().selectExpr(
+    records = reader.load().selectExpr(
         "topic", "partition", "offset", "CAST(key AS STRING) AS key",
         "CAST(unix_millis(timestamp) AS LONG) AS ts", "value")
-    return raw.mapInArrow(decode_batches, SCHEMA)
+    return _decoded(records, raw)
+
+
+def _decoded(records: DataFrame, raw: bool) -> DataFrame:
+    return records.mapInArrow(decode_kept, RAW_KEPT) if raw else records.mapInArrow(decode_batches, SCHEMA)
 
 
 def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
@@ -215,19 +243,22 @@ def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     return found
 
 
-def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events") -> DataFrame:
-    """The segment files of a LocalEventLog, one segment per task."""
+def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events",
+               raw: bool = False) -> DataFrame:
+    """The segment files of a LocalEventLog, one segment per task (``raw``: ``RAW_KEPT``)."""
     rows = [(topic, base, data, index) for base, data, index in segments(directory)]
     paths = spark.createDataFrame(rows, "topic string, base long, data string, index string")
-    return paths.repartition(max(1, len(rows)), "base").mapInArrow(read_segments, SCHEMA)
+    paths = paths.repartition(max(1, len(rows)), "base")
+    return paths.mapInArrow(read_segments_kept, RAW_KEPT) if raw else paths.mapInArrow(read_segments, SCHEMA)
 
 
-def read_parquet(spark: SparkSession, path: str) -> DataFrame:
+def read_parquet(spark: SparkSession, path: str, *, raw: bool = False) -> DataFrame:
     """A Parquet export: decoded (``SCHEMA``, as ``export_parquet`` writes) or raw (``RAW_SCHEMA``:
-    the stored bytes in ``value``, decoded here)."""
+    the stored bytes in ``value``, decoded here; kept with ``raw``). A decoded export has no
+    stored bytes: ``raw`` does not apply to it."""
     df = spark.read.parquet(path)
     if "value" in df.columns:
-        return df.selectExpr(*RAW_SCHEMA_COLUMNS).mapInArrow(decode_batches, SCHEMA)
+        return _decoded(df.selectExpr(*RAW_SCHEMA_COLUMNS), raw)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise MalformedInput(f"{path!r}: not an event export, missing column(s) {', '.join(missing)}",
@@ -244,18 +275,19 @@ def export_parquet(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None) -> DataFrame:
+def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None,
+                raw: bool = False) -> DataFrame:
     """One string names any source: ``kafka://HOST:PORT`` (with ``topics``), a LocalEventLog
-    directory, or a Parquet file/folder."""
+    directory, or a Parquet file/folder (``raw``: keep the stored bytes where there are some)."""
     if source.startswith("kafka://"):
         if not topics:
             raise MalformedInput("a Kafka source needs --topic (one or more topic names)", value=source)
-        return read_kafka(spark, source.removeprefix("kafka://"), topics)
+        return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw)
     path = Path(source)
     if (path / "LOCK").exists():
-        return read_local(spark, path, topic=(topics or ["events"])[0])
+        return read_local(spark, path, topic=(topics or ["events"])[0], raw=raw)
     if path.exists():
-        return read_parquet(spark, str(path.resolve()))
+        return read_parquet(spark, str(path.resolve()), raw=raw)
     raise MalformedInput(f"source {source!r}: not kafka://HOST:PORT, a log directory or a Parquet "
                          "path", value=source)
 

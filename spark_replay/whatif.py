@@ -9,8 +9,13 @@ Invariants:
   broker.conf key is an ``InvalidInput`` naming it;
 - each configuration runs ``balancer.simulator.Simulation`` in its own ``applyInPandas`` group
   (the recording reaches every group through one broadcast), seeded, so a sweep is repeatable;
-- "as recorded" is a row too; its ``reproduced`` is the share of recorded unloads (bundle,
-  source) the simulator, run with the live configuration, also makes (within one cycle).
+- "as recorded" is a row too; its ``reproduced`` is the share of the live strategy's recorded
+  decisions that a replay of the leader's own runs makes (``projections.shed_replay``: each run
+  at its recorded time, over the log folded up to then, so the strategy sees what the leader
+  saw); ``decisions`` counts those decisions and ``not_replayed`` the recorded moves no shedding
+  run made (split children, admin unloads, drains), by reason. That replay needs the stored
+  bytes (``read_source(..., raw=True)``); without them (a decoded Parquet export) ``reproduced``
+  falls back to comparing with the live configuration's counterfactual run (within one cycle).
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ import yaml
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
 from balancer.load import BundleStats
+from balancer.shedding.run import SheddingRun
 from balancer.simulator import BrokerModel, Simulation, balance
+from events.codec import decode
+from projections.shed_replay import Alignment, align, recorded_runs
 from spark_replay.audit import MOVE_TYPES, ownership_rows
 from spark_replay.sources import readable
 
@@ -251,8 +259,28 @@ def _metrics(ratios: list[float], stds: list[float], moves: int, flaps: int) -> 
             "moves": moves, "flaps": flaps, "settle_cycles": settle}
 
 
-def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: int) -> dict[str, Any]:
-    """The recording's own row; ``reproduced`` compares it with the live configuration's run."""
+def align_recording(df: DataFrame, settings: Mapping[str, Any]) -> Alignment | None:
+    """The live strategy's recorded runs replayed over the log (None without stored bytes, or
+    when the log holds no run of it: nothing to reproduce)."""
+    from pyspark.sql import functions as F
+
+    if "value" not in df.columns:
+        return None
+    config = _config(settings)
+    strategy = SheddingRun(config).strategy.name
+    ordered = readable(df).where(F.col("value").isNotNull()) \
+        .select("partition", "offset", "ts", "type", "value").orderBy("ts", "partition", "offset")
+    runs = recorded_runs(((r["offset"], decode(r["value"])) for r in ordered.where(
+        F.col("type").isin("SheddingSkipped", *MOVE_TYPES)).collect()), strategy)
+    if not runs.runs:
+        return None
+    return align(((r["offset"], decode(r["value"])) for r in ordered.toLocalIterator()), runs, config)
+
+
+def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: int,
+                alignment: Alignment | None = None) -> dict[str, Any]:
+    """The recording's own row; ``reproduced`` from the replay of the leader's runs, else from the
+    live configuration's counterfactual run."""
     stats = [balance(list(u.values())) for u in recording.usages]
     previous: dict[str, tuple[int, str]] = {}
     flaps = 0
@@ -263,7 +291,11 @@ def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: i
         previous[bundle] = (cycle, src)
     row = {"config": "as recorded" + (f" ({recording.strategy})" if recording.strategy else ""),
            **_metrics([s[0] for s in stats], [s[1] for s in stats], len(recording.moves), flaps)}
-    row["reproduced"] = reproduced(recording, live) if live is not None else None
+    if alignment is not None:
+        row["reproduced"], row["decisions"] = alignment.reproduced, alignment.decisions
+        row["not_replayed"] = ", ".join(f"{r or '-'} {n}" for r, n in sorted(alignment.unmodelled.items()))
+    else:
+        row["reproduced"] = reproduced(recording, live) if live is not None else None
     return row
 
 
@@ -302,12 +334,15 @@ class WhatIf:
     cycles: pd.DataFrame
     grid: list[GridConfig]
     recording: Recording
+    alignment: Alignment | None = None
+    """The leader's recorded runs next to their replay (None: no stored bytes, or no run)."""
 
 
 def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
            live: Mapping[str, Any] | None = None, seed: int = 0) -> WhatIf:
     """The sweep with the live configuration first (``live``, else the recording's strategy with
-    Pulsar's defaults), then ``grid``; the live run measures how much of the recording it reproduces."""
+    Pulsar's defaults), then ``grid``; the leader's recorded runs are replayed to measure how much
+    of the recording the live strategy reproduces (``align_recording``)."""
     recording = load_recording(df)
     settings = dict(live or {})
     if recording.strategy and STRATEGY_KEY not in settings:
@@ -319,6 +354,10 @@ def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
     live_cycles = cycles[cycles["config_id"] == 0].sort_values("cycle")
     grace = max(1, _config(settings).grace_period_ms // recording.interval_ms)
     ranked = summarize(cycles, full)
-    recorded = pd.DataFrame([as_recorded(recording, live_cycles, grace)])
-    summary = pd.concat([ranked, recorded], ignore_index=True)
-    return WhatIf(summary, cycles, full, recording)
+    alignment = align_recording(df, settings)
+    recorded = as_recorded(recording, live_cycles, grace, alignment)
+    summary = pd.DataFrame([*ranked.to_dict(orient="records"), recorded])
+    if "decisions" in summary:  # a count, blank on the simulated rows
+        summary["decisions"] = pd.Series([None if pd.isna(v) else int(v) for v in summary["decisions"]],
+                                         dtype=object)
+    return WhatIf(summary, cycles, full, recording, alignment)

@@ -1,0 +1,235 @@
+"""The leader's shedding runs replayed over its own log, run by run (what-if's "as recorded").
+
+Invariants:
+- a run is known by what it left in the log: a ``SheddingSkipped`` (stamped at the run's time) or
+  the moves it caused (UnloadRequested/TransferPrepared whose decision names the strategy; the
+  run's time is the decision's ``run_ms``, else the time that ends the leader's command id, else
+  the event's own time);
+- at a run at time T the replay has folded exactly the records stamped before T, in log order,
+  into what the leader folds: the ownership projection (splits included), the load projection
+  (every report: latest report per broker, EMAs, bundle averages), the broker registry, the
+  draining brokers and the grace-period memory folded from decision events (``remember_shed``,
+  the leader's own rule); the view comes from the leader's builder (``projections.views``) and
+  the same ``SheddingRun`` runs on it;
+- the strategy's state (EMAs, hit counts) lives through one leader term and starts afresh at
+  each ``LeaderElected``, as a new leader body does;
+- a recorded move matches a replayed decision of the same run by bundle and source, and by
+  destination when the strategy chose it (one a placement chose after the run is not compared);
+- recorded moves no shedding run made (split children, admin unloads, drains, another strategy's)
+  are counted by reason in ``Alignment.unmodelled``: never matched, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.config import LoadBalancerConfig
+from balancer.decisions import Decision, ShedResult
+from balancer.ownership import AcceptMode
+from balancer.shedding.run import SheddingMemory, SheddingRun
+from projections.load import LoadProjection
+from projections.ownership import OwnershipProjection
+from projections.tracking import EnvelopeLike
+from projections.views import cluster_view
+
+MOVE_EVENTS = ("UnloadRequested", "TransferPrepared")
+DRAIN_REASON = "shutdown"
+
+
+def remember_shed(memory: SheddingMemory, strategy: str, extensible: bool,
+                  payload: Mapping[str, Any], ts_ms: int) -> bool:
+    """Fold one decision event into the grace-period memory (the leader's rule): only moves of
+    ``strategy`` count (admin unloads and drains have no grace period). True if it counted."""
+    decision = payload.get("decision")
+    if not isinstance(decision, dict) or decision.get("strategy") != strategy:
+        return False
+    bundle = str(payload["bundle"])
+    memory.recently_unloaded[bundle] = max(ts_ms, memory.recently_unloaded.get(bundle, ts_ms))
+    if extensible:
+        memory.recently_unloaded_brokers[str(payload["src"])] = ts_ms
+    return True
+
+
+# -- what the log says the leader did -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedMove:
+    bundle: str
+    source: str
+    destination: str | None
+    """The destination the strategy chose; None when it only unloaded or placement chose."""
+    reason: str
+    offset: int
+
+
+@dataclass
+class RecordedRun:
+    now_ms: int
+    moves: list[RecordedMove] = field(default_factory=list)
+    skip: str | None = None
+
+
+def run_time(envelope: Any) -> int:
+    """When the leader ran the shedding that caused this decision event."""
+    decision = envelope.payload.get("decision")
+    if isinstance(decision, dict) and isinstance(decision.get("run_ms"), int):
+        return int(decision["run_ms"])
+    tail = str(getattr(envelope, "causation_id", None) or "").rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else int(envelope.ts_ms)
+
+
+def _strategy_destination(decision: Mapping[str, Any]) -> str | None:
+    if "placement" in decision:
+        return None
+    dst = decision.get("destination")
+    return None if dst is None else str(dst)
+
+
+@dataclass
+class RecordedRuns:
+    runs: list[RecordedRun]
+    unmodelled: dict[str, int]
+    """Reason -> recorded moves no run of the strategy made (split, admin, shutdown, ...)."""
+
+
+def recorded_runs(items: Iterable[tuple[int, EnvelopeLike]], strategy: str) -> RecordedRuns:
+    """The strategy's runs in time order, from (offset, envelope) pairs in log order."""
+    runs: dict[int, RecordedRun] = {}
+    unmodelled: dict[str, int] = {}
+    for offset, envelope in items:
+        payload = envelope.payload
+        if envelope.type == "SheddingSkipped" and payload.get("strategy") == strategy:
+            runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms)).skip = str(payload["reason"])
+        elif envelope.type in MOVE_EVENTS:
+            decision = payload.get("decision")
+            if not isinstance(decision, dict) or decision.get("strategy") != strategy:
+                reason = str(payload.get("reason") or "")
+                unmodelled[reason] = unmodelled.get(reason, 0) + 1
+                continue
+            now = run_time(envelope)
+            runs.setdefault(now, RecordedRun(now)).moves.append(RecordedMove(
+                str(payload["bundle"]), str(payload["src"]), _strategy_destination(decision),
+                str(payload.get("reason") or ""), offset))
+    return RecordedRuns([runs[t] for t in sorted(runs)], unmodelled)
+
+
+# -- the replay --------------------------------------------------------------------------------
+
+
+class LeaderReplay:
+    """The leader's shedding state, folded from the log the way the leader folds it."""
+
+    def __init__(self, config: LoadBalancerConfig) -> None:
+        self.config = config
+        self.ownership = OwnershipProjection(mode=AcceptMode.from_config(config))
+        self.load = LoadProjection(config)
+        self.registry: dict[str, Mapping[str, Any]] = {}
+        self.draining: set[str] = set()
+        self.memory = SheddingMemory()
+        self.run = SheddingRun(config)
+
+    def fold(self, offset: int, envelope: EnvelopeLike) -> None:
+        kind, payload = envelope.type, envelope.payload
+        self.ownership.apply(offset, envelope)
+        self.load.apply(offset, envelope)
+        if kind == "BrokerRegistered":
+            self.registry[str(payload["broker_id"])] = payload
+        elif kind == "BrokerLeft":
+            self.registry.pop(str(payload["broker_id"]), None)
+            self.draining.discard(str(payload["broker_id"]))
+        elif kind == "LeaderElected":
+            self._new_term()
+        elif kind in MOVE_EVENTS:
+            strategy = self.run.strategy
+            for memory in (self.memory, self.run.memory):
+                remember_shed(memory, strategy.name, strategy.extensible, payload, envelope.ts_ms)
+            if payload.get("reason") == DRAIN_REASON and payload.get("src") is not None:
+                self.draining.add(str(payload["src"]))
+
+    def _new_term(self) -> None:
+        """A new leader body: a fresh strategy; its memory is what the log tells."""
+        self.run = SheddingRun(self.config)
+        self.run.memory = SheddingMemory(dict(self.memory.recently_unloaded),
+                                         dict(self.memory.recently_unloaded_brokers))
+
+    def shed(self, now_ms: int) -> ShedResult:
+        view = cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
+                            registry=self.registry, exclude=tuple(self.draining), placing=False)
+        return self.run.run(view)
+
+
+@dataclass(frozen=True)
+class RunReplay:
+    """One recorded run next to its replay."""
+
+    now_ms: int
+    recorded: tuple[RecordedMove, ...]
+    recorded_skip: str | None
+    replayed: tuple[Decision, ...]
+    replayed_skip: str | None
+    missed: tuple[RecordedMove, ...]
+
+    @property
+    def agrees(self) -> bool:
+        moved = {(d.bundle, d.source) for d in self.replayed}
+        return not self.missed and len(moved) == len(self.recorded)
+
+
+@dataclass
+class Alignment:
+    runs: list[RunReplay]
+    unmodelled: dict[str, int]
+
+    @property
+    def decisions(self) -> int:
+        return sum(len(r.recorded) for r in self.runs)
+
+    @property
+    def matched(self) -> int:
+        return sum(len(r.recorded) - len(r.missed) for r in self.runs)
+
+    @property
+    def reproduced(self) -> float:
+        """Share of the recorded decisions the replay makes in the same run (no decision
+        recorded: 1.0 if the replay made none either)."""
+        if not self.decisions:
+            return 1.0 if not any(r.replayed for r in self.runs) else 0.0
+        return self.matched / self.decisions
+
+
+def _missed(recorded: list[RecordedMove], replayed: tuple[Decision, ...]) -> tuple[RecordedMove, ...]:
+    left = list(replayed)
+    missed: list[RecordedMove] = []
+    for move in recorded:
+        hit = next((d for d in left if d.bundle == move.bundle and d.source == move.source
+                    and (move.destination is None or d.destination == move.destination)), None)
+        if hit is None:
+            missed.append(move)
+        else:
+            left.remove(hit)
+    return tuple(missed)
+
+
+def align(records: Iterable[tuple[int, EnvelopeLike]], runs: RecordedRuns,
+          config: LoadBalancerConfig) -> Alignment:
+    """Replay every recorded run over ``records`` ((offset, envelope) in log order)."""
+    replay = LeaderReplay(config)
+    pending = list(runs.runs)
+    out: list[RunReplay] = []
+
+    def run_until(ts_ms: int | None) -> None:
+        while pending and (ts_ms is None or pending[0].now_ms <= ts_ms):
+            run = pending.pop(0)
+            result = replay.shed(run.now_ms)
+            out.append(RunReplay(run.now_ms, tuple(run.moves), run.skip, result.decisions,
+                                 None if result.skip is None else str(result.skip),
+                                 _missed(run.moves, result.decisions)))
+
+    for offset, envelope in records:
+        run_until(envelope.ts_ms)  # runs at T see the records stamped before T
+        replay.fold(offset, envelope)
+    run_until(None)
+    return Alignment(out, dict(runs.unmodelled))
