@@ -29,9 +29,9 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, ShedResult
 from balancer.ownership import AcceptMode
 from balancer.shedding.run import SheddingMemory, SheddingRun
+from events.envelope import Envelope
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
-from projections.tracking import EnvelopeLike
 from projections.views import cluster_view
 
 MOVE_EVENTS = ("UnloadRequested", "TransferPrepared")
@@ -95,7 +95,7 @@ class RecordedRuns:
     """Reason -> recorded moves no run of the strategy made (split, admin, shutdown, ...)."""
 
 
-def recorded_runs(items: Iterable[tuple[int, EnvelopeLike]], strategy: str) -> RecordedRuns:
+def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> RecordedRuns:
     """The strategy's runs in time order, from (offset, envelope) pairs in log order."""
     runs: dict[int, RecordedRun] = {}
     unmodelled: dict[str, int] = {}
@@ -131,7 +131,7 @@ class LeaderReplay:
         self.memory = SheddingMemory()
         self.run = SheddingRun(config)
 
-    def fold(self, offset: int, envelope: EnvelopeLike) -> None:
+    def fold(self, offset: int, envelope: Envelope) -> None:
         kind, payload = envelope.type, envelope.payload
         self.ownership.apply(offset, envelope)
         self.load.apply(offset, envelope)
@@ -213,7 +213,7 @@ def _missed(recorded: list[RecordedMove], replayed: tuple[Decision, ...]) -> tup
     return tuple(missed)
 
 
-def align(records: Iterable[tuple[int, EnvelopeLike]], runs: RecordedRuns,
+def align(records: Iterable[tuple[int, Envelope]], runs: RecordedRuns,
           config: LoadBalancerConfig) -> Alignment:
     """Replay every recorded run over ``records`` ((offset, envelope) in log order)."""
     replay = LeaderReplay(config)
