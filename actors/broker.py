@@ -29,7 +29,7 @@ from actors.workload import Capacity, Workload, broker_report
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError
-from balancer.load import BrokerReport, should_publish_report
+from balancer.load import BrokerReport, BundleStats, should_publish_report
 from balancer.ownership import ACTIVE, IN_FLIGHT, BundleState, OwnershipRecord
 from balancer.split import split_boundaries
 from events.catalog import (
@@ -73,6 +73,8 @@ class BrokerBody(Follower):
         self.stopped = False
         self.last_report: BrokerReport | None = None
         self.last_published_ms = -(1 << 62)
+        self.last_confirmed_ms = self.last_published_ms
+        """When the last report this broker folded back from the log was published."""
         self._next_check_ms = 0
         self._register_sent_ms = -(1 << 62)
         self._sent: dict[str, tuple[str, int]] = {}
@@ -92,6 +94,8 @@ class BrokerBody(Follower):
             self.sessions += 1
         elif envelope.type == "BrokerLeft":
             self.registered = False
+        elif envelope.type == "LoadReported":
+            self.last_confirmed_ms = self.last_published_ms
 
     def react(self, record: Record, now_ms: int) -> Effects:
         if self.stopped or record.envelope.type not in _WATCHED:
@@ -141,16 +145,29 @@ class BrokerBody(Follower):
                       if r.state is BundleState.OWNED and r.dst == self.broker_id)
 
     def _report(self, now_ms: int) -> Effects:
+        lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
+        if lost and now_ms - self.last_published_ms >= self.settings.retry_ms:
+            return self._publish(now_ms)  # a liveness signal: retry soon, not a heartbeat later
         if now_ms < self._next_check_ms:
             return NOTHING
         self._next_check_ms = now_ms + self.config.load_balancer_report_update_min_interval_millis
-        stats = [self.workload.bundle_stats(b) for b in self.owned()]
-        report = broker_report(self.broker_id, stats, self.capacity)
+        if lost:
+            return NOTHING
+        report, stats = self._load()
         due = now_ms - self.last_published_ms >= self.settings.heartbeat_ms
         if not due and not should_publish_report(self.last_report, report, now_ms=now_ms,
                                                  last_published_ms=self.last_published_ms,
                                                  config=self.config):
             return NOTHING
+        return self._publish(now_ms, (report, stats))
+
+    def _load(self) -> tuple[BrokerReport, list[BundleStats]]:
+        stats = [self.workload.bundle_stats(b) for b in self.owned()]
+        return broker_report(self.broker_id, stats, self.capacity), stats
+
+    def _publish(self, now_ms: int, load: tuple[BrokerReport, list[BundleStats]] | None = None) -> Effects:
+        """Append a load report; folding it back (``last_confirmed_ms``) proves it landed."""
+        report, stats = load or self._load()
         self.last_report, self.last_published_ms = report, now_ms
         return self._append(LoadReported(broker_id=self.broker_id, broker_load=report_to_payload(report),
                                          bundles=[stats_to_payload(s) for s in stats]))

@@ -44,6 +44,7 @@ from balancer.errors import (
     UnknownBundle,
     UnknownNamespace,
 )
+from balancer.liveness import LogOutages
 from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
@@ -112,6 +113,8 @@ class LeaderBody(Follower):
         """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
         self.timers = _Timers()
         self.outcomes = Outcomes()
+        self.outages = LogOutages()
+        """Log outages this body observed (soft state: a new leader gives every broker a session)."""
 
     @property
     def leads(self) -> bool:
@@ -303,11 +306,19 @@ class LeaderBody(Follower):
                        expected_seq={LEADER_KEY: self.leader_seq})
 
     def _expire(self, now_ms: int) -> Effects:
+        """``BrokerLeft(expired)`` for each broker silent for a session timeout of log time.
+
+        Silence is counted only while the log was available (``LogOutages``; none while it is
+        down), and each expiry is a compare-and-set on the broker's key at the last seq this
+        leader folded: a report it has not folded yet (a lagging subscription) refuses it."""
         timeout = self.settings.session_timeout_ms
         gone = [b for b in sorted(self.brokers)
-                if now_ms - self._last_seen(b) > timeout]
-        events = [BrokerLeft(broker_id=b, reason="expired") for b in gone]
-        return combine(appending(e.broker_id, [e], epoch=self.my_epoch) for e in events)
+                if self.outages.available_ms(self._last_seen(b), now_ms) > timeout]
+        return combine(Effects(append=((b, BrokerLeft(broker_id=b, reason="expired")),), epoch=self.my_epoch,
+                               expected_seq={b: self.key_seq(b)}) for b in gone)
+
+    def on_log_health(self, healthy: bool, now_ms: int) -> None:
+        self.outages.observe(healthy, now_ms)
 
     def _last_seen(self, broker: str) -> int:
         info = self.load.brokers.get(broker)
@@ -411,7 +422,8 @@ class LeaderBody(Follower):
 
 def _sends_only(effects: Effects) -> Effects:
     """Tick work answers nobody: keep what it sends and appends, drop replies."""
-    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch)
+    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch,
+                   expected_seq=effects.expected_seq)
 
 
 def check_domain(brokers: Mapping[str, Any], command: SetFailureDomain) -> None:

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from random import Random
+
 import pytest
 
+from actors.leader import LeaderBody
+from actors.runtime.inproc import run_sync
+from actors.runtime.sim import SimHost
+from actors.runtime.sim_run import build
+from actors.runtime.sim_scenarios import SCENARIOS
 from balancer.errors import StateConflict
+from balancer.liveness import LogOutages
+from balancer.ownership import BundleState
 from events.catalog import AssignBundle
 from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
@@ -34,3 +43,71 @@ def test_forced_reassignment_of_an_unregistered_owner_still_goes_ahead() -> None
     assert host.run_until(lambda: held_by not in host.client.brokers, 60_000)
     assert host.run_until(lambda: host.view.owner(bundle) not in (None, held_by), 30_000)
     assert_consistent(host)
+
+
+# -- seed 1533 steady: a live broker expired around a log outage ------------------------------
+def _calm_sim_host() -> SimHost:
+    """The steady scenario's cluster on a SimHost, no delivery faults, every bundle placed."""
+    host, _ = build(SCENARIOS["steady"], 11)
+    assert host.run_until(lambda: all(r.state is BundleState.OWNED for r in host.view.records.values())
+                          and len(host.view.records) == 16, 60_000)
+    return host
+
+
+def _expired(host: SimHost, since: int = 0) -> list[str]:
+    return [r.envelope.key for r in host.records[since:]
+            if r.envelope.type == "BrokerLeft" and r.envelope.payload["reason"] == "expired"]
+
+
+def test_an_outage_longer_than_a_session_expires_no_live_broker() -> None:
+    # Time the log refused appends is not silence: the leader counts only time it saw the log up
+    # (and none while it is down), and a broker whose report was refused retries soon.
+    host = _calm_sim_host()
+    start = len(host.records)
+    host.log_down(45_000)
+    host.advance(45_000 + 20_000)
+    assert _expired(host, start) == []
+    reports = [r.envelope.ts_ms for r in host.records[start:] if r.envelope.type == "LoadReported"]
+    assert reports and min(reports) - host.log_down_until <= host.settings.retry_ms + host.tick_ms
+    assert host.log_up_ms(host.log_down_until - 45_000, host.now_ms) == 20_000
+
+
+def test_a_broker_silent_for_a_session_of_log_time_still_expires_after_an_outage() -> None:
+    host = _calm_sim_host()
+    host.crash("broker:broker-1")
+    host.advance(10_000)
+    host.log_down(20_000)
+    host.advance(20_000 + 15_000)  # 25 s of log time since the crash: not yet
+    assert "broker-1" not in _expired(host)
+    host.advance(10_000)
+    assert "broker-1" in _expired(host)
+
+
+def test_an_expiry_is_a_compare_and_set_on_the_brokers_key() -> None:
+    # The leader's subscription lagged: it had not folded the broker's newest report when it
+    # expired the broker. The expiry names the last seq it folded, so the log refuses it.
+    host = _calm_sim_host()
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody)
+    stale = LeaderBody(host.config, rng=Random(1), settings=host.settings)
+    newest = max(r.offset for r in host.records if r.envelope.key == "broker-1")
+    stale.recover(r for r in host.records if r.offset < newest)
+    stale.role, stale.attempt, stale.leader_since = leader.role, leader.attempt, leader.leader_since
+    effects = stale._expire(host.now_ms + 10 * host.settings.session_timeout_ms)
+    appends = dict(effects.append)
+    assert "broker-1" in appends and effects.expected_seq["broker-1"] < stale.key_seq("broker-1") + 1
+    with pytest.raises(StateConflict):
+        run_sync(host.log.append("broker-1", [appends["broker-1"]], epoch=effects.epoch,
+                                 expected_seq=effects.expected_seq["broker-1"]))
+
+
+def test_log_outages_count_only_available_time() -> None:
+    outages = LogOutages()
+    outages.observe(False, 1_000)
+    assert outages.available_ms(0, 5_000) == 0  # down: no deadline passes
+    outages.observe(False, 2_000)
+    outages.observe(True, 4_000)
+    assert outages.windows == [(1_000, 4_000)]
+    assert outages.available_ms(0, 10_000) == 7_000
+    assert outages.available_ms(2_000, 10_000) == 6_000
+    assert outages.available_ms(5_000, 10_000) == 5_000

@@ -20,6 +20,7 @@ STEPS = 500
 
 @pytest.mark.parametrize("seed, scenario", [
     pytest.param(165, "rolling_restart", id="stale-orphan-cleanup-after-reregistration"),
+    pytest.param(1533, "steady", id="live-broker-expired-around-log-outage"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
