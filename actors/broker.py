@@ -24,7 +24,7 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import NOTHING, Effects, appending, combine
-from actors.settings import ActorSettings, broker_body_name
+from actors.settings import ActorSettings, broker_body_name, drain_request_id
 from actors.workload import Capacity, Workload, broker_report
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
@@ -232,7 +232,7 @@ class BrokerBody(Follower):
             return self._append(BrokerLeft(broker_id=me, reason="graceful"))
         requests: list[Effects] = [self._confirmations(now_ms)]
         for bundle in self.owned():
-            command = AssignBundle(command_id=f"{me}:drain:{bundle}:e{self.epoch}:{now_ms}",
+            command = AssignBundle(command_id=drain_request_id(me, bundle, self.epoch, now_ms),
                                    epoch=self.epoch, bundle=bundle, reason="transfer")
             last = self._sent.get(bundle)
             if last is None or now_ms - last[1] >= self.settings.retry_ms:

@@ -30,7 +30,7 @@ from actors.body import Follower
 from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
 from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
 from actors.namespace import AUTO_PREFIX
-from actors.settings import LEADER, ActorSettings
+from actors.settings import LEADER, ActorSettings, drain_requester
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
@@ -193,7 +193,10 @@ class LeaderBody(Follower):
         record = self.view.records.get(bundle)
         state = BundleState.INIT if record is None else record.state
         if command.reason == "transfer" and record is not None and state is BundleState.OWNED:
-            return self._drain_request(command, record, now_ms)
+            if drain_requester(command.command_id) in (None, record.dst):
+                return self._drain_request(command, record, now_ms)
+            # The draining broker's view lags: the bundle is no longer its own, nothing to move.
+            return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": record.dst}))
         if state not in (BundleState.INIT, BundleState.FREE):
             owner = record.dst if record is not None else None
             return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": owner}))

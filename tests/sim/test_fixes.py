@@ -6,11 +6,13 @@ from random import Random
 
 import pytest
 
+from actors.effects import Receipt
 from actors.leader import LeaderBody
 from actors.runtime.inproc import run_sync
 from actors.runtime.sim import SimHost
 from actors.runtime.sim_run import build
 from actors.runtime.sim_scenarios import SCENARIOS
+from actors.settings import drain_request_id, drain_requester
 from balancer.errors import StateConflict
 from balancer.liveness import LogOutages
 from balancer.ownership import BundleState
@@ -111,3 +113,31 @@ def test_log_outages_count_only_available_time() -> None:
     assert outages.available_ms(0, 10_000) == 7_000
     assert outages.available_ms(2_000, 10_000) == 6_000
     assert outages.available_ms(5_000, 10_000) == 5_000
+
+
+# -- seeds 1676, 3279, 3748 scale_in: a drain request from a lagging view -----------------------
+def test_a_drain_request_for_a_bundle_the_broker_no_longer_owns_moves_nothing() -> None:
+    # The draining broker's view still showed a bundle that had moved to another broker; the
+    # leader took the request for the other broker's and counted that broker as draining, so
+    # placement never used it again and orphans found no broker (expiry broken).
+    host = make_host()
+    place_all(host)
+    bundle = bundles(host)[0]
+    held_by = owner(host, bundle)
+    other = next(b for b in sorted(host.client.brokers) if b != held_by)
+    reply = host.call(AssignBundle(command_id=drain_request_id(other, bundle, host.epoch, host.now_ms),
+                                   epoch=host.epoch, bundle=bundle, reason="transfer"))
+    assert isinstance(reply, Receipt) and reply.detail["owner"] == held_by
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody) and leader.draining == {}
+    host.advance(5_000)
+    assert owner(host, bundle) == held_by
+    own = host.call(AssignBundle(command_id=drain_request_id(held_by, bundle, host.epoch, host.now_ms),
+                                 epoch=host.epoch, bundle=bundle, reason="transfer"))
+    assert isinstance(own, Receipt) and held_by in leader.draining
+
+
+@pytest.mark.parametrize("broker", ["broker-1", "host:8080", "a:b:c"])
+def test_a_drain_request_id_names_its_broker(broker: str) -> None:
+    assert drain_requester(drain_request_id(broker, "t/n:x/0x00000000_0xffffffff", 3, 7)) == broker
+    assert drain_requester("clients:lookup:t/n/0x00000000_0xffffffff") is None

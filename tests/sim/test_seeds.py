@@ -21,6 +21,9 @@ STEPS = 500
 @pytest.mark.parametrize("seed, scenario", [
     pytest.param(165, "rolling_restart", id="stale-orphan-cleanup-after-reregistration"),
     pytest.param(1533, "steady", id="live-broker-expired-around-log-outage"),
+    pytest.param(1676, "scale_in", id="drain-request-from-lagging-view-1676"),
+    pytest.param(3279, "scale_in", id="drain-request-from-lagging-view-3279"),
+    pytest.param(3748, "scale_in", id="drain-request-from-lagging-view-3748"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
