@@ -140,7 +140,11 @@ class BrokerBody(Follower):
             version=self.version, capacity=self.capacity.to_dict()))
 
     def owned(self) -> list[str]:
-        """The bundles this broker serves now, ascending."""
+        """The bundles this broker serves now, ascending: none while it is not registered (a
+        broker the leader expired, or one restarted that could not register yet, serves nothing
+        until its registration is in the log: its bundles may be on their way elsewhere)."""
+        if not self.registered:
+            return []
         return sorted(b for b, r in self.view.records.items()
                       if r.state is BundleState.OWNED and r.dst == self.broker_id)
 

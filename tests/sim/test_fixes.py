@@ -6,6 +6,7 @@ from random import Random
 
 import pytest
 
+from actors.broker import BrokerBody
 from actors.effects import Receipt
 from actors.leader import LeaderBody
 from actors.runtime.inproc import run_sync
@@ -141,3 +142,18 @@ def test_a_drain_request_for_a_bundle_the_broker_no_longer_owns_moves_nothing() 
 def test_a_drain_request_id_names_its_broker(broker: str) -> None:
     assert drain_requester(drain_request_id(broker, "t/n:x/0x00000000_0xffffffff", 3, 7)) == broker
     assert drain_requester("clients:lookup:t/n/0x00000000_0xffffffff") is None
+
+
+# -- seed 4283 split_storm: a restarted broker that could not register served its old bundles ----
+def test_an_unregistered_broker_serves_nothing() -> None:
+    # Expired during a crash, restarted during a log outage (its registration refused): it
+    # served, from the log, the bundles the leader was handing to other brokers.
+    host = _calm_sim_host()
+    host.crash("broker:broker-1")
+    assert host.run_until(lambda: "broker-1" not in host.client.brokers, 60_000)
+    host.log_down(5_000)  # at once: the orphans are not reassigned yet, nor can they be now
+    body = host.restart("broker:broker-1")
+    assert isinstance(body, BrokerBody) and not body.registered
+    assert any(r.dst == "broker-1" and r.state is BundleState.OWNED for r in body.view.records.values())
+    assert body.owned() == []
+    assert host.run_until(lambda: body.registered, 30_000)
