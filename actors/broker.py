@@ -8,7 +8,8 @@ Invariants:
   so a restarted broker serves exactly what the log says it owns;
 - every in-flight record waiting on it (Assigning to it, Releasing or Splitting from it) gets its
   confirmation at once, and again every ``retry_ms`` while the record waits; a retry for the same
-  record version, epoch and session reuses its command id (a repeat gets the first answer);
+  record (version, and seq of the event that started the wait), epoch and session reuses its
+  command id (a repeat gets the first answer), and no other confirmation ever does;
 - a split's boundaries come from its own topics (``balancer.split.split_boundaries``); an
   algorithm that finds no boundary completes the split with none (behaviour §2: no split);
 - it reports at least every ``heartbeat_ms`` (liveness), and in between whenever
@@ -45,6 +46,8 @@ from events.catalog import (
 from events.log.port import Record
 from projections.load import report_to_payload, stats_to_payload
 
+_WAITS = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested"})
+"""The events that make a record wait for a broker's confirmation."""
 _WATCHED = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested",
                       "BrokerLeft", "BrokerRegistered", "LeaderElected"})
 
@@ -80,10 +83,14 @@ class BrokerBody(Follower):
         self._sent: dict[str, tuple[str, int]] = {}
         """Bundle -> (command id, when) of the last confirmation or drain request sent."""
         self.split_requests: dict[str, Mapping[str, Any]] = {}
+        self._waits_since: dict[str, int] = {}
+        """Bundle -> seq (of its namespace key) of the last event that made a record wait."""
 
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
+        if envelope.type in _WAITS:
+            self._waits_since[str(envelope.payload["bundle"])] = envelope.seq
         if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
             self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
             return
@@ -201,7 +208,11 @@ class BrokerBody(Follower):
         return Effects(send=(command,))
 
     def _confirmation(self, bundle: str, record: OwnershipRecord) -> Command | None:
-        me, tag = self.broker_id, f"v{record.version}:e{self.epoch}:s{self.sessions}"
+        # The seq of the event that started the wait is part of the id: a split that found no
+        # boundary leaves the bundle Owned at version 1 again, so its next split is Splitting at
+        # the same version as the one before.
+        since = self._waits_since.get(bundle, 0)
+        me, tag = self.broker_id, f"v{record.version}:q{since}:e{self.epoch}:s{self.sessions}"
         if record.state is BundleState.ASSIGNING and record.dst == me:
             return ConfirmOwnership(command_id=f"{me}:own:{bundle}:{tag}", epoch=self.epoch,
                                     bundle=bundle, owner=me, src=record.src)

@@ -17,7 +17,7 @@ from actors.settings import drain_request_id, drain_requester
 from balancer.errors import StateConflict
 from balancer.liveness import LogOutages
 from balancer.ownership import BundleState
-from events.catalog import AssignBundle
+from events.catalog import AssignBundle, SplitBundle, namespace_of
 from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
 
@@ -157,3 +157,22 @@ def test_an_unregistered_broker_serves_nothing() -> None:
     assert any(r.dst == "broker-1" and r.state is BundleState.OWNED for r in body.view.records.values())
     assert body.owned() == []
     assert host.run_until(lambda: body.registered, 30_000)
+
+
+# -- seed 4773 split_storm: a split's confirmation taken for an earlier split's ----------------
+def test_every_split_of_a_bundle_that_never_splits_completes() -> None:
+    # A split that finds no boundary leaves the bundle Owned at version 1 again (its child is
+    # itself), so the next split of it is Splitting at the same version as the one before: the
+    # owner's ConfirmSplit had the same id, the namespace answered it as a repeat, and the
+    # bundle stayed Splitting until the monitor overrode it (a lookup waited > 60 s).
+    host = make_host()
+    place_all(host)
+    bundle = bundles(host)[0]
+    lower = int(bundle.rsplit("/", 1)[1].split("_")[0], 16)
+    for _ in range(3):
+        host.call(SplitBundle(command_id=host.command_id(), epoch=host.epoch, namespace=namespace_of(bundle),
+                              bundle=bundle, algorithm="specified_positions_divide", positions=[lower]))
+        assert host.run_until(lambda: host.view.records[bundle].state is BundleState.OWNED, 5_000)
+    completed = [r for r in host.records if r.envelope.type == "SplitCompleted"]
+    assert len(completed) == 3 and len({r.envelope.causation_id for r in completed}) == 3
+    assert_consistent(host)

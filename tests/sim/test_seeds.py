@@ -25,6 +25,7 @@ STEPS = 500
     pytest.param(3279, "scale_in", id="drain-request-from-lagging-view-3279"),
     pytest.param(3748, "scale_in", id="drain-request-from-lagging-view-3748"),
     pytest.param(4283, "split_storm", id="unregistered-restarted-broker-served"),
+    pytest.param(4773, "split_storm", id="repeated-split-confirmation-id"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
