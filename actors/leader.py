@@ -138,8 +138,10 @@ class LeaderBody(Follower):
         elif kind in _DECISION_EVENTS:
             self._remember(payload, envelope.ts_ms)
         elif kind == "SplitCompleted":
+            parent = str(payload["parent"])
             for child in payload["children"]:
-                self.parents[str(child)] = str(payload["parent"])
+                if str(child) != parent:  # a split without a boundary: the bundle is its own child
+                    self.parents[str(child)] = parent
 
     def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
         if self.attempt is not None and epoch == self.attempt and leader_id == self.candidate_id:
@@ -363,8 +365,11 @@ class LeaderBody(Follower):
         return _sends_only(combine(parts))
 
     def _has_traffic(self, bundle: str) -> bool:
-        """Its last report shows load; never reported: its parent's (the children of a split)."""
-        while True:
+        """Its last report shows load; never reported: its parent's (the children of a split).
+        Ends on any ``parents`` map: a bundle seen twice has no traffic known."""
+        seen: set[str] = set()
+        while bundle not in seen:
+            seen.add(bundle)
             data = self.load.bundles.get(bundle)
             if data is not None:
                 return data.stats.msg_rate > 0 or data.stats.topics > 0
@@ -372,6 +377,7 @@ class LeaderBody(Follower):
             if parent is None:
                 return False
             bundle = parent
+        return False
 
     def _stuck(self, now_ms: int) -> Effects:
         parts: list[Effects] = []

@@ -176,3 +176,23 @@ def test_every_split_of_a_bundle_that_never_splits_completes() -> None:
     completed = [r for r in host.records if r.envelope.type == "SplitCompleted"]
     assert len(completed) == 3 and len({r.envelope.causation_id for r in completed}) == 3
     assert_consistent(host)
+
+
+# -- seed 7867 split_storm: the leader hung --------------------------------------------------------
+def test_a_free_bundle_that_split_into_itself_does_not_hang_the_leader() -> None:
+    # A split without a boundary completes with the parent as its only child; the leader noted
+    # the bundle as its own parent, and when it was Free with no report of its own, the search
+    # for its traffic through its parents never ended (the leader's tick hung).
+    host = make_host()
+    place_all(host)
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody)
+    bundle = bundles(host)[0]
+    lower = int(bundle.rsplit("/", 1)[1].split("_")[0], 16)
+    host.call(SplitBundle(command_id=host.command_id(), epoch=host.epoch, namespace=namespace_of(bundle),
+                          bundle=bundle, algorithm="specified_positions_divide", positions=[lower]))
+    assert host.run_until(lambda: host.view.records[bundle].state is BundleState.OWNED, 5_000)
+    assert bundle not in leader.parents
+    leader.load.bundles.pop(bundle, None)
+    leader.parents[bundle] = bundle  # whatever the map holds, the search ends
+    assert leader._has_traffic(bundle) is False

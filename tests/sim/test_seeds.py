@@ -26,6 +26,7 @@ STEPS = 500
     pytest.param(3748, "scale_in", id="drain-request-from-lagging-view-3748"),
     pytest.param(4283, "split_storm", id="unregistered-restarted-broker-served"),
     pytest.param(4773, "split_storm", id="repeated-split-confirmation-id"),
+    pytest.param(7867, "split_storm", id="leader-hung-on-a-bundle-split-into-itself"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
