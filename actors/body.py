@@ -10,7 +10,11 @@ Invariants:
   key) is ignored, so a host may redeliver safely, and records of the ``events`` and ``load``
   topics may come from two logs (each numbers its keys' seqs on its own);
 - ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
-  last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers.
+  last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers;
+- ``on_log_health(healthy, now_ms)`` is an optional hook (hosts look it up with ``getattr``):
+  the host tells a body whether its last append or read of the log succeeded; a body may keep
+  that as soft state (the leader does, to discount outages from brokers' liveness), never as
+  something a restarted body must know.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from actors.effects import NOTHING, Effects
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
 from balancer.ownership import AcceptMode
-from events.catalog import EVENTS_TOPIC, LEADER_KEY, SCHEMAS, Command
+from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
 
@@ -74,6 +78,9 @@ class Follower:
     def on_tick(self, now_ms: int) -> Effects:
         return NOTHING
 
+    def on_log_health(self, healthy: bool, now_ms: int) -> None:
+        """The host's last append or read of the log succeeded (``healthy``) or failed."""
+
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
         """Fold one record; False if it was folded before (a redelivery)."""
@@ -96,6 +103,12 @@ class Follower:
             self.brokers.pop(str(payload["broker_id"]), None)
         self.fold_more(record)
         return True
+
+    def key_seq(self, key: str) -> int:
+        """The last seq folded under ``key`` (an ``expected_seq`` for a compare-and-set).
+
+        One log holds the events and load topics in every host, so a key has one seq space."""
+        return max(self._folded.get((EVENTS_TOPIC, key), 0), self._folded.get((LOAD_TOPIC, key), 0))
 
     def fold_more(self, record: Record) -> None:
         """Subclasses fold what else they keep."""

@@ -8,7 +8,8 @@ Invariants:
   so a restarted broker serves exactly what the log says it owns;
 - every in-flight record waiting on it (Assigning to it, Releasing or Splitting from it) gets its
   confirmation at once, and again every ``retry_ms`` while the record waits; a retry for the same
-  record version, epoch and session reuses its command id (a repeat gets the first answer);
+  record (version, and seq of the event that started the wait), epoch and session reuses its
+  command id (a repeat gets the first answer), and no other confirmation ever does;
 - a split's boundaries come from its own topics (``balancer.split.split_boundaries``); an
   algorithm that finds no boundary completes the split with none (behaviour §2: no split);
 - it reports at least every ``heartbeat_ms`` (liveness), and in between whenever
@@ -24,12 +25,12 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import NOTHING, Effects, appending, combine
-from actors.settings import ActorSettings, broker_body_name
+from actors.settings import ActorSettings, broker_body_name, drain_request_id
 from actors.workload import Capacity, Workload, broker_report
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError
-from balancer.load import BrokerReport, should_publish_report
+from balancer.load import BrokerReport, BundleStats, should_publish_report
 from balancer.ownership import ACTIVE, IN_FLIGHT, BundleState, OwnershipRecord
 from balancer.split import split_boundaries
 from events.catalog import (
@@ -45,6 +46,8 @@ from events.catalog import (
 from events.log.port import Record
 from projections.load import report_to_payload, stats_to_payload
 
+_WAITS = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested"})
+"""The events that make a record wait for a broker's confirmation."""
 _WATCHED = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested",
                       "BrokerLeft", "BrokerRegistered", "LeaderElected"})
 
@@ -73,15 +76,21 @@ class BrokerBody(Follower):
         self.stopped = False
         self.last_report: BrokerReport | None = None
         self.last_published_ms = -(1 << 62)
+        self.last_confirmed_ms = self.last_published_ms
+        """When the last report this broker folded back from the log was published."""
         self._next_check_ms = 0
         self._register_sent_ms = -(1 << 62)
         self._sent: dict[str, tuple[str, int]] = {}
         """Bundle -> (command id, when) of the last confirmation or drain request sent."""
         self.split_requests: dict[str, Mapping[str, Any]] = {}
+        self._waits_since: dict[str, int] = {}
+        """Bundle -> seq (of its namespace key) of the last event that made a record wait."""
 
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
+        if envelope.type in _WAITS:
+            self._waits_since[str(envelope.payload["bundle"])] = envelope.seq
         if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
             self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
             return
@@ -92,6 +101,8 @@ class BrokerBody(Follower):
             self.sessions += 1
         elif envelope.type == "BrokerLeft":
             self.registered = False
+        elif envelope.type == "LoadReported":
+            self.last_confirmed_ms = self.last_published_ms
 
     def react(self, record: Record, now_ms: int) -> Effects:
         if self.stopped or record.envelope.type not in _WATCHED:
@@ -136,21 +147,38 @@ class BrokerBody(Follower):
             version=self.version, capacity=self.capacity.to_dict()))
 
     def owned(self) -> list[str]:
-        """The bundles this broker serves now, ascending."""
+        """The bundles this broker serves now, ascending: none while it is not registered (a
+        broker the leader expired, or one restarted that could not register yet, serves nothing
+        until its registration is in the log: its bundles may be on their way elsewhere)."""
+        if not self.registered:
+            return []
         return sorted(b for b, r in self.view.records.items()
                       if r.state is BundleState.OWNED and r.dst == self.broker_id)
 
     def _report(self, now_ms: int) -> Effects:
+        lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
+        if lost and now_ms - self.last_published_ms >= self.settings.retry_ms:
+            return self._publish(now_ms)  # a liveness signal: retry soon, not a heartbeat later
         if now_ms < self._next_check_ms:
             return NOTHING
         self._next_check_ms = now_ms + self.config.load_balancer_report_update_min_interval_millis
-        stats = [self.workload.bundle_stats(b) for b in self.owned()]
-        report = broker_report(self.broker_id, stats, self.capacity)
+        if lost:
+            return NOTHING
+        report, stats = self._load()
         due = now_ms - self.last_published_ms >= self.settings.heartbeat_ms
         if not due and not should_publish_report(self.last_report, report, now_ms=now_ms,
                                                  last_published_ms=self.last_published_ms,
                                                  config=self.config):
             return NOTHING
+        return self._publish(now_ms, (report, stats))
+
+    def _load(self) -> tuple[BrokerReport, list[BundleStats]]:
+        stats = [self.workload.bundle_stats(b) for b in self.owned()]
+        return broker_report(self.broker_id, stats, self.capacity), stats
+
+    def _publish(self, now_ms: int, load: tuple[BrokerReport, list[BundleStats]] | None = None) -> Effects:
+        """Append a load report; folding it back (``last_confirmed_ms``) proves it landed."""
+        report, stats = load or self._load()
         self.last_report, self.last_published_ms = report, now_ms
         return self._append(LoadReported(broker_id=self.broker_id, broker_load=report_to_payload(report),
                                          bundles=[stats_to_payload(s) for s in stats]))
@@ -180,7 +208,11 @@ class BrokerBody(Follower):
         return Effects(send=(command,))
 
     def _confirmation(self, bundle: str, record: OwnershipRecord) -> Command | None:
-        me, tag = self.broker_id, f"v{record.version}:e{self.epoch}:s{self.sessions}"
+        # The seq of the event that started the wait is part of the id: a split that found no
+        # boundary leaves the bundle Owned at version 1 again, so its next split is Splitting at
+        # the same version as the one before.
+        since = self._waits_since.get(bundle, 0)
+        me, tag = self.broker_id, f"v{record.version}:q{since}:e{self.epoch}:s{self.sessions}"
         if record.state is BundleState.ASSIGNING and record.dst == me:
             return ConfirmOwnership(command_id=f"{me}:own:{bundle}:{tag}", epoch=self.epoch,
                                     bundle=bundle, owner=me, src=record.src)
@@ -215,7 +247,7 @@ class BrokerBody(Follower):
             return self._append(BrokerLeft(broker_id=me, reason="graceful"))
         requests: list[Effects] = [self._confirmations(now_ms)]
         for bundle in self.owned():
-            command = AssignBundle(command_id=f"{me}:drain:{bundle}:e{self.epoch}:{now_ms}",
+            command = AssignBundle(command_id=drain_request_id(me, bundle, self.epoch, now_ms),
                                    epoch=self.epoch, bundle=bundle, reason="transfer")
             last = self._sent.get(bundle)
             if last is None or now_ms - last[1] >= self.settings.retry_ms:

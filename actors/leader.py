@@ -30,7 +30,7 @@ from actors.body import Follower
 from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
 from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
 from actors.namespace import AUTO_PREFIX
-from actors.settings import LEADER, ActorSettings
+from actors.settings import LEADER, ActorSettings, drain_requester
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
@@ -44,6 +44,7 @@ from balancer.errors import (
     UnknownBundle,
     UnknownNamespace,
 )
+from balancer.liveness import LogOutages
 from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
@@ -113,6 +114,8 @@ class LeaderBody(Follower):
         """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
         self.timers = _Timers()
         self.outcomes = Outcomes()
+        self.outages = LogOutages()
+        """Log outages this body observed (soft state: a new leader gives every broker a session)."""
 
     @property
     def leads(self) -> bool:
@@ -136,8 +139,10 @@ class LeaderBody(Follower):
         elif kind in _DECISION_EVENTS:
             self._remember(payload, envelope.ts_ms)
         elif kind == "SplitCompleted":
+            parent = str(payload["parent"])
             for child in payload["children"]:
-                self.parents[str(child)] = str(payload["parent"])
+                if str(child) != parent:  # a split without a boundary: the bundle is its own child
+                    self.parents[str(child)] = parent
 
     def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
         if self.attempt is not None and epoch == self.attempt and leader_id == self.candidate_id:
@@ -186,7 +191,10 @@ class LeaderBody(Follower):
         record = self.view.records.get(bundle)
         state = BundleState.INIT if record is None else record.state
         if command.reason == "transfer" and record is not None and state is BundleState.OWNED:
-            return self._drain_request(command, record, now_ms)
+            if drain_requester(command.command_id) in (None, record.dst):
+                return self._drain_request(command, record, now_ms)
+            # The draining broker's view lags: the bundle is no longer its own, nothing to move.
+            return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": record.dst}))
         if state not in (BundleState.INIT, BundleState.FREE):
             owner = record.dst if record is not None else None
             return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": owner}))
@@ -300,11 +308,19 @@ class LeaderBody(Follower):
                        expected_seq={LEADER_KEY: self.leader_seq})
 
     def _expire(self, now_ms: int) -> Effects:
+        """``BrokerLeft(expired)`` for each broker silent for a session timeout of log time.
+
+        Silence is counted only while the log was available (``LogOutages``; none while it is
+        down), and each expiry is a compare-and-set on the broker's key at the last seq this
+        leader folded: a report it has not folded yet (a lagging subscription) refuses it."""
         timeout = self.settings.session_timeout_ms
         gone = [b for b in sorted(self.brokers)
-                if now_ms - self._last_seen(b) > timeout]
-        events = [BrokerLeft(broker_id=b, reason="expired") for b in gone]
-        return combine(appending(e.broker_id, [e], epoch=self.my_epoch) for e in events)
+                if self.outages.available_ms(self._last_seen(b), now_ms) > timeout]
+        return combine(Effects(append=((b, BrokerLeft(broker_id=b, reason="expired")),), epoch=self.my_epoch,
+                               expected_seq={b: self.key_seq(b)}) for b in gone)
+
+    def on_log_health(self, healthy: bool, now_ms: int) -> None:
+        self.outages.observe(healthy, now_ms)
 
     def _last_seen(self, broker: str) -> int:
         info = self.load.brokers.get(broker)
@@ -346,8 +362,11 @@ class LeaderBody(Follower):
         return _sends_only(combine(parts))
 
     def _has_traffic(self, bundle: str) -> bool:
-        """Its last report shows load; never reported: its parent's (the children of a split)."""
-        while True:
+        """Its last report shows load; never reported: its parent's (the children of a split).
+        Ends on any ``parents`` map: a bundle seen twice has no traffic known."""
+        seen: set[str] = set()
+        while bundle not in seen:
+            seen.add(bundle)
             data = self.load.bundles.get(bundle)
             if data is not None:
                 return data.stats.msg_rate > 0 or data.stats.topics > 0
@@ -355,6 +374,7 @@ class LeaderBody(Follower):
             if parent is None:
                 return False
             bundle = parent
+        return False
 
     def _stuck(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
@@ -408,7 +428,8 @@ class LeaderBody(Follower):
 
 def _sends_only(effects: Effects) -> Effects:
     """Tick work answers nobody: keep what it sends and appends, drop replies."""
-    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch)
+    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch,
+                   expected_seq=effects.expected_seq)
 
 
 def check_domain(brokers: Mapping[str, Any], command: SetFailureDomain) -> None:

@@ -20,6 +20,7 @@ from events.catalog import AssignBundle, Command, SetFailureDomain
 
 LEADER = "leader"
 """The routing address of whichever leader body currently leads."""
+DRAIN_PREFIX = "drain:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +72,20 @@ def route(command: Command, shards: int = 1) -> str:
     if isinstance(command, AssignBundle) and command.dst is None:
         return LEADER  # a lookup: the leader chooses the broker
     return namespace_body_name(namespace_shard(command.default_key(), shards))
+
+
+def drain_request_id(broker_id: str, bundle: str, epoch: int, now_ms: int) -> str:
+    """The command id of a draining broker's ``AssignBundle(reason="transfer")``.
+
+    The command has no requester field, so its id names the broker (length-prefixed: broker
+    ids and namespace names may hold ':'), as ``auto:<Reason>:`` ids carry an auto-split's reason.
+    """
+    return f"{DRAIN_PREFIX}{len(broker_id)}:{broker_id}:{bundle}:e{epoch}:{now_ms}"
+
+
+def drain_requester(command_id: str) -> str | None:
+    """The broker a ``drain_request_id`` names; None for any other id."""
+    if not command_id.startswith(DRAIN_PREFIX):
+        return None
+    size, _, rest = command_id[len(DRAIN_PREFIX):].partition(":")
+    return rest[:int(size)] if size.isdigit() and len(rest) > int(size) else None

@@ -274,6 +274,7 @@ class InProcessHost:
         """Append, let the writer fold what it wrote, then send; the append error, if any."""
         failure = self._append(writer, effects) if effects.append else None
         if effects.append:
+            self.log_health(writer, not isinstance(failure, Unavailable))
             self._ingest()
             self._catch_up(writer)
             self._schedule_pump()
@@ -281,6 +282,13 @@ class InProcessHost:
         for command in effects.send:
             self.schedule_command(Ticket(command, route(command, shards)))
         return failure
+
+    def log_health(self, name: str, healthy: bool) -> None:
+        """Tell body ``name`` (``Body.on_log_health``) whether the log just answered it."""
+        body = self.bodies.get(name)
+        hook = getattr(body, "on_log_health", None)
+        if hook is not None:
+            hook(healthy, self.now_for(name))
 
     def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
         guarded: set[str] = set()

@@ -266,6 +266,7 @@ class LiveHost:
         self._pending: deque[Record] = deque()
         self._tasks: list[asyncio.Task[None]] = []
         self._progress = asyncio.Event()
+        self._log_ok = True
         observe = getattr(log, "observe", None)
         self._observe: Callable[[Envelope], None] | None = observe if callable(observe) else None
 
@@ -317,6 +318,7 @@ class LiveHost:
             try:
                 async for item in subscribe(self.log, dict(self.cursor.position), self.poll_s):
                     async with self._lock:
+                        self._log_health(True)
                         record = self.cursor.take(item)
                         if record is not None:
                             self._pending.append(self._note(record))
@@ -326,6 +328,8 @@ class LiveHost:
                 raise
             except Exception:
                 logger.exception("%s: following the log failed; resubscribing", self.name)
+                async with self._lock:
+                    self._log_health(False)
                 await asyncio.sleep(0.5)
 
     async def _ticks(self) -> None:
@@ -370,14 +374,26 @@ class LiveHost:
                                       causation_id=effects.causation_id)
             except LoadBalancerError as exc:
                 self.failed_appends.append((key, exc))
+                self._log_health(not isinstance(exc, Unavailable))
                 return exc
             except Exception as exc:  # a client library error the adapter did not translate
                 logger.exception("%s: append under %r failed", self.name, key)
                 failure = Unavailable(f"append under {key!r} failed: {exc!r}")
                 self.failed_appends.append((key, failure))
+                self._log_health(False)
                 return failure
             self.counts["appends"] += 1
+        self._log_health(True)
         return None
+
+    def _log_health(self, healthy: bool) -> None:
+        """Tell the body (``on_log_health``) when the log stops or starts answering it."""
+        if healthy == self._log_ok:
+            return
+        self._log_ok = healthy
+        hook = getattr(self.body, "on_log_health", None)
+        if hook is not None:
+            hook(healthy, self.clock.now_ms())
 
     async def _ingest(self) -> None:
         """Queue every record of the log past the cursor (the writer's own among them)."""

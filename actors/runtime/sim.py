@@ -85,6 +85,9 @@ class SimHost(InProcessHost):
         self.faulty = False
         """Delivery faults apply only once set (setup runs without them)."""
         self.log_down_until = -1
+        self.outages: list[tuple[int, int]] = []
+        """(from, until) of every log outage, merged."""
+        self._log_was_available = True
         self._net = Random(f"{seed}:net")
         super().__init__(config, seed=seed, settings=settings, **options)
 
@@ -94,6 +97,20 @@ class SimHost(InProcessHost):
 
     def log_available(self) -> bool:
         return self.now_ms >= self.log_down_until
+
+    def log_down(self, ms: int) -> None:
+        """The log refuses appends for the next ``ms`` (an outage under way is extended)."""
+        until = self.now_ms + ms
+        if self.outages and self.outages[-1][1] >= self.now_ms:
+            self.outages[-1] = (self.outages[-1][0], max(self.outages[-1][1], until))
+        else:
+            self.outages.append((self.now_ms, until))
+        self.log_down_until = max(self.log_down_until, until)
+
+    def log_up_ms(self, since_ms: int, now_ms: int) -> int:
+        """How long of [since_ms, now_ms] the log was available (the truth, not an observation)."""
+        lost = sum(max(0, min(end, now_ms) - max(start, since_ms)) for start, end in self.outages)
+        return max(0, now_ms - since_ms - lost)
 
     def schedule_command(self, ticket: Ticket) -> None:
         faults, net = self.faults, self._net
@@ -123,6 +140,15 @@ class SimHost(InProcessHost):
         self.failed_appends.append((writer, key, failure))
         self.note(f"append refused {writer} {key} ({len(effects.append)} events)")
         return failure
+
+    def _tick(self) -> None:
+        """Every body's subscription polls the log each tick: during an outage it fails too."""
+        healthy = self.log_available()
+        if healthy != self._log_was_available:
+            self._log_was_available = healthy
+            for name in sorted(self.bodies):
+                self.log_health(name, healthy)
+        super()._tick()
 
     def _pump(self) -> None:
         """Feed every body the new records, some of them late (a lagging subscription)."""

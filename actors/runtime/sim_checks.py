@@ -5,6 +5,9 @@ Invariants checked (each names itself in a ``Violation``):
   (each broker's own view of what it serves);
 - ``tiling``: the bundles of every namespace tile [0, 0xffffffff] without gap or overlap, and no
   active ownership record names a range outside its namespace's layout;
+- ``liveness``: no live broker is expired: a ``BrokerLeft(expired)`` never names a broker whose
+  body is up and which was heard from (a report or registration in the log) within the session
+  timeout, counted in time the log was available (less ``slack_ms`` for the leader's ticks);
 - ``expiry``: no bundle stays Owned by a dead broker (crashed, or not registered) for longer
   than the session timeout plus ``grace_ms`` while a leader leads and the log is up;
 - ``lookup``: every lookup is answered (its topic's bundle Owned) within ``lookup_ms`` of calm;
@@ -28,6 +31,7 @@ from itertools import pairwise
 
 from actors.broker import BrokerBody
 from actors.runtime.sim import SimHost
+from actors.settings import broker_body_name
 from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
 from events.log.port import Record
@@ -65,6 +69,9 @@ class Checker:
     down_since: dict[str, int] = field(default_factory=dict)
     """Broker id -> when it was last seen dead (crashed body or not registered)."""
     calm_from: int = 0
+    slack_ms: int = 1_000
+    heard: dict[str, int] = field(default_factory=dict)
+    """Broker id -> the log time of its newest report or registration."""
     _epochs: dict[str, int] = field(default_factory=dict)
     _key_epochs: dict[str, int] = field(default_factory=dict)
     _elected: int = 0
@@ -81,7 +88,7 @@ class Checker:
     def check(self, step: int) -> Violation | None:
         new = self.host.records[self._offset:]
         self._offset = len(self.host.records)
-        checks = (self._epochs_ok(new), self._replay_ok(new), self._single_owner(),
+        checks = (self._epochs_ok(new), self._replay_ok(new), self._liveness(new), self._single_owner(),
                   self._tiling() if new else None,
                   self._expiry(), self._lookups(), self._in_flight())
         problem = next((c for c in checks if c is not None), None)
@@ -113,6 +120,24 @@ class Checker:
             if epoch < self._epochs.get(name, 0):
                 return "epochs", f"{name} went back from epoch {self._epochs[name]} to {epoch}"
             self._epochs[name] = epoch
+        return None
+
+    def _liveness(self, new: list[Record]) -> tuple[str, str] | None:
+        limit = self.host.settings.session_timeout_ms - self.slack_ms
+        for record in new:
+            envelope = record.envelope
+            if envelope.type in ("LoadReported", "BrokerRegistered"):
+                self.heard[envelope.key] = envelope.ts_ms
+            if envelope.type != "BrokerLeft" or envelope.payload.get("reason") != "expired":
+                continue
+            body = self.host.bodies.get(broker_body_name(envelope.key))
+            heard = self.heard.get(envelope.key)
+            if not isinstance(body, BrokerBody) or body.stopped or heard is None:
+                continue
+            quiet = self.host.log_up_ms(heard, envelope.ts_ms)
+            if quiet <= limit:
+                return "liveness", f"#{record.offset} expired live {envelope.key}, heard from " \
+                                   f"{envelope.ts_ms - heard} ms before ({quiet} ms of it with the log up)"
         return None
 
     def _replay_ok(self, new: list[Record]) -> tuple[str, str] | None:

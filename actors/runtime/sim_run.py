@@ -181,7 +181,7 @@ def _restart(run: _Run, fault: Fault) -> bool:
 
 
 def _log_down(run: _Run, fault: Fault) -> bool:
-    run.host.log_down_until = max(run.host.log_down_until, run.host.now_ms + int(fault.value))
+    run.host.log_down(int(fault.value))
     run.checker.disturbed()
     return True
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from random import Random
+
 import pytest
 
+from actors.broker import BrokerBody
+from actors.effects import Receipt
+from actors.leader import LeaderBody
+from actors.runtime.inproc import run_sync
+from actors.runtime.sim import SimHost
+from actors.runtime.sim_run import build
+from actors.runtime.sim_scenarios import SCENARIOS
+from actors.settings import drain_request_id, drain_requester
 from balancer.errors import StateConflict
-from events.catalog import AssignBundle
+from balancer.liveness import LogOutages
+from balancer.ownership import BundleState
+from events.catalog import AssignBundle, SplitBundle, namespace_of
 from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
 
@@ -34,3 +46,153 @@ def test_forced_reassignment_of_an_unregistered_owner_still_goes_ahead() -> None
     assert host.run_until(lambda: held_by not in host.client.brokers, 60_000)
     assert host.run_until(lambda: host.view.owner(bundle) not in (None, held_by), 30_000)
     assert_consistent(host)
+
+
+# -- seed 1533 steady: a live broker expired around a log outage ------------------------------
+def _calm_sim_host() -> SimHost:
+    """The steady scenario's cluster on a SimHost, no delivery faults, every bundle placed."""
+    host, _ = build(SCENARIOS["steady"], 11)
+    assert host.run_until(lambda: all(r.state is BundleState.OWNED for r in host.view.records.values())
+                          and len(host.view.records) == 16, 60_000)
+    return host
+
+
+def _expired(host: SimHost, since: int = 0) -> list[str]:
+    return [r.envelope.key for r in host.records[since:]
+            if r.envelope.type == "BrokerLeft" and r.envelope.payload["reason"] == "expired"]
+
+
+def test_an_outage_longer_than_a_session_expires_no_live_broker() -> None:
+    # Time the log refused appends is not silence: the leader counts only time it saw the log up
+    # (and none while it is down), and a broker whose report was refused retries soon.
+    host = _calm_sim_host()
+    start = len(host.records)
+    host.log_down(45_000)
+    host.advance(45_000 + 20_000)
+    assert _expired(host, start) == []
+    reports = [r.envelope.ts_ms for r in host.records[start:] if r.envelope.type == "LoadReported"]
+    assert reports and min(reports) - host.log_down_until <= host.settings.retry_ms + host.tick_ms
+    assert host.log_up_ms(host.log_down_until - 45_000, host.now_ms) == 20_000
+
+
+def test_a_broker_silent_for_a_session_of_log_time_still_expires_after_an_outage() -> None:
+    host = _calm_sim_host()
+    host.crash("broker:broker-1")
+    host.advance(10_000)
+    host.log_down(20_000)
+    host.advance(20_000 + 15_000)  # 25 s of log time since the crash: not yet
+    assert "broker-1" not in _expired(host)
+    host.advance(10_000)
+    assert "broker-1" in _expired(host)
+
+
+def test_an_expiry_is_a_compare_and_set_on_the_brokers_key() -> None:
+    # The leader's subscription lagged: it had not folded the broker's newest report when it
+    # expired the broker. The expiry names the last seq it folded, so the log refuses it.
+    host = _calm_sim_host()
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody)
+    stale = LeaderBody(host.config, rng=Random(1), settings=host.settings)
+    newest = max(r.offset for r in host.records if r.envelope.key == "broker-1")
+    stale.recover(r for r in host.records if r.offset < newest)
+    stale.role, stale.attempt, stale.leader_since = leader.role, leader.attempt, leader.leader_since
+    effects = stale._expire(host.now_ms + 10 * host.settings.session_timeout_ms)
+    appends = dict(effects.append)
+    assert "broker-1" in appends and effects.expected_seq["broker-1"] < stale.key_seq("broker-1") + 1
+    with pytest.raises(StateConflict):
+        run_sync(host.log.append("broker-1", [appends["broker-1"]], epoch=effects.epoch,
+                                 expected_seq=effects.expected_seq["broker-1"]))
+
+
+def test_log_outages_count_only_available_time() -> None:
+    outages = LogOutages()
+    outages.observe(False, 1_000)
+    assert outages.available_ms(0, 5_000) == 0  # down: no deadline passes
+    outages.observe(False, 2_000)
+    outages.observe(True, 4_000)
+    assert outages.windows == [(1_000, 4_000)]
+    assert outages.available_ms(0, 10_000) == 7_000
+    assert outages.available_ms(2_000, 10_000) == 6_000
+    assert outages.available_ms(5_000, 10_000) == 5_000
+
+
+# -- seeds 1676, 3279, 3748 scale_in: a drain request from a lagging view -----------------------
+def test_a_drain_request_for_a_bundle_the_broker_no_longer_owns_moves_nothing() -> None:
+    # The draining broker's view still showed a bundle that had moved to another broker; the
+    # leader took the request for the other broker's and counted that broker as draining, so
+    # placement never used it again and orphans found no broker (expiry broken).
+    host = make_host()
+    place_all(host)
+    bundle = bundles(host)[0]
+    held_by = owner(host, bundle)
+    other = next(b for b in sorted(host.client.brokers) if b != held_by)
+    reply = host.call(AssignBundle(command_id=drain_request_id(other, bundle, host.epoch, host.now_ms),
+                                   epoch=host.epoch, bundle=bundle, reason="transfer"))
+    assert isinstance(reply, Receipt) and reply.detail["owner"] == held_by
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody) and leader.draining == {}
+    host.advance(5_000)
+    assert owner(host, bundle) == held_by
+    own = host.call(AssignBundle(command_id=drain_request_id(held_by, bundle, host.epoch, host.now_ms),
+                                 epoch=host.epoch, bundle=bundle, reason="transfer"))
+    assert isinstance(own, Receipt) and held_by in leader.draining
+
+
+@pytest.mark.parametrize("broker", ["broker-1", "host:8080", "a:b:c"])
+def test_a_drain_request_id_names_its_broker(broker: str) -> None:
+    assert drain_requester(drain_request_id(broker, "t/n:x/0x00000000_0xffffffff", 3, 7)) == broker
+    assert drain_requester("clients:lookup:t/n/0x00000000_0xffffffff") is None
+
+
+# -- seed 4283 split_storm: a restarted broker that could not register served its old bundles ----
+def test_an_unregistered_broker_serves_nothing() -> None:
+    # Expired during a crash, restarted during a log outage (its registration refused): it
+    # served, from the log, the bundles the leader was handing to other brokers.
+    host = _calm_sim_host()
+    host.crash("broker:broker-1")
+    assert host.run_until(lambda: "broker-1" not in host.client.brokers, 60_000)
+    host.log_down(5_000)  # at once: the orphans are not reassigned yet, nor can they be now
+    body = host.restart("broker:broker-1")
+    assert isinstance(body, BrokerBody) and not body.registered
+    assert any(r.dst == "broker-1" and r.state is BundleState.OWNED for r in body.view.records.values())
+    assert body.owned() == []
+    assert host.run_until(lambda: body.registered, 30_000)
+
+
+# -- seed 4773 split_storm: a split's confirmation taken for an earlier split's ----------------
+def test_every_split_of_a_bundle_that_never_splits_completes() -> None:
+    # A split that finds no boundary leaves the bundle Owned at version 1 again (its child is
+    # itself), so the next split of it is Splitting at the same version as the one before: the
+    # owner's ConfirmSplit had the same id, the namespace answered it as a repeat, and the
+    # bundle stayed Splitting until the monitor overrode it (a lookup waited > 60 s).
+    host = make_host()
+    place_all(host)
+    bundle = bundles(host)[0]
+    lower = int(bundle.rsplit("/", 1)[1].split("_")[0], 16)
+    for _ in range(3):
+        host.call(SplitBundle(command_id=host.command_id(), epoch=host.epoch, namespace=namespace_of(bundle),
+                              bundle=bundle, algorithm="specified_positions_divide", positions=[lower]))
+        assert host.run_until(lambda: host.view.records[bundle].state is BundleState.OWNED, 5_000)
+    completed = [r for r in host.records if r.envelope.type == "SplitCompleted"]
+    assert len(completed) == 3 and len({r.envelope.causation_id for r in completed}) == 3
+    assert_consistent(host)
+
+
+# -- seed 7867 split_storm: the leader hung --------------------------------------------------------
+def test_a_free_bundle_that_split_into_itself_does_not_hang_the_leader() -> None:
+    # A split without a boundary completes with the parent as its only child; the leader noted
+    # the bundle as its own parent, and when it was Free with no report of its own, the search
+    # for its traffic through its parents never ended (the leader's tick hung).
+    host = make_host()
+    place_all(host)
+    leader = host.leader()
+    assert isinstance(leader, LeaderBody)
+    bundle = bundles(host)[0]
+    lower = int(bundle.rsplit("/", 1)[1].split("_")[0], 16)
+    host.call(SplitBundle(command_id=host.command_id(), epoch=host.epoch, namespace=namespace_of(bundle),
+                          bundle=bundle, algorithm="specified_positions_divide", positions=[lower]))
+    assert host.run_until(lambda: host.view.records[bundle].state is BundleState.OWNED, 5_000)
+    assert bundle not in leader.parents
+    leader.load.bundles.pop(bundle, None)
+    leader.parents[bundle] = bundle  # whatever the map holds, the search ends
+    assert leader._has_traffic(bundle) is False

@@ -20,6 +20,13 @@ STEPS = 500
 
 @pytest.mark.parametrize("seed, scenario", [
     pytest.param(165, "rolling_restart", id="stale-orphan-cleanup-after-reregistration"),
+    pytest.param(1533, "steady", id="live-broker-expired-around-log-outage"),
+    pytest.param(1676, "scale_in", id="drain-request-from-lagging-view-1676"),
+    pytest.param(3279, "scale_in", id="drain-request-from-lagging-view-3279"),
+    pytest.param(3748, "scale_in", id="drain-request-from-lagging-view-3748"),
+    pytest.param(4283, "split_storm", id="unregistered-restarted-broker-served"),
+    pytest.param(4773, "split_storm", id="repeated-split-confirmation-id"),
+    pytest.param(7867, "split_storm", id="leader-hung-on-a-bundle-split-into-itself"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

@@ -6,19 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from actors.body import Follower
 from actors.client import ClientView
-from actors.effects import Receipt
+from actors.effects import Effects, Receipt, appending
 from actors.runtime.live import Answer, BodySpec, Clock, LiveHost, LogCursor, LogSpec
 from actors.settings import LEADER, ActorSettings
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, UnknownNamespace
+from balancer.errors import InvalidInput, Unavailable, UnknownNamespace
 from balancer.ownership import BundleState
-from events.catalog import AssignBundle, Command, CreateNamespace, LeaderElected, UnloadBundle
+from events.catalog import (
+    AssignBundle,
+    Command,
+    CreateNamespace,
+    Event,
+    LeaderElected,
+    SheddingSkipped,
+    UnloadBundle,
+)
 from events.log.memory import MemoryEventLog
 from events.log.port import Offsets
 
@@ -148,6 +158,50 @@ async def test_a_failed_append_is_the_commands_error() -> None:
         assert host.status()["counts"]["appends"] == 1
         with pytest.raises(InvalidInput):
             await host.act("shutdown")  # only brokers shut down
+    finally:
+        await host.close()
+
+
+class _FlakyLog(MemoryEventLog):
+    """Refuses appends while ``down`` (a log outage)."""
+
+    down = False
+
+    async def append(self, key: str, messages: Sequence[Event], **options: Any) -> Any:
+        if self.down:
+            raise Unavailable("the log is down")
+        return await super().append(key, messages, **options)
+
+
+class _Watcher(Follower):
+    """Appends one event per command and records what the host tells it of the log's health."""
+
+    name = "watcher"
+
+    def __init__(self) -> None:
+        super().__init__(CONFIG)
+        self.health: list[bool] = []
+
+    def on_log_health(self, healthy: bool, now_ms: int) -> None:
+        self.health.append(healthy)
+
+    def on_command(self, command: Command, now_ms: int) -> Effects:
+        return appending("k", [SheddingSkipped(strategy="s", reason="r")], epoch=0)
+
+
+async def test_the_host_tells_the_body_when_the_log_stops_and_starts_answering() -> None:
+    log, body = _FlakyLog(), _Watcher()
+    host = LiveHost(body, log, Clock.starting_now(), LocalTransport(), tick_s=0.05)
+    await host.start()
+    try:
+        log.down = True
+        for i in range(2):
+            _, error = await host.command(CreateNamespace(command_id=f"c{i}", epoch=0, namespace="t/d"))
+            assert isinstance(error, Unavailable)
+        log.down = False
+        _, error = await host.command(CreateNamespace(command_id="c9", epoch=0, namespace="t/d"))
+        assert error is None
+        assert body.health == [False, True]  # changes only
     finally:
         await host.close()
 
