@@ -11,10 +11,10 @@ Invariants:
   topics may come from two logs (each numbers its keys' seqs on its own);
 - ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
   last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers;
-- ``on_log_health(healthy, now_ms)`` is an optional hook (hosts look it up with ``getattr``):
-  the host tells a body whether its last append or read of the log succeeded; a body may keep
-  that as soft state (the leader does, to discount outages from brokers' liveness), never as
-  something a restarted body must know.
+- ``on_log_health(healthy, now_ms)``: the host tells a body whether its last append or read
+  of the log succeeded (``Follower`` ignores it); a body may keep that as soft state (the
+  leader does, to discount outages from brokers' liveness), never as something a restarted
+  body must know.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class Body(Protocol):
     def on_event(self, record: Record, now_ms: int) -> Effects: ...
 
     def on_tick(self, now_ms: int) -> Effects: ...
+
+    def on_log_health(self, healthy: bool, now_ms: int) -> None: ...
 
 
 class Follower:

@@ -286,9 +286,8 @@ class InProcessHost:
     def log_health(self, name: str, healthy: bool) -> None:
         """Tell body ``name`` (``Body.on_log_health``) whether the log just answered it."""
         body = self.bodies.get(name)
-        hook = getattr(body, "on_log_health", None)
-        if hook is not None:
-            hook(healthy, self.now_for(name))
+        if body is not None:
+            body.on_log_health(healthy, self.now_for(name))
 
     def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
         guarded: set[str] = set()

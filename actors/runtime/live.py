@@ -391,9 +391,7 @@ class LiveHost:
         if healthy == self._log_ok:
             return
         self._log_ok = healthy
-        hook = getattr(self.body, "on_log_health", None)
-        if hook is not None:
-            hook(healthy, self.clock.now_ms())
+        self.body.on_log_health(healthy, self.clock.now_ms())
 
     async def _ingest(self) -> None:
         """Queue every record of the log past the cursor (the writer's own among them)."""
