@@ -207,7 +207,7 @@ def accept(current: OwnershipRecord | None, incoming: OwnershipRecord | None,
             return mode is AcceptMode.COMPACTED
     if incoming.force:
         return True
-    rule = NEXT_VERSION_RULES[mode].get((current.state, incoming.state))
+    rule = NEXT_VERSION_RULES[mode][current.state].get(incoming.state)
     return rule is True or (rule is not None and rule(current, incoming))
 
 
@@ -232,7 +232,7 @@ def _judge_version(current: OwnershipRecord | None, incoming: OwnershipRecord,
 # The rules index the records (1 = dst, 2 = src) rather than name the fields: they run once per
 # folded event, and a tuple index is the cheaper read.
 
-def _same_brokers(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
+def same_brokers(current: OwnershipRecord, incoming: OwnershipRecord) -> bool:
     return incoming[1] == current[1] and incoming[2] == current[2]
 
 
@@ -255,9 +255,9 @@ def _fresh_assignment(current: OwnershipRecord, incoming: OwnershipRecord) -> bo
 _BROKER_RULES: Mapping[tuple[BundleState, BundleState], Callable[[OwnershipRecord, OwnershipRecord], bool]] = {
     (BundleState.OWNED, BundleState.SPLITTING): _split_by_owner,
     (BundleState.OWNED, BundleState.RELEASING): _release_by_owner,
-    (BundleState.ASSIGNING, BundleState.OWNED): _same_brokers,
-    (BundleState.RELEASING, BundleState.FREE): _same_brokers,
-    (BundleState.SPLITTING, BundleState.DELETED): _same_brokers,
+    (BundleState.ASSIGNING, BundleState.OWNED): same_brokers,
+    (BundleState.RELEASING, BundleState.FREE): same_brokers,
+    (BundleState.SPLITTING, BundleState.DELETED): same_brokers,
     (BundleState.RELEASING, BundleState.ASSIGNING): _transfer_continues,
     (BundleState.FREE, BundleState.ASSIGNING): _fresh_assignment,
 }
@@ -274,23 +274,27 @@ NextVersionRule = BrokerRule | Literal[True]
 """True: accepted; a function: accepted if it holds for (current, incoming)."""
 
 
-def _next_version_rules(mode: AcceptMode) -> Mapping[tuple[BundleState | None, BundleState], NextVersionRule]:
-    """(state held, state offered) -> rule, for a non-forced record carrying the next version.
+NextVersionRules = dict[BundleState | None, dict[BundleState, NextVersionRule]]
 
-    ``None`` as the held state means no record. A pair that is not a key is rejected. This is
-    ``TRANSITIONS`` joined with ``_BROKER_RULES`` once, so that a fold, which numbers versions
-    itself, decides a transition with one dict lookup.
+
+def _next_version_rules(mode: AcceptMode) -> NextVersionRules:
+    """state held -> state offered -> rule, for a non-forced record carrying the next version.
+
+    ``None`` as the held state means no record; an offered state that is not a key is rejected.
+    This is ``TRANSITIONS`` joined with ``_BROKER_RULES`` once, so that a fold, which numbers
+    versions itself, decides a transition with two plain dict lookups (read-only: plain dicts
+    because a fold's hot path reads them, and a mapping proxy or a tuple key costs double).
     """
-    table: dict[tuple[BundleState | None, BundleState], NextVersionRule] = {}
+    table: NextVersionRules = {}
     for before in (None, *BundleState):
         held = BundleState.INIT if before is None else before
-        for after in BundleState:
-            if transition_allowed(held, after, mode):
-                table[(before, after)] = True if before is None else _BROKER_RULES.get((before, after), True)
-    return MappingProxyType(table)
+        table[before] = {
+            after: True if before is None else _BROKER_RULES.get((before, after), True)
+            for after in BundleState if transition_allowed(held, after, mode)}
+    return table
 
 
-NEXT_VERSION_RULES: Mapping[AcceptMode, Mapping[tuple[BundleState | None, BundleState], NextVersionRule]] = {
+NEXT_VERSION_RULES: Mapping[AcceptMode, NextVersionRules] = {
     mode: _next_version_rules(mode) for mode in AcceptMode
 }
 

@@ -24,13 +24,13 @@ from balancer.ownership import (
     VERSION_MAX,
     AcceptMode,
     BundleState,
-    NextVersionRule,
+    NextVersionRules,
     OwnershipRecord,
-    _same_brokers,
     accept,
     judge,
     next_version,
     owner_of,
+    same_brokers,
 )
 from events.envelope import Envelope
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
@@ -71,20 +71,13 @@ class OwnershipProjection:
     failure_domains: dict[str, str] = field(default_factory=dict)
     tracker: SequenceTracker = field(default_factory=SequenceTracker)
     applied: int = 0
-    _first_rules: dict[BundleState, NextVersionRule] = field(init=False, repr=False, compare=False)
-    _next_rules: dict[BundleState, dict[BundleState, NextVersionRule]] = field(
-        init=False, repr=False, compare=False)
+    _rules: NextVersionRules = field(init=False, repr=False, compare=False)
 
     name = "ownership"
 
     # -- folding ------------------------------------------------------------------------
     def __post_init__(self) -> None:
-        # Plain nested dicts: the hot path's two lookups (a proxy or a tuple key costs double).
-        rules = NEXT_VERSION_RULES[self.mode]
-        self._first_rules = {after: rule for (before, after), rule in rules.items() if before is None}
-        self._next_rules = {
-            before: {after: rule for (held, after), rule in rules.items() if held is before}
-            for before in BundleState}
+        self._rules = NEXT_VERSION_RULES[self.mode]
 
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped (see the anomalies)."""
@@ -106,11 +99,11 @@ class OwnershipProjection:
             # The fold numbers versions itself, so accept()'s version checks always pass: the
             # table decides (a property test holds it equal to accept and judge).
             if current is None:
-                version, rule = 1, self._first_rules.get(state)
+                version, rule = 1, self._rules[None].get(state)
             elif current[6] < VERSION_MAX:
-                version, rule = current[6] + 1, self._next_rules[current[0]].get(state)
+                version, rule = current[6] + 1, self._rules[current[0]].get(state)
             else:
-                version, rule = next_version(current[6]), self._next_rules[current[0]].get(state)
+                version, rule = next_version(current[6]), self._rules[current[0]].get(state)
             dst = (payload[dst_field] if dst_field else None) or None
             src = payload.get("src") or None
             force = bool(payload.get(force_field)) if force_field else False
@@ -119,8 +112,8 @@ class OwnershipProjection:
             return self._bad_event(offset, envelope, exc)
         # "The same brokers" (half the transitions of any log) is checked here, not called.
         if (force or rule is True
-                or (rule is _same_brokers and dst == current[1] and src == current[2])  # type: ignore[index]
-                or (rule is not None and rule is not _same_brokers and rule(current, incoming))):  # type: ignore[arg-type]
+                or (rule is same_brokers and dst == current[1] and src == current[2])  # type: ignore[index]
+                or (rule is not None and rule is not same_brokers and rule(current, incoming))):  # type: ignore[arg-type]
             self.records[bundle] = incoming
             self.applied += 1
             return True
