@@ -18,7 +18,9 @@ events are all under its namespace's key, so (partition, offset) orders them.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -86,24 +88,33 @@ def key_violations(df: DataFrame) -> DataFrame:
         .withColumn("prev_seq", F.lag("seq").over(w)) \
         .withColumn("prev_offset", F.lag("offset").over(w)) \
         .withColumn("top", F.max(F.struct("epoch", "offset")).over(before))
-    gap = rows.where("prev_seq IS NOT NULL AND seq > prev_seq + 1").select(
-        _v("seq_gap", F.col("prev_offset"),
-           F.format_string("seq %d follows %d: %d missing", "seq", "prev_seq",
-                           F.col("seq") - F.col("prev_seq") - 1)))
-    repeat = rows.where("prev_seq IS NOT NULL AND seq <= prev_seq").select(
-        _v("seq_repeat", F.col("prev_offset"),
-           F.format_string("seq %d after %d (duplicate or out of order)", "seq", "prev_seq")))
-    stale = rows.where("top IS NOT NULL AND epoch < top.epoch").select(
-        _v("stale_epoch", F.col("top.offset"),
-           F.format_string("epoch %d after epoch %d was written", "epoch", "top.epoch")))
-    return gap.unionByName(repeat).unionByName(stale)
+    return _found(rows, [
+        ("seq_gap", F.col("seq") > F.col("prev_seq") + 1, F.col("prev_offset"),
+         F.format_string("seq %d follows %d: %d missing", "seq", "prev_seq",
+                         F.col("seq") - F.col("prev_seq") - 1)),
+        ("seq_repeat", F.col("seq") <= F.col("prev_seq"), F.col("prev_offset"),
+         F.format_string("seq %d after %d (duplicate or out of order)", "seq", "prev_seq")),
+        ("stale_epoch", F.col("epoch") < F.col("top.epoch"), F.col("top.offset"),
+         F.format_string("epoch %d after epoch %d was written", "epoch", "top.epoch")),
+    ])
 
 
-def _v(check: str, related: Column, detail: Column) -> list[Column | str]:
+def _found(rows: DataFrame, checks: list[tuple[str, Column, Column, Column]]) -> DataFrame:
+    """One violation row per (row, check whose condition holds): one pass over ``rows``.
+
+    A union of one filter per check would be simpler, but column pruning gives every branch its
+    own plan, so each would shuffle and sort the whole history again (7 sorts where 2 do)."""
     from pyspark.sql import functions as F
 
-    return [F.lit(check).alias("check"), "topic", "key", "bundle", "partition", "offset",
-            related.cast("long").alias("related_offset"), "ts", detail.alias("detail")]
+    hits = [F.when(cond, F.struct(F.lit(name).alias("check"), related.cast("long").alias("related_offset"),
+                                  detail.alias("detail")))
+            for name, cond, related, detail in checks]
+    any_hit = functools.reduce(operator.or_, [F.coalesce(cond, F.lit(False)) for _, cond, _, _ in checks])
+    found = rows.where(any_hit).select(
+        "topic", "key", "bundle", "partition", "offset", "ts",
+        F.explode(F.filter(F.array(*hits), lambda hit: hit.isNotNull())).alias("hit"))
+    return found.select(F.col("hit.check").alias("check"), "topic", "key", "bundle", "partition", "offset",
+                        "hit.related_offset", "ts", "hit.detail")
 
 
 # -- per bundle: ownership state ---------------------------------------------------------------------
@@ -142,35 +153,31 @@ def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFram
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("bundle").orderBy("partition", "offset", "part")
-    # The next end state, as a running frame over the reversed order: linear, where a
-    # "rows 1..unbounded following" frame is recomputed per row (quadratic per bundle).
-    back = Window.partitionBy("bundle").orderBy(F.desc("partition"), F.desc("offset"), F.desc("part")) \
-        .rowsBetween(Window.unboundedPreceding, -1)
     ended = F.when(F.col("state").isin("Owned", "Free", "Deleted"), F.struct("ts", "offset"))
-    rows = ownership_rows(df) \
+    # The next end state: a lead that skips nulls shares the one sort of the lags, where a frame
+    # "1 following .. unbounded" is recomputed per row (quadratic per bundle) and a running
+    # frame over the reversed order needs a second sort.
+    rows = ownership_rows(df).withColumn("ended", ended) \
         .withColumn("prev_state", F.lag("state").over(w)) \
         .withColumn("prev_broker", F.lag("broker").over(w)) \
         .withColumn("prev_offset", F.lag("offset").over(w)) \
-        .withColumn("end", F.last(ended, ignorenulls=True).over(back))
-    double = rows.where("state = 'Owned' AND prev_state = 'Owned' AND broker <> prev_broker").select(
-        _v("double_owner", F.col("prev_offset"),
-           F.format_string("owned by %s while %s owns it", "broker", "prev_broker")))
-    stray = rows.where(
-        "state = 'Owned' AND type = 'BundleOwned' AND prev_state IS NOT NULL AND prev_state <> 'Owned' "
-        "AND NOT (prev_state = 'Assigning' AND broker = prev_broker)").select(
-        _v("unassigned_owner", F.col("prev_offset"),
-           F.format_string("owned by %s, but the bundle was %s (%s)", "broker", "prev_state",
-                           F.coalesce("prev_broker", F.lit("-")))))
-    moves = rows.where(F.col("type").isin(*MOVE_TYPES))
-    late = moves.where(f"end IS NOT NULL AND end.ts - ts > {int(in_flight_ms)}").select(
-        _v("in_flight_timeout", F.col("end.offset"),
-           F.format_string(f"%s completed after %d ms (in-flight wait {int(in_flight_ms)} ms)",
-                           "type", F.col("end.ts") - F.col("ts"))))
-    never = moves.where(f"end IS NULL AND {int(end_ts)} - ts > {int(in_flight_ms)}").select(
-        _v("in_flight_timeout", F.lit(None),
-           F.format_string(f"%s never completed ({int(end_ts)} - %d ms to the end of the log)",
-                           "type", "ts")))
-    return double.unionByName(stray).unionByName(late).unionByName(never)
+        .withColumn("end", F.expr("lead(ended) IGNORE NULLS").over(w))
+    move = F.col("type").isin(*MOVE_TYPES)
+    wait = int(in_flight_ms)
+    return _found(rows, [
+        ("double_owner", F.expr("state = 'Owned' AND prev_state = 'Owned' AND broker <> prev_broker"),
+         F.col("prev_offset"), F.format_string("owned by %s while %s owns it", "broker", "prev_broker")),
+        ("unassigned_owner", F.expr(
+            "state = 'Owned' AND type = 'BundleOwned' AND prev_state IS NOT NULL AND prev_state <> 'Owned' "
+            "AND NOT (prev_state = 'Assigning' AND broker = prev_broker)"),
+         F.col("prev_offset"), F.format_string("owned by %s, but the bundle was %s (%s)", "broker",
+                                               "prev_state", F.coalesce("prev_broker", F.lit("-")))),
+        ("in_flight_timeout", move & F.expr(f"end IS NOT NULL AND end.ts - ts > {wait}"), F.col("end.offset"),
+         F.format_string(f"%s completed after %d ms (in-flight wait {wait} ms)", "type",
+                         F.col("end.ts") - F.col("ts"))),
+        ("in_flight_timeout", move & F.expr(f"end IS NULL AND {int(end_ts)} - ts > {wait}"), F.lit(None),
+         F.format_string(f"%s never completed ({int(end_ts)} - %d ms to the end of the log)", "type", "ts")),
+    ])
 
 
 # -- per namespace: the layout tiles the hash space ----------------------------------------------------

@@ -36,8 +36,9 @@ def session(master: str = "local[2]", *, driver_memory: str = "1g", shuffle_part
 
     32 shuffle partitions, not 4: the audit's windows partition by log key and by bundle, a few
     dozen keys hash unevenly into 4 partitions and one core sorts the big one alone (a warm
-    1M-event audit: 6.1 s with 4, 5.3 s with 16, 5.1 s with 32); adaptive execution coalesces
-    them again where the data is small."""
+    1M-event audit sorting 7 times: 6.1 s with 4, 5.1 s with 32; sorting twice, as it does now,
+    2.4-3.2 s with 4 to 64, within the noise); adaptive execution coalesces them again where the
+    data is small."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

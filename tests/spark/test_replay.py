@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from events.catalog import BundleOwned, LoadReported, Message, SheddingSkipped, TransferPrepared
+from events.catalog import (
+    BundleAssigned,
+    BundleOwned,
+    LoadReported,
+    Message,
+    SheddingSkipped,
+    TransferPrepared,
+)
 from events.codec import encode
 from events.envelope import Envelope
 from events.log.kafka import KafkaEventLog
@@ -130,6 +137,50 @@ def test_a_corrupt_record_in_log_files_is_reported_and_the_rest_still_reads(
     assert audit(again).by_check() == {"corrupt_record": 1}
     # Exit status 1 and the offset on the command line.
     assert main(["replay", "audit", str(tmp_path / "log"), "--json"]) == 1
+
+
+def late_and_stray(records: list[Record]) -> list[Envelope]:
+    """A transfer completed 40 s after it was prepared, a bundle owned by a broker it was not
+    assigned to and a repeated seq, each on its own key, after the end of the recording."""
+    heads, end = _heads(records), records[-1].envelope.ts_ms
+    owned = _owned_at_end(records)
+    (b1, (ns1, o1)), (b2, (ns2, o2)) = next(
+        ((a, x), (b, y)) for a, x in owned.items() for b, y in owned.items() if x[0] != y[0])
+    other = next(b for b in ("broker-1", "broker-2", "broker-3") if b not in (o1, o2))
+    out: list[Envelope] = []
+    for key, message, ts, tag in [
+        (ns1, TransferPrepared(bundle=b1, src=o1, dst=other, reason="Overloaded"), end + 1_000, "late-0"),
+        (ns1, BundleAssigned(bundle=b1, dst=other, src=o1), end + 41_000, "late-1"),
+        (ns1, BundleOwned(bundle=b1, owner=other, src=o1), end + 41_000, "late-2"),
+        (ns2, BundleAssigned(bundle=b2, dst=other, src=o2, reason="admin"), end + 1_000, "stray-0"),
+        (ns2, BundleOwned(bundle=b2, owner=o2), end + 2_000, "stray-1"),
+    ]:
+        heads[key] = _env(heads[key], message, ts, tag=tag)
+        out.append(heads[key])
+    out.append(_env(heads["broker-2"], LoadReported(broker_id="broker-2", broker_load={}), end + 3_000,
+                    seq_step=0, tag="repeat"))
+    return out
+
+
+def test_a_late_transfer_a_stray_owner_and_a_repeated_seq_name_their_offsets(
+        spark: Any, recorded: list[Record], tmp_path: Path) -> None:
+    async def append() -> dict[str, int]:
+        async with LocalEventLog(tmp_path / "log", fsync=False) as log:
+            await _write(log, [r.envelope for r in recorded] + late_and_stray(recorded))
+            result = await log.read()
+        return {r.envelope.event_id: r.offset for r in result.records}
+
+    at = asyncio.run(append())
+    report = audit(read_local(spark, tmp_path / "log"))
+    found = {(v.check, v.offset, v.related_offset) for v in report.violations}
+    assert found == {("in_flight_timeout", at["fault-late-0"], at["fault-late-2"]),
+                     ("unassigned_owner", at["fault-stray-1"], at["fault-stray-0"]),
+                     ("seq_repeat", at["fault-repeat"], at[recorded_head(recorded, "broker-2")])}
+    assert "completed after 40000 ms" in report.of("in_flight_timeout")[0].detail
+
+
+def recorded_head(records: list[Record], key: str) -> str:
+    return _heads(records)[key].event_id
 
 
 def test_timeline_and_move_stats_follow_the_recorded_moves(spark: Any, recorded: list[Record],
