@@ -10,8 +10,9 @@ Invariants:
   (FailureDomainSet) and the key of a broker it expires (BrokerLeft(expired)); every ownership
   change it wants is a command to the namespace that writes it;
 - every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
-  that chose the destination, and ``run_ms``: when the run ran) into
-  UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped stamped at the run's time; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
+  that chose the destination, ``run_ms``: when the run ran, and ``folded``: partition -> the last
+  offset folded then) into UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped
+  stamped at the run's time, with the same ``folded``; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);
@@ -116,6 +117,9 @@ class LeaderBody(Follower):
         self.outcomes = Outcomes()
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
+        self.folded_to: dict[int, int] = {}
+        """Partition -> the last offset folded: stamped on each shedding run's events, so a
+        what-if replays the run over exactly what this body had seen."""
 
     @property
     def leads(self) -> bool:
@@ -129,6 +133,8 @@ class LeaderBody(Follower):
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
         kind, payload = envelope.type, envelope.payload
+        if record.offset > self.folded_to.get(record.partition, -1):
+            self.folded_to[record.partition] = record.offset
         self.load.apply(record.offset, envelope)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(kind, payload, envelope.causation_id)
@@ -264,13 +270,18 @@ class LeaderBody(Follower):
             dst, stored["placement"] = placement.broker, placement.to_dict()
             if dst is None or dst == source:
                 return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner
-        # run_ms: when the run that decided it ran (a what-if replays the run at that time).
-        stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=now_ms)
+        # run_ms and folded: when the run that decided it ran and how much of the log it had seen
+        # (a what-if replays the run over exactly that).
+        stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=now_ms,
+                      folded=self._position())
         self._sent(decision.bundle, record, now_ms)
         command = UnloadBundle(command_id=f"{self.candidate_id}:{reason}:{decision.bundle}:e{self.my_epoch}:{now_ms}",
                                epoch=self.my_epoch, bundle=decision.bundle, dst=dst, reason=reason,
                                decision=stored)
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
+
+    def _position(self) -> dict[str, int]:
+        return {str(partition): offset for partition, offset in sorted(self.folded_to.items())}
 
     # -- ticks -----------------------------------------------------------------------------
     def on_tick(self, now_ms: int) -> Effects:
@@ -399,7 +410,7 @@ class LeaderBody(Follower):
             skip = str(result.skip)
         else:  # decisions without a destination other than their owner, or none at all
             skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
-        event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip)
+        event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
         return appending(LEADER_KEY, [event], epoch=self.my_epoch)
 
     def _auto_split(self, now_ms: int) -> Effects:

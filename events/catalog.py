@@ -228,8 +228,13 @@ class SplitCompleted(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SheddingSkipped(Event):
+    """v2 adds ``folded``: partition (as text) -> the last offset the leader had folded when the
+    run ran (what-if replays the run over exactly that much of the log); None from v1."""
+
+    VERSION: ClassVar[int] = 2
     strategy: str
     reason: str  # HitCount, CoolDown, NoBrokers, ...
+    folded: dict[str, int] | None = None
 
     def default_key(self) -> str:
         return LEADER_KEY

@@ -49,8 +49,14 @@ def _broker_left_v1(payload: Payload) -> Payload:
     return out
 
 
+def _shedding_skipped_v1(payload: Payload) -> Payload:
+    # v1 did not say how much of the log the run had seen: a replay falls back to its time.
+    return {**payload, "folded": None}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BrokerLeft", 1): _broker_left_v1,
+    ("SheddingSkipped", 1): _shedding_skipped_v1,
 }
 
 

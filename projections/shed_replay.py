@@ -5,8 +5,10 @@ Invariants:
   the moves it caused (UnloadRequested/TransferPrepared whose decision names the strategy; the
   run's time is the decision's ``run_ms``, else the time that ends the leader's command id, else
   the event's own time);
-- at a run at time T the replay has folded exactly the records stamped before T, in log order,
-  into what the leader folds: the ownership projection (splits included), the load projection
+- at a run the replay has folded exactly what the leader had: the records up to the run's
+  ``folded`` positions (partition -> last offset, stamped by the leader on the run's events),
+  or, for runs recorded without them, the records stamped before the run's time T; either way in
+  (time, partition, offset) order, each partition in offset order, into what the leader folds: the ownership projection (splits included), the load projection
   (every report: latest report per broker, EMAs, bundle averages), the broker registry, the
   draining brokers and the grace-period memory folded from decision events (``remember_shed``,
   the leader's own rule); the view comes from the leader's builder (``projections.views``) and
@@ -21,7 +23,9 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +74,15 @@ class RecordedRun:
     now_ms: int
     moves: list[RecordedMove] = field(default_factory=list)
     skip: str | None = None
+    folded: dict[int, int] | None = None
+    """Partition -> the last offset the leader had folded when it ran (None: recorded without)."""
+
+
+def folded_positions(value: Any) -> dict[int, int] | None:
+    """A ``folded`` stamp as partition -> offset (None when absent or not a mapping)."""
+    if not isinstance(value, Mapping):
+        return None
+    return {int(partition): int(offset) for partition, offset in value.items()}
 
 
 def run_time(envelope: Any) -> int:
@@ -102,7 +115,8 @@ def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> Recor
     for offset, envelope in items:
         payload = envelope.payload
         if envelope.type == "SheddingSkipped" and payload.get("strategy") == strategy:
-            runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms)).skip = str(payload["reason"])
+            run = runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms))
+            run.skip, run.folded = str(payload["reason"]), folded_positions(payload.get("folded"))
         elif envelope.type in MOVE_EVENTS:
             decision = payload.get("decision")
             if not isinstance(decision, dict) or decision.get("strategy") != strategy:
@@ -110,9 +124,11 @@ def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> Recor
                 unmodelled[reason] = unmodelled.get(reason, 0) + 1
                 continue
             now = run_time(envelope)
-            runs.setdefault(now, RecordedRun(now)).moves.append(RecordedMove(
-                str(payload["bundle"]), str(payload["src"]), _strategy_destination(decision),
-                str(payload.get("reason") or ""), offset))
+            run = runs.setdefault(now, RecordedRun(now))
+            run.folded = folded_positions(decision.get("folded"))
+            run.moves.append(RecordedMove(str(payload["bundle"]), str(payload["src"]),
+                                          _strategy_destination(decision), str(payload.get("reason") or ""),
+                                          offset))
     return RecordedRuns([runs[t] for t in sorted(runs)], unmodelled)
 
 
@@ -213,23 +229,47 @@ def _missed(recorded: list[RecordedMove], replayed: tuple[Decision, ...]) -> tup
     return tuple(missed)
 
 
-def align(records: Iterable[tuple[int, Envelope]], runs: RecordedRuns,
+class LogCursor:
+    """The log, partition by partition in offset order, handed out up to a run's horizon in
+    (time, partition, offset) order: each record once."""
+
+    def __init__(self, records: Iterable[tuple[int, int, Envelope]]) -> None:
+        queues: dict[int, list[tuple[int, Envelope]]] = {}
+        for partition, offset, envelope in records:
+            queues.setdefault(partition, []).append((offset, envelope))
+        self.queues = {p: deque(sorted(q, key=lambda item: item[0])) for p, q in queues.items()}
+
+    def until(self, run: RecordedRun | None) -> Iterator[tuple[int, Envelope]]:
+        """(offset, envelope) of the records the leader had folded at ``run`` (all: None)."""
+        heads = [(q[0][1].ts_ms, p, q[0][0]) for p, q in self.queues.items() if q and _seen(run, p, q[0])]
+        heapq.heapify(heads)
+        while heads:
+            _, partition, _ = heapq.heappop(heads)
+            queue = self.queues[partition]
+            yield queue.popleft()
+            if queue and _seen(run, partition, queue[0]):
+                heapq.heappush(heads, (queue[0][1].ts_ms, partition, queue[0][0]))
+
+
+def _seen(run: RecordedRun | None, partition: int, item: tuple[int, Envelope]) -> bool:
+    if run is None:
+        return True
+    if run.folded is not None:
+        return item[0] <= run.folded.get(partition, -1)
+    return item[1].ts_ms < run.now_ms
+
+
+def align(records: Iterable[tuple[int, int, Envelope]], runs: RecordedRuns,
           config: LoadBalancerConfig) -> Alignment:
-    """Replay every recorded run over ``records`` ((offset, envelope) in log order)."""
+    """Replay every recorded run over ``records`` ((partition, offset, envelope), any order)."""
     replay = LeaderReplay(config)
-    pending = list(runs.runs)
+    log = LogCursor(records)
     out: list[RunReplay] = []
-
-    def run_until(ts_ms: int | None) -> None:
-        while pending and (ts_ms is None or pending[0].now_ms <= ts_ms):
-            run = pending.pop(0)
-            result = replay.shed(run.now_ms)
-            out.append(RunReplay(run.now_ms, tuple(run.moves), run.skip, result.decisions,
-                                 None if result.skip is None else str(result.skip),
-                                 _missed(run.moves, result.decisions)))
-
-    for offset, envelope in records:
-        run_until(envelope.ts_ms)  # runs at T see the records stamped before T
-        replay.fold(offset, envelope)
-    run_until(None)
+    for run in runs.runs:
+        for offset, envelope in log.until(run):
+            replay.fold(offset, envelope)
+        result = replay.shed(run.now_ms)
+        out.append(RunReplay(run.now_ms, tuple(run.moves), run.skip, result.decisions,
+                             None if result.skip is None else str(result.skip),
+                             _missed(run.moves, result.decisions)))
     return Alignment(out, dict(runs.unmodelled))

@@ -11,8 +11,8 @@ Invariants:
   (the recording reaches every group through one broadcast), seeded, so a sweep is repeatable;
 - "as recorded" is a row too; its ``reproduced`` is the share of the live strategy's recorded
   decisions that a replay of the leader's own runs makes (``projections.shed_replay``: each run
-  at its recorded time, over the log folded up to then, so the strategy sees what the leader
-  saw); ``decisions`` counts those decisions and ``not_replayed`` the recorded moves no shedding
+  over the log up to the positions the leader had folded when it ran (stamped on the run's
+  events; older logs: up to its time), so the strategy sees what the leader saw); ``decisions`` counts those decisions and ``not_replayed`` the recorded moves no shedding
   run made (split children, admin unloads, drains), by reason. That replay needs the stored
   bytes (``read_source(..., raw=True)``); without them (a decoded Parquet export) ``reproduced``
   falls back to comparing with the live configuration's counterfactual run (within one cycle).
@@ -274,7 +274,8 @@ def align_recording(df: DataFrame, settings: Mapping[str, Any]) -> Alignment | N
         F.col("type").isin("SheddingSkipped", *MOVE_TYPES)).collect()), strategy)
     if not runs.runs:
         return None
-    return align(((r["offset"], decode(r["value"])) for r in ordered.toLocalIterator()), runs, config)
+    return align(((r["partition"], r["offset"], decode(r["value"])) for r in ordered.toLocalIterator()),
+                 runs, config)
 
 
 def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: int,

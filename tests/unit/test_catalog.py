@@ -40,7 +40,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "BundleReleased": (1, ("bundle", "src")),
     "SplitRequested": (1, ("algorithm", "bundle", "positions", "reason", "src", "unload_children")),
     "SplitCompleted": (1, ("boundaries", "children", "owner", "parent")),
-    "SheddingSkipped": (1, ("reason", "strategy")),
+    "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),

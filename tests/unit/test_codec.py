@@ -74,9 +74,14 @@ def test_every_type_round_trips() -> None:
         assert again.message() == decode_message(encode(envelope))
 
 
-def test_bytes_stored_today_stay_readable_and_stable() -> None:
-    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11.msgpack").read_bytes())
+@pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack"])
+def test_bytes_stored_before_stay_readable(name: str) -> None:
+    stored = msgpack.unpackb((FIXTURES / name).read_bytes())
     assert [decode(raw) for raw in stored] == golden_envelopes()
+
+
+def test_bytes_written_today_are_stable() -> None:
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11b.msgpack").read_bytes())
     assert [encode(env) for env in golden_envelopes()] == stored
 
 
