@@ -23,6 +23,12 @@ Invariants:
   taken only when the broker being planned has no other move; the source sheds its smaller
   bundles first and then, usually, the lumpy one could only make a destination worse than the
   source has become, and stays (the old "worst end gets better" rule refuses it);
+- residuals stay spread: bundles are lumpy next to the band, so a broker's last bundle usually
+  lands past the mean; an unclean move between brokers inside the trigger bands only swaps one
+  residual for another at the cost of a bundle's load, so it is taken only while one side of the
+  mean has at most one broker outside the band (the others' residuals all land on it: the hot
+  broker that cannot shed its bundle, the one a refill fills); with several out on each side the
+  plan stops, short of the mean on both sides (steady-zipf: 0.98x the minimum moved, was 1.004x);
 - fewest bundles: among moves of one tier (clean, unclean, hand-on), the one with the largest
   gain, ties to the larger bundle, so the bundle closest to the gap goes first and a broker
   reaches the band with as few moves as fit;
@@ -126,12 +132,21 @@ class Plan:
         self.checks = checks
         total_capacity = sum(n.capacity for n in nodes.values())
         self.util = sum(n.load for n in nodes.values()) / total_capacity if total_capacity else 0.0
+        self.one_sided = self.util > 0 and self._one_sided()
 
     def ratio(self, node: Node, delta: float = 0.0) -> float:
         return (node.load + delta) / node.capacity / self.util
 
     def distance(self, ratio: float) -> float:
         return max(0.0, abs(ratio - 1.0) - self.settings.tolerance)
+
+    def _one_sided(self) -> bool:
+        """Whether at most one broker lies outside the band on one side of the mean: only then
+        are unclean moves between brokers inside the trigger bands taken (``gain``)."""
+        tol = self.settings.tolerance
+        above = sum(1 for n in self.nodes.values() if self.ratio(n) > 1 + tol)
+        below = sum(1 for n in self.nodes.values() if self.ratio(n) < 1 - tol)
+        return min(above, below) <= 1
 
     def triggered(self, warmed: set[str]) -> bool:
         """Hysteresis entry: a broker above the trigger, a warmed-up one far below, or one
@@ -173,10 +188,12 @@ class Plan:
 
         Refused when the pair's worst end gets no better (the destination ends at or above
         where the source started, or the source at or below where the destination started)
-        or the gain is below the minimum. Tiers, best first: 2 clean - neither end is pushed
-        out through the far side of the band; 1 unclean; 0 hand-on - the destination ends above
-        the trigger and above the source (or the source below the underload trigger and below
-        the destination), so it must pass load on in turn and the load travels twice.
+        or the gain is below the minimum, or it is unclean between brokers inside the trigger
+        bands while the residuals are spread (``_one_sided``). Tiers, best first: 2 clean -
+        neither end is pushed out through the far side of the band; 1 unclean; 0 hand-on - the
+        destination ends above the trigger and above the source (or the source below the
+        underload trigger and below the destination), so it must pass load on in turn and the
+        load travels twice.
         """
         rs, rd = self.ratio(source), self.ratio(destination)
         rs2, rd2 = self.ratio(source, -load), self.ratio(destination, load)
@@ -188,6 +205,8 @@ class Plan:
             return None
         if rs2 >= min(rs, 1 - tol) - _EPS and rd2 <= max(rd, 1 + tol) + _EPS:
             return better, CLEAN
+        if not (self.one_sided or rs > 1 + settings.trigger or rd < 1 - settings.underload_trigger):
+            return None  # finishing: see ``_one_sided``
         hands_on = (rd2 > max(rs2, 1 + settings.trigger) + _EPS
                     or rs2 < min(rd2, 1 - settings.underload_trigger) - _EPS)
         return better, HANDS_ON if hands_on else UNCLEAN
@@ -229,6 +248,7 @@ class Plan:
         self.checks.taken(move.bundle)
         source.load -= move.load
         destination.load += move.load
+        self.one_sided = self._one_sided()
 
 
 class PlannedTransferShedder:

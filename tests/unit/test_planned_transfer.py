@@ -18,7 +18,7 @@ from balancer.decisions import Reason
 from balancer.load import MIB, BrokerReport, BundleStats, LoadModel, ResourceUsage
 from balancer.placement.filters import extensible_candidates
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy, create_strategy
-from balancer.shedding.planned_transfer import CLEAN, HANDS_ON, Node, Plan, PlanSettings
+from balancer.shedding.planned_transfer import CLEAN, HANDS_ON, UNCLEAN, Node, Plan, PlanSettings
 from balancer.shedding.run import SheddingRun
 
 T0 = 1_700_000_000_000
@@ -220,3 +220,20 @@ def test_move_tiers_say_what_a_move_does_to_the_pair(source_load: float, destina
     if scored[1] == CLEAN:
         assert rs2 >= min(rs, 1 - s.tolerance) - 1e-9 and rd2 <= max(rd, 1 + s.tolerance) + 1e-9
     assert (scored[1] == HANDS_ON) == (hands_on and scored[1] != CLEAN)
+
+
+def _plan(loads: dict[str, float], bundles: dict[str, dict[str, float]]) -> Plan:
+    nodes = {b: Node(b, load, 200.0, False, dict(bundles.get(b, {}))) for b, load in loads.items()}
+    return Plan(nodes, PlanSettings.from_config(CONFIG), _Anywhere())
+
+
+def test_spread_residuals_stay_and_a_lone_one_is_finished() -> None:
+    # Two brokers 5 % above the mean, two 5 % below, each residual inside the trigger bands:
+    # the only bundles (8 % of the mean) would push each pair through the far side of the band.
+    spread = _plan({"a": 105.0, "b": 105.0, "c": 95.0, "d": 95.0}, {"a": {"x": 8.0}, "b": {"y": 8.0}})
+    assert spread.run() == []
+    # One broker alone above the band: the others' residuals sit against it, so it is finished.
+    lone = _plan({"a": 106.0, "c": 97.0, "d": 97.0}, {"a": {"x": 8.0}})
+    moves = lone.run()
+    assert [(m.bundle, m.tier) for m in moves] == [("x", UNCLEAN)]
+    assert max(abs(lone.ratio(n) - 1) for n in lone.nodes.values()) < 0.06
