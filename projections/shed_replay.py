@@ -7,8 +7,9 @@ Invariants:
   the event's own time);
 - at a run the replay has folded exactly what the leader had: the records up to the run's
   ``folded`` positions (partition -> last offset, stamped by the leader on the run's events),
-  or, for runs recorded without them, the records stamped before the run's time T; either way in
-  (time, partition, offset) order, each partition in offset order, into what the leader folds: the ownership projection (splits included), the load projection
+  or, for runs recorded without them, the records stamped before the run's time; either way in
+  (time, partition, offset) order, each partition in offset order, into what the leader folds:
+  the ownership projection (splits included), the load projection
   (every report: latest report per broker, EMAs, bundle averages), the broker registry, the
   draining brokers and the grace-period memory folded from decision events (``remember_shed``,
   the leader's own rule); the view comes from the leader's builder (``projections.views``) and
@@ -239,8 +240,8 @@ class LogCursor:
             queues.setdefault(partition, []).append((offset, envelope))
         self.queues = {p: deque(sorted(q, key=lambda item: item[0])) for p, q in queues.items()}
 
-    def until(self, run: RecordedRun | None) -> Iterator[tuple[int, Envelope]]:
-        """(offset, envelope) of the records the leader had folded at ``run`` (all: None)."""
+    def until(self, run: RecordedRun) -> Iterator[tuple[int, Envelope]]:
+        """(offset, envelope) of the records the leader had folded at ``run``, not handed out yet."""
         heads = [(q[0][1].ts_ms, p, q[0][0]) for p, q in self.queues.items() if q and _seen(run, p, q[0])]
         heapq.heapify(heads)
         while heads:
@@ -251,9 +252,7 @@ class LogCursor:
                 heapq.heappush(heads, (queue[0][1].ts_ms, partition, queue[0][0]))
 
 
-def _seen(run: RecordedRun | None, partition: int, item: tuple[int, Envelope]) -> bool:
-    if run is None:
-        return True
+def _seen(run: RecordedRun, partition: int, item: tuple[int, Envelope]) -> bool:
     if run.folded is not None:
         return item[0] <= run.folded.get(partition, -1)
     return item[1].ts_ms < run.now_ms
