@@ -19,7 +19,14 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+
+def available_within(outages: Iterable[tuple[int, int]], since_ms: int, now_ms: int) -> int:
+    """How long of [since_ms, now_ms] lies outside every (start, end) outage window."""
+    lost = sum(max(0, min(end, now_ms) - max(start, since_ms)) for start, end in outages)
+    return max(0, now_ms - since_ms - lost)
 
 
 @dataclass(slots=True)
@@ -51,5 +58,4 @@ class LogOutages:
         """How long of [since_ms, now_ms] the log was available (0 while it is down)."""
         if self.down_since is not None or now_ms <= since_ms:
             return 0
-        lost = sum(max(0, min(end, now_ms) - max(start, since_ms)) for start, end in self.windows)
-        return max(0, now_ms - since_ms - lost)
+        return available_within(self.windows, since_ms, now_ms)

@@ -27,6 +27,7 @@ from actors.runtime.inproc import InProcessHost, Ticket
 from actors.settings import ActorSettings
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, Unavailable
+from balancer.liveness import available_within
 from events.log.port import Record
 
 _BRIEF_FIELDS = ("bundle", "parent", "dst", "src", "owner", "broker_id", "epoch", "reason", "children")
@@ -109,8 +110,7 @@ class SimHost(InProcessHost):
 
     def log_up_ms(self, since_ms: int, now_ms: int) -> int:
         """How long of [since_ms, now_ms] the log was available (the truth, not an observation)."""
-        lost = sum(max(0, min(end, now_ms) - max(start, since_ms)) for start, end in self.outages)
-        return max(0, now_ms - since_ms - lost)
+        return available_within(self.outages, since_ms, now_ms)
 
     def schedule_command(self, ticket: Ticket) -> None:
         faults, net = self.faults, self._net
