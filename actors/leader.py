@@ -12,7 +12,8 @@ Invariants:
 - every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
   that chose the destination, ``run_ms``: when the run ran, and ``folded``: partition -> the last
   offset folded then) into UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped
-  stamped at the run's time, with the same ``folded``; an auto-split's reason becomes SplitRequested.reason (``auto:<Reason>`` ids);
+  stamped at the run's time, with the same ``folded``; an auto-split's reason becomes
+  SplitRequested.reason (``auto:<Reason>`` ids);
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);

@@ -11,9 +11,10 @@ Invariants:
   (the recording reaches every group through one broadcast), seeded, so a sweep is repeatable;
 - "as recorded" is a row too; its ``reproduced`` is the share of the live strategy's recorded
   decisions that a replay of the leader's own runs makes (``projections.shed_replay``: each run
-  over the log up to the positions the leader had folded when it ran (stamped on the run's
-  events; older logs: up to its time), so the strategy sees what the leader saw); ``decisions`` counts those decisions and ``not_replayed`` the recorded moves no shedding
-  run made (split children, admin unloads, drains), by reason. That replay needs the stored
+  over the log up to the positions the leader had folded when it ran, stamped on the run's
+  events, or up to its time in older logs: the strategy sees what the leader saw);
+  ``decisions`` counts those decisions and ``not_replayed`` the recorded moves no shedding run
+  made (split children, admin unloads, drains), by reason. That replay needs the stored
   bytes (``read_source(..., raw=True)``); without them (a decoded Parquet export) ``reproduced``
   falls back to comparing with the live configuration's counterfactual run (within one cycle).
 """
@@ -268,13 +269,14 @@ def align_recording(df: DataFrame, settings: Mapping[str, Any]) -> Alignment | N
         return None
     config = _config(settings)
     strategy = SheddingRun(config).strategy.name
-    ordered = readable(df).where(F.col("value").isNotNull()) \
-        .select("partition", "offset", "ts", "type", "value").orderBy("ts", "partition", "offset")
-    runs = recorded_runs(((r["offset"], decode(r["value"])) for r in ordered.where(
-        F.col("type").isin("SheddingSkipped", *MOVE_TYPES)).collect()), strategy)
+    stored = readable(df).where(F.col("value").isNotNull()).select("partition", "offset", "ts", "type", "value")
+    runs = recorded_runs(((r["offset"], decode(r["value"])) for r in stored.where(
+        F.col("type").isin("SheddingSkipped", *MOVE_TYPES)).orderBy("ts", "partition", "offset").collect()),
+        strategy)
     if not runs.runs:
         return None
-    return align(((r["partition"], r["offset"], decode(r["value"])) for r in ordered.toLocalIterator()),
+    # In any order: the replay puts each partition in offset order itself (``LogCursor``).
+    return align(((r["partition"], r["offset"], decode(r["value"])) for r in stored.toLocalIterator()),
                  runs, config)
 
 

@@ -9,7 +9,7 @@ import pytest
 from actors.broker import BrokerBody
 from actors.effects import Receipt
 from actors.leader import LeaderBody
-from actors.runtime.inproc import run_sync
+from actors.runtime.inproc import InProcessHost, run_sync
 from actors.runtime.sim import SimHost
 from actors.runtime.sim_run import build
 from actors.runtime.sim_scenarios import SCENARIOS
@@ -21,15 +21,20 @@ from events.catalog import AssignBundle, SplitBundle, namespace_of
 from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
 
-def test_forced_orphan_reassignment_of_a_registered_owner_is_refused() -> None:
-    # Seed 165 rolling_restart: the leader's cleanup of an expired broker was delivered after the
-    # broker had re-registered and served its bundle again; the force moved it away while the
-    # owner still served it (two owners). Re-registration cancels the cleanup (behaviour §6.3).
+def _placed() -> tuple[InProcessHost, str, str, str]:
+    """A placed cluster, its first bundle, the broker that owns it and another broker."""
     host = make_host()
     place_all(host)
     bundle = bundles(host)[0]
     held_by = owner(host, bundle)
-    other = next(b for b in sorted(host.client.brokers) if b != held_by)
+    return host, bundle, held_by, next(b for b in sorted(host.client.brokers) if b != held_by)
+
+
+def test_forced_orphan_reassignment_of_a_registered_owner_is_refused() -> None:
+    # Seed 165 rolling_restart: the leader's cleanup of an expired broker was delivered after the
+    # broker had re-registered and served its bundle again; the force moved it away while the
+    # owner still served it (two owners). Re-registration cancels the cleanup (behaviour §6.3).
+    host, bundle, held_by, other = _placed()
     with pytest.raises(StateConflict, match="re-registration"):
         host.call(AssignBundle(command_id=host.command_id(), epoch=host.epoch, bundle=bundle,
                                dst=other, reason="orphan", force=True))
@@ -121,11 +126,7 @@ def test_a_drain_request_for_a_bundle_the_broker_no_longer_owns_moves_nothing() 
     # The draining broker's view still showed a bundle that had moved to another broker; the
     # leader took the request for the other broker's and counted that broker as draining, so
     # placement never used it again and orphans found no broker (expiry broken).
-    host = make_host()
-    place_all(host)
-    bundle = bundles(host)[0]
-    held_by = owner(host, bundle)
-    other = next(b for b in sorted(host.client.brokers) if b != held_by)
+    host, bundle, held_by, other = _placed()
     reply = host.call(AssignBundle(command_id=drain_request_id(other, bundle, host.epoch, host.now_ms),
                                    epoch=host.epoch, bundle=bundle, reason="transfer"))
     assert isinstance(reply, Receipt) and reply.detail["owner"] == held_by
