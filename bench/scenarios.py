@@ -116,6 +116,18 @@ class Scenario:
     hot_cycles: tuple[int, int] = (0, 0)  # [start, end)
     day: int = 0  # 0: no diurnal sine
     moved_floor: float = 0.0  # minimum load any strategy must move, as a fraction of the load
+    # True where the minimum depends on the balance reached: the disturbance is the start layout
+    # itself (``owners`` over every broker of ``brokers``), nothing has to move regardless.
+    by_balance: bool = False
+
+    def moved_minimum(self, max_mean: float, min_mean: float) -> float:
+        """The least load (a fraction) any strategy must move to reach this balance: the start
+        layout's ``shortfall`` where ``by_balance``, else the scenario's ``moved_floor`` (what must
+        move whatever the balance: crashed brokers' load, the hot hour's onset and refill)."""
+        if not self.by_balance:
+            return self.moved_floor
+        return shortfall(self.owners, self.base, list(self.brokers), max_mean,
+                         min_mean) / sum(self.base.values())
 
     def factor(self, cycle: int) -> float:
         """The global rate factor at a cycle (the diurnal sine, 1.0 otherwise)."""
@@ -206,15 +218,35 @@ def balanced_layout(bundles: Mapping[str, float], brokers: list[str]) -> dict[st
     return owners
 
 
-def excess(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str]) -> float:
-    """Load brokers must give up to reach the mean: sum of max(0, load - max(mean, largest))."""
+def _broker_loads(owners: Mapping[str, str], loads: Mapping[str, float],
+                  brokers: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each broker's total load and its largest bundle's load."""
     totals = dict.fromkeys(brokers, 0.0)
     largest = dict.fromkeys(brokers, 0.0)
     for bundle, owner in owners.items():
         totals[owner] += loads[bundle]
         largest[owner] = max(largest[owner], loads[bundle])
+    return totals, largest
+
+
+def excess(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str]) -> float:
+    """Load brokers must give up to reach the mean: sum of max(0, load - max(mean, largest))."""
+    totals, largest = _broker_loads(owners, loads, brokers)
     mean = sum(totals.values()) / len(brokers)
     return sum(max(0.0, totals[b] - max(mean, largest[b])) for b in brokers)
+
+
+def shortfall(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str],
+              max_mean: float, min_mean: float) -> float:
+    """The least load any strategy must move from this layout to reach max/mean <= ``max_mean``
+    and min/mean >= ``min_mean``: what the brokers above ``max_mean`` x mean must give up (each
+    may keep its largest bundle) or what those below ``min_mean`` x mean must receive, whichever
+    is more. A move does at most one unit of each, so neither can be done for less."""
+    totals, largest = _broker_loads(owners, loads, brokers)
+    mean = sum(totals.values()) / len(brokers)
+    give = sum(max(0.0, totals[b] - max(max_mean * mean, largest[b])) for b in brokers)
+    take = sum(max(0.0, min_mean * mean - totals[b]) for b in brokers)
+    return max(give, take)
 
 
 # -- the seven scenarios --------------------------------------------------------------------
@@ -242,7 +274,8 @@ def steady_zipf(size: Size, seed: int) -> Scenario:
     owners = random_layout(base, brokers, random.Random(seed))
     return Scenario("steady-zipf", text, owners, _models(brokers), base, pop.partitions,
                     cycles=size.observe, disturbance=0, settle_from=0,
-                    window=size.window, moved_floor=excess(owners, base, brokers) / sum(base.values()))
+                    window=size.window, moved_floor=excess(owners, base, brokers) / sum(base.values()),
+                    by_balance=True)
 
 
 def hot_bundle(size: Size, seed: int) -> Scenario:
@@ -281,7 +314,7 @@ def scale_out(size: Size, seed: int) -> Scenario:
     return Scenario("scale-out", text, balanced_layout(base, first), _models(first + joiners),
                     base, pop.partitions, cycles=size.warmup + size.observe,
                     disturbance=size.warmup, settle_from=size.warmup, window=size.window,
-                    membership=membership, moved_floor=10 / 20)
+                    membership=membership, moved_floor=10 / 20, by_balance=True)
 
 
 def scale_in(size: Size, seed: int) -> Scenario:
@@ -329,7 +362,8 @@ def diurnal(size: Size, seed: int) -> Scenario:
     owners = random_layout(base, brokers, random.Random(seed))
     return Scenario("diurnal", text, owners, _models(brokers), base, pop.partitions,
                     cycles=2 * size.day, disturbance=0, settle_from=0, window=size.day,
-                    day=size.day, moved_floor=excess(owners, base, brokers) / sum(base.values()))
+                    day=size.day, moved_floor=excess(owners, base, brokers) / sum(base.values()),
+                    by_balance=True)
 
 
 def idle_broker(size: Size, seed: int) -> Scenario:
@@ -338,7 +372,7 @@ def idle_broker(size: Size, seed: int) -> Scenario:
     idle = broker_ids(1, start=10)
     return Scenario("idle-broker", text, balanced_layout(base, brokers), _models(brokers + idle),
                     base, pop.partitions, cycles=size.observe, disturbance=0, settle_from=0,
-                    window=size.window, moved_floor=1 / 11)
+                    window=size.window, moved_floor=1 / 11, by_balance=True)
 
 
 BUILDERS = {

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import quality
-from bench.frontier import bound, level, mean_usage, start_ratios, widest_spread
+from bench.frontier import bound, level, mean_usage, report, start_ratios
 from bench.scenarios import QUICK, build
 
 values = st.lists(st.floats(0.0, 5.0), min_size=1, max_size=30)
@@ -36,12 +36,6 @@ def test_water_filling_a_divisible_layout_meets_the_bound() -> None:
     assert bound(ratios, moved=1.0).spread == 0.0
 
 
-def test_a_std_bounds_the_spread() -> None:
-    # Two of 20 brokers at +-1 % of a 0.5 usage, the rest at the mean: std 0.5 * sqrt(2e-4 / 20).
-    std = 0.5 * math.sqrt(2 * 0.01 ** 2 / 20)
-    assert widest_spread(std, 0.5, 20) == pytest.approx(0.02)
-
-
 def test_no_strategy_balances_beyond_the_bound_for_what_it_moved() -> None:
     scenario = build("steady-zipf", QUICK)
     ratios, usage = start_ratios(scenario), mean_usage(scenario)
@@ -50,3 +44,10 @@ def test_no_strategy_balances_beyond_the_bound_for_what_it_moved() -> None:
         b = bound(ratios, row["moved_pct"] / 100.0)
         assert row["max_mean"] >= b.max_mean - 1e-9, row["strategy"]
         assert row["std"] >= b.std_at(usage) - 1e-9, row["strategy"]
+
+
+def test_the_report_prints_every_strategy_beside_its_bound() -> None:
+    text = report(quick=True)
+    for strategy in quality.strategies():
+        assert strategy in text
+    assert "max/mean (bound)" in text.splitlines()[0]

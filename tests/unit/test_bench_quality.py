@@ -19,6 +19,7 @@ from bench.scenarios import (
     build,
     excess,
     hot_bundle,
+    shortfall,
 )
 
 MIB = 1024 * 1024
@@ -124,6 +125,38 @@ def test_excess_is_what_brokers_above_the_mean_must_give_up() -> None:
     assert excess({a: "x", b: "y", c: "y", d: "y"}, loads, ["x", "y"]) == 0.0
 
 
+def test_the_shortfall_is_the_give_or_the_take_whichever_is_more() -> None:
+    a, b, c, d = _bundles(4)
+    loads = {a: 30.0, b: 30.0, c: 20.0, d: 0.0}  # mean 40 over x, y
+    owners, brokers = {a: "x", b: "x", c: "y", d: "y"}, ["x", "y"]
+    assert shortfall(owners, loads, brokers, 1.0, 1.0) == pytest.approx(20.0)
+    # max/mean 1.25 (50): x gives 10; min/mean 0.5 (20): y needs nothing; the take decides at 0.9
+    assert shortfall(owners, loads, brokers, 1.25, 0.5) == pytest.approx(10.0)
+    assert shortfall(owners, loads, brokers, 1.25, 0.9) == pytest.approx(16.0)
+    # an idle third broker (mean 26.7): x gives 60 - 33.3 = 26.7, y and z take 4 + 24 = 28
+    idle = shortfall(owners, loads, [*brokers, "z"], 1.25, 0.9)
+    assert idle == pytest.approx(28.0)
+
+
+@pytest.mark.parametrize("name", ["steady-zipf", "scale-out", "idle-broker"])
+def test_no_strategy_moves_less_than_its_own_balance_needs(name: str) -> None:
+    scenario = build(name, QUICK, seed=1)
+    assert scenario.by_balance
+    assert scenario.moved_minimum(1.0, 1.0) == pytest.approx(scenario.moved_floor, rel=0.02)
+    for row in quality.rows(quick=True, scenarios=[name]):
+        if row["moved_x"] is not None:
+            assert row["moved_x"] >= 1.0 - 1e-9, row["strategy"]
+        else:  # it reached nothing better than the start, so it needed nothing
+            assert row["moved_min_pct"] == pytest.approx(0.0, abs=1e-9), row["strategy"]
+
+
+def test_where_something_must_move_whatever_the_balance_the_minimum_is_the_floor() -> None:
+    for name in ("hot-bundle", "scale-in", "rolling-restart"):
+        scenario = build(name, QUICK, seed=1)
+        assert not scenario.by_balance
+        assert scenario.moved_minimum(1.3, 0.5) == scenario.moved_floor
+
+
 def test_balanced_layout_spreads_equal_bundles_evenly() -> None:
     bundles = _bundles(6)
     owners = balanced_layout(dict.fromkeys(bundles, 1.0), ["x", "y", "z"])
@@ -133,7 +166,8 @@ def test_balanced_layout_spreads_equal_bundles_evenly() -> None:
 def test_idle_broker_stays_idle_under_threshold_without_the_lower_boundary() -> None:
     scenario = build("idle-broker", QUICK, seed=1)
     default = _row(scenario)
-    assert default["moves"] == 0 and default["min_mean"] == 0.0 and default["moved_x"] == 0.0
+    assert default["moves"] == 0 and default["min_mean"] == 0.0 and default["moved_x_floor"] == 0.0
+    assert default["moved_x"] is None  # its balance is the start's: it needs nothing
     lower = _row(scenario, lowerBoundarySheddingEnabled=True)
     assert lower["moves"] > 0 and lower["min_mean"] > 0.0
 
