@@ -289,6 +289,67 @@ def _times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+# -- markdown (the README's tables) ---------------------------------------------------------
+SLACK = 1.05  # issue 9: no worse than the best Pulsar strategy by more than 5 %
+COMPARED = ("max_mean", "std", "moved_x", "cycles", "flaps")
+
+
+def markdown(table: Sequence[dict[str, Any]]) -> str:
+    """Every row as one markdown table (the README's B table)."""
+    lines = ["| scenario | strategy | max/mean (floor) | std | moved % | x min (min %) | x floor | "
+             "cycles | flaps | unloads/h |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        cycles = "never" if r["cycles"] is None else str(r["cycles"])
+        lines.append(
+            f"| {r['scenario']} | {r['strategy']} | {r['max_mean']:.3f} ({r['max_mean_floor']:.2f}) "
+            f"| {r['std']:.4f} | {r['moved_pct']:.1f} | {_times(r['moved_x'])} "
+            f"({r['moved_min_pct']:.1f} %) | {_times(r['moved_x_floor'])} | {cycles} | "
+            f"{r['flaps']} | {r['unloads_h']:.1f} |")
+    return "\n".join(lines)
+
+
+def best_pulsar(table: Sequence[dict[str, Any]], scenario: str) -> dict[str, Any]:
+    """The Pulsar strategy that balances best in a scenario: lowest max/mean, then lowest std."""
+    mine = [r for r in table if r["scenario"] == scenario and r["strategy"] in PULSAR_STRATEGIES]
+    return min(mine, key=lambda r: (round(r["max_mean"], 3), r["std"]))
+
+
+def worse_by_more_than_slack(ours: dict[str, Any], best: dict[str, Any]) -> list[str]:
+    """The compared figures where ``ours`` is worse than ``best`` by more than 5 %."""
+    misses = []
+    for key in COMPARED:
+        mine, theirs = ours[key], best[key]
+        if mine is None and theirs is None:
+            continue
+        if mine is None or (theirs is not None and mine > SLACK * theirs + 1e-9):
+            misses.append(key)
+    return misses
+
+
+def versus_best(table: Sequence[dict[str, Any]], strategy: str) -> str:
+    """``strategy`` beside the best Pulsar strategy of each scenario, misses named."""
+    lines = [f"| scenario | {strategy}: max/mean, std, x min, cycles, flaps | best Pulsar: the same | "
+             "worse by > 5 % |", "|---|---|---|---|"]
+    for scenario in dict.fromkeys(r["scenario"] for r in table):
+        ours = next(r for r in table if r["scenario"] == scenario and r["strategy"] == strategy)
+        best = best_pulsar(table, scenario)
+        misses = ", ".join(worse_by_more_than_slack(ours, best)) or "none"
+        lines.append(f"| {scenario} | {_brief(ours)} | {best['strategy']}: {_brief(best)} | {misses} |")
+    return "\n".join(lines)
+
+
+def _markdown_all(table: Sequence[dict[str, Any]]) -> str:
+    own = [s for s in dict.fromkeys(r["strategy"] for r in table) if s not in PULSAR_STRATEGIES]
+    pulsar = any(r["strategy"] in PULSAR_STRATEGIES for r in table)
+    return "\n\n".join([markdown(table), *(versus_best(table, s) for s in own if pulsar)])
+
+
+def _brief(r: dict[str, Any]) -> str:
+    cycles = "never" if r["cycles"] is None else str(r["cycles"])
+    return (f"{r['max_mean']:.3f}, {r['std']:.4f}, {_times(r['moved_x'])}, {cycles}, "
+            f"{r['flaps']}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="shorter scenarios, 5k topics")
@@ -296,11 +357,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=list(BUILDERS))
     parser.add_argument("--strategy", action="append", help="default: every strategy")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--markdown", action="store_true",
+                        help="markdown tables (the README's): every row, then the project's "
+                             "strategy beside the best Pulsar strategy of each scenario")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     table = rows(args.quick, args.seed, args.scenario, args.strategy)
     seconds = time.perf_counter() - started
-    print(render(table))
+    print(_markdown_all(table) if args.markdown else render(table))
     print(f"\n{len(table)} runs in {seconds:.1f} s")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

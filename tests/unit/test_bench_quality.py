@@ -217,3 +217,32 @@ def test_render_prints_the_floors_beside_the_figures() -> None:
     text = quality.render(rows)
     assert "idle-broker" in text and "floor" in text and "(m'-m)/m' = 1/11" in text
     assert "OverloadShedder" in text and "9.1" in text  # the moved floor, % of the load
+
+
+def _figures(max_mean: float, std: float, moved_x: float | None, cycles: int | None,
+             flaps: int) -> dict[str, Any]:
+    return {"max_mean": max_mean, "std": std, "moved_x": moved_x, "cycles": cycles, "flaps": flaps}
+
+
+def test_a_figure_misses_only_when_worse_than_the_best_by_more_than_5_percent() -> None:
+    best = _figures(1.10, 0.020, 1.30, 7, 0)
+    assert quality.worse_by_more_than_slack(_figures(1.15, 0.021, 1.36, 7, 0), best) == []
+    ours = _figures(1.16, 0.022, 1.37, None, 1)
+    assert quality.worse_by_more_than_slack(ours, best) == ["max_mean", "std", "moved_x", "cycles",
+                                                            "flaps"]
+    # "never" settling and "-" (nothing needed, nothing moved) are no worse than themselves
+    assert quality.worse_by_more_than_slack(_figures(1.0, 0.0, None, None, 0),
+                                            _figures(1.0, 0.0, None, None, 0)) == []
+
+
+def test_the_markdown_names_the_best_pulsar_strategy_and_the_misses() -> None:
+    table = []
+    for strategy, figures in (("ThresholdShedder", _figures(1.2, 0.05, 2.0, 3, 0)),
+                              ("AvgShedder", _figures(1.1, 0.02, 1.3, 7, 0)),
+                              ("Mine", _figures(1.0, 0.03, 1.0, 0, 0))):
+        table.append({"scenario": "s", "strategy": strategy, "max_mean_floor": 1.0,
+                      "moved_pct": 5.0, "moved_min_pct": 4.0, "moved_x_floor": 0.9,
+                      "unloads_h": 0.0, **figures})
+    text = quality.versus_best(table, "Mine")
+    assert "| s | 1.000, 0.0300, 1.00, 0, 0 | AvgShedder: 1.100, 0.0200, 1.30, 7, 0 | std |" in text
+    assert quality.markdown(table).count("\n") == 4  # header, rule, three rows
