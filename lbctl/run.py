@@ -13,7 +13,8 @@ Invariants:
 - the run ends when ``--minutes`` of cluster time have passed since the namespace was created;
   the cluster is then closed, unless ``--keep``: ``cluster.json`` goes to ``--state-dir`` so the
   admin verbs can find it (inproc: the log stays there and each verb restarts the cluster from
-  it; Ray: this process keeps the cluster alive until interrupted);
+  it; Ray: this process keeps the cluster alive until interrupted, its workload and cluster
+  time still running at ``--speed``, as a real cluster's clients would);
 - bad input (a missing ``--conf``, an unknown broker.conf key, a non-positive count) is one line
   and exit status 2, before any cluster starts.
 """
@@ -64,7 +65,8 @@ summary: balance, moves by reason, unloads/h and the peak memory of all its proc
 With the defaults it ends by itself after about a minute and exits 0.
 
 --keep leaves the cluster to the admin verbs (lbctl namespaces|clusters|topics|brokers|
-broker-stats ...)."""
+broker-stats ...); on Ray the process stays up and the workload keeps running at --speed
+until Ctrl-C."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +90,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              f"(default: {default_host()})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload and the bodies")
     parser.add_argument("--keep", action="store_true",
-                        help="keep the cluster for the admin verbs (writes --state-dir/cluster.json)")
+                        help="keep the cluster for the admin verbs (writes --state-dir/cluster.json); "
+                             "on Ray its workload keeps running at --speed until Ctrl-C")
     parser.add_argument("--state-dir", default=None, help="where --keep records the cluster "
                         "(default: $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--plain", action="store_true", help="progress lines even on a terminal")
@@ -220,7 +223,8 @@ async def keep(backend: Backend, spec: ClusterSpec, directory: Path) -> None:
     if backend.kind == "inproc":
         print(f"kept: {path} (the log is in {directory}/log); try `{hint}`")
         return
-    print(f"kept: {path}; the cluster runs until this process is interrupted (Ctrl-C). "
+    print(f"kept: {path}; the cluster and its workload keep running (at --speed {spec.speed:g}) "
+          f"until this process is interrupted (Ctrl-C). "
           f"Try `{hint}`", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
