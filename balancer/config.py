@@ -293,6 +293,9 @@ KEYS: tuple[ConfigKey, ...] = (
     K("loadBalancerPlanWarmupSeconds", 180, NONNEG_I,
       "PlannedTransferShedder: a new or restarted broker is neither source nor fill target for this long"),
     K("loadBalancerPlanMaxMovesPerCycle", 100, POS_I, "PlannedTransferShedder: moves per shedding run"),
+    K("loadBalancerPlanMakeRoomTriggerPercentage", 25.0, PCT,
+      "PlannedTransferShedder: a broker this far above the mean with no single move may have room made "
+      "for a bundle (its destination first passes bundles on), percent"),
 )
 del K
 
@@ -386,6 +389,7 @@ class LoadBalancerConfig:
     load_balancer_plan_min_gain_percentage: float = 0.1
     load_balancer_plan_warmup_seconds: int = 180
     load_balancer_plan_max_moves_per_cycle: int = 100
+    load_balancer_plan_make_room_trigger_percentage: float = 25.0
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -23,6 +23,12 @@ Invariants:
   taken only when the broker being planned has no other move; the source sheds its smaller
   bundles first and then, usually, the lumpy one could only make a destination worse than the
   source has become, and stays (the old "worst end gets better" rule refuses it);
+- make room: a broker still above ``1 + make_room_trigger`` (25 %) with no single move gets a
+  two-hop step (``balancer.shedding.make_room``): a destination first passes bundles on, then
+  takes one of the broker's lumpy bundles; taken whole, only if its worst end gets better and its
+  summed distance falls by the minimum gain, with no broker of the step left above the trigger;
+  below that level the lump stays (the load would travel twice for an imbalance the plan
+  tolerates);
 - residuals stay spread: bundles are lumpy next to the band, so a broker's last bundle usually
   lands past the mean; an unclean move between brokers inside the trigger bands only swaps one
   residual for another at the cost of a bundle's load, so it is taken only while one side of the
@@ -48,8 +54,7 @@ Invariants:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, InputValue, Reason, ShedResult
@@ -59,68 +64,21 @@ from balancer.placement.base import PlacementStrategy
 from balancer.placement.filters import extensible_candidates
 from balancer.placement.headroom import HeadroomPlacement
 from balancer.shedding.base import ClusterView, is_system_namespace, namespace_of
+from balancer.shedding.make_room import make_room
+from balancer.shedding.plan_model import (
+    CLEAN,
+    EPS,
+    HANDS_ON,
+    UNCLEAN,
+    Checks,
+    Move,
+    Node,
+    PlanSettings,
+)
 
 IDLE_USAGE = 0.02  # below: too little load to read a capacity from
 SATURATED_USAGE = 0.98  # above: the CPU is capped, the throughput is not the capacity
 _NO_POLICY = ""  # the filter-cache key shared by namespaces without policies
-_EPS = 1e-12  # ratio comparisons: float noise is not a crossing
-HANDS_ON, UNCLEAN, CLEAN = 0, 1, 2  # move tiers, worst first (``Plan.gain``)
-
-
-@dataclass(frozen=True, slots=True)
-class PlanSettings:
-    """The strategy's keys, as fractions of the mean and milliseconds."""
-
-    trigger: float
-    underload_trigger: float
-    tolerance: float
-    min_gain: float
-    warmup_ms: int
-    max_moves: int
-
-    @classmethod
-    def from_config(cls, config: LoadBalancerConfig) -> PlanSettings:
-        return cls(
-            trigger=config.load_balancer_plan_trigger_percentage / 100.0,
-            underload_trigger=config.load_balancer_plan_underload_trigger_percentage / 100.0,
-            tolerance=config.load_balancer_plan_tolerance_percentage / 100.0,
-            min_gain=config.load_balancer_plan_min_gain_percentage / 100.0,
-            warmup_ms=config.load_balancer_plan_warmup_seconds * 1000,
-            max_moves=config.load_balancer_plan_max_moves_per_cycle,
-        )
-
-
-@dataclass(slots=True)
-class Node:
-    """One broker as the plan goes: its load changes with every planned move."""
-
-    broker: str
-    load: float
-    capacity: float
-    warming: bool
-    bundles: dict[str, float] = field(default_factory=dict)  # movable bundle -> load
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    bundle: str
-    load: float
-    source: str
-    destination: str
-    gain: float
-    tier: int  # CLEAN, UNCLEAN or HANDS_ON (``Plan.gain``): clean moves go first, hand-ons last
-    reason: Reason
-
-    def rank(self) -> tuple[int, float, float]:
-        return self.tier, self.gain, self.load
-
-
-class Checks(Protocol):
-    """Where a bundle may go in this run (filters, send-back, group limit)."""
-
-    def allowed(self, bundle: str, destination: str) -> bool: ...
-
-    def taken(self, bundle: str) -> None: ...
 
 
 class Plan:
@@ -164,13 +122,25 @@ class Plan:
             worst = self._worst(stuck)
             if worst is None:
                 break
-            move = self._relieve(worst) if self.ratio(worst) > 1 else self._fill(worst)
-            if move is None:
+            step = self._step(worst)
+            if not step or len(moves) + len(step) > self.settings.max_moves:
                 stuck.add(worst.broker)
                 continue
-            self._apply(move)
-            moves.append(move)
+            for move in step:
+                self._apply(move)
+            moves.extend(step)
         return moves
+
+    def _step(self, worst: Node) -> list[Move]:
+        """The worst broker's best move; for one far above the mean with none, a make-room step
+        (``balancer.shedding.make_room``): hops off a destination, then the move into the room."""
+        move = self._relieve(worst) if self.ratio(worst) > 1 else self._fill(worst)
+        if move is not None:
+            return [move]
+        if self.ratio(worst) <= 1 + self.settings.make_room_trigger:
+            return []
+        room = make_room(self, worst)
+        return [] if room is None else room.moves()
 
     def _worst(self, stuck: set[str]) -> Node | None:
         worst, worst_distance = None, 0.0
@@ -203,12 +173,12 @@ class Plan:
         better = self.distance(rs) - self.distance(rs2) + self.distance(rd) - self.distance(rd2)
         if better < settings.min_gain:
             return None
-        if rs2 >= min(rs, 1 - tol) - _EPS and rd2 <= max(rd, 1 + tol) + _EPS:
+        if rs2 >= min(rs, 1 - tol) - EPS and rd2 <= max(rd, 1 + tol) + EPS:
             return better, CLEAN
         if not (self.one_sided or rs > 1 + settings.trigger or rd < 1 - settings.underload_trigger):
             return None  # finishing: see ``_one_sided``
-        hands_on = (rd2 > max(rs2, 1 + settings.trigger) + _EPS
-                    or rs2 < min(rd2, 1 - settings.underload_trigger) - _EPS)
+        hands_on = (rd2 > max(rs2, 1 + settings.trigger) + EPS
+                    or rs2 < min(rd2, 1 - settings.underload_trigger) - EPS)
         return better, HANDS_ON if hands_on else UNCLEAN
 
     def _relieve(self, source: Node) -> Move | None:
@@ -352,6 +322,10 @@ class PlannedTransferShedder:
             "max_ratio_before": summary["max_ratio"],
             "min_ratio_before": summary["min_ratio"],
         }
+        if move.room_for is not None:
+            inputs["make_room_for"] = move.room_for
+        if move.hops:
+            inputs["room_made_by_hops"] = move.hops
         return Decision(move.bundle, move.source, move.destination, reason=move.reason,
                         strategy=self.name, inputs=inputs)
 
@@ -376,9 +350,12 @@ class _Filters:
         return candidates is not None and destination in candidates
 
     def taken(self, bundle: str) -> None:
-        group = group_of(self.view, namespace_of(bundle))
+        group = self.group(bundle)
         if group is not None:
             self.groups_moved.add(group)
+
+    def group(self, bundle: str) -> str | None:
+        return group_of(self.view, namespace_of(bundle))
 
     def _candidates(self, bundle: str, namespace: str) -> frozenset[str] | None:
         key = namespace if self.view.policy(namespace).has_policies else _NO_POLICY
