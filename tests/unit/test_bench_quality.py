@@ -228,7 +228,7 @@ def test_a_figure_misses_only_when_worse_than_the_best_by_more_than_5_percent() 
     best = _figures(1.10, 0.020, 1.30, 7, 0)
     assert quality.worse_by_more_than_slack(_figures(1.15, 0.021, 1.36, 7, 0), best) == []
     ours = _figures(1.16, 0.022, 1.37, None, 1)
-    assert quality.worse_by_more_than_slack(ours, best) == ["max_mean", "std", "moved_x", "cycles",
+    assert quality.worse_by_more_than_slack(ours, best) == ["max/mean", "std", "x min", "cycles",
                                                             "flaps"]
     # "never" settling and "-" (nothing needed, nothing moved) are no worse than themselves
     assert quality.worse_by_more_than_slack(_figures(1.0, 0.0, None, None, 0),
