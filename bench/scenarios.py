@@ -241,7 +241,7 @@ def shortfall(owners: Mapping[str, str], loads: Mapping[str, float], brokers: li
     """The least load any strategy must move from this layout to reach max/mean <= ``max_mean``
     and min/mean >= ``min_mean``: what the brokers above ``max_mean`` x mean must give up (each
     may keep its largest bundle) or what those below ``min_mean`` x mean must receive, whichever
-    is more. A move does at most one unit of each, so neither can be done for less."""
+    is more. Moving a bundle of load L lowers each sum by at most L, so neither is done for less."""
     totals, largest = _broker_loads(owners, loads, brokers)
     mean = sum(totals.values()) / len(brokers)
     give = sum(max(0.0, totals[b] - max(max_mean * mean, largest[b])) for b in brokers)
