@@ -275,8 +275,7 @@ def _minimum_note(r: dict[str, Any]) -> str:
 
 
 def _render_row(r: dict[str, Any]) -> str:
-    least, floor = (_times(r[key]) for key in ("moved_x", "moved_x_floor"))
-    cycles = "never" if r["cycles"] is None else str(r["cycles"])
+    least, floor, cycles = _times(r["moved_x"]), _times(r["moved_x_floor"]), _cycles(r)
     return (
         f"{r['strategy']:<22} {r['max_mean']:>8.3f} {r['max_mean_floor']:>5.2f} "
         f"{r['min_mean']:>8.3f} {r['std']:>6.3f} | {r['moved_pct']:>7.1f} "
@@ -287,6 +286,10 @@ def _render_row(r: dict[str, Any]) -> str:
 
 def _times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _cycles(r: dict[str, Any]) -> str:
+    return "never" if r["cycles"] is None else str(r["cycles"])
 
 
 # -- markdown (the README's tables) ---------------------------------------------------------
@@ -300,11 +303,10 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     lines = ["| scenario | strategy | max/mean (floor) | std | moved % | x min (min %) | x floor | "
              "cycles | flaps | unloads/h |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
-        cycles = "never" if r["cycles"] is None else str(r["cycles"])
         lines.append(
             f"| {r['scenario']} | {r['strategy']} | {r['max_mean']:.3f} ({r['max_mean_floor']:.2f}) "
             f"| {r['std']:.4f} | {r['moved_pct']:.1f} | {_times(r['moved_x'])} "
-            f"({r['moved_min_pct']:.1f} %) | {_times(r['moved_x_floor'])} | {cycles} | "
+            f"({r['moved_min_pct']:.1f} %) | {_times(r['moved_x_floor'])} | {_cycles(r)} | "
             f"{r['flaps']} | {r['unloads_h']:.1f} |")
     return "\n".join(lines)
 
@@ -347,9 +349,7 @@ def _markdown_all(table: Sequence[dict[str, Any]]) -> str:
 
 
 def _brief(r: dict[str, Any]) -> str:
-    cycles = "never" if r["cycles"] is None else str(r["cycles"])
-    return (f"{r['max_mean']:.3f}, {r['std']:.4f}, {_times(r['moved_x'])}, {cycles}, "
-            f"{r['flaps']}")
+    return f"{r['max_mean']:.3f}, {r['std']:.4f}, {_times(r['moved_x'])}, {_cycles(r)}, {r['flaps']}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

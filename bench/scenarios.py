@@ -218,35 +218,32 @@ def balanced_layout(bundles: Mapping[str, float], brokers: list[str]) -> dict[st
     return owners
 
 
-def _broker_loads(owners: Mapping[str, str], loads: Mapping[str, float],
-                  brokers: list[str]) -> tuple[dict[str, float], dict[str, float]]:
-    """Each broker's total load and its largest bundle's load."""
+def _give_and_take(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str],
+                   max_mean: float, min_mean: float) -> tuple[float, float]:
+    """What the brokers above ``max_mean`` x mean must give up (each may keep its largest
+    bundle), and what those below ``min_mean`` x mean must receive."""
     totals = dict.fromkeys(brokers, 0.0)
     largest = dict.fromkeys(brokers, 0.0)
     for bundle, owner in owners.items():
         totals[owner] += loads[bundle]
         largest[owner] = max(largest[owner], loads[bundle])
-    return totals, largest
+    mean = sum(totals.values()) / len(brokers)
+    give = sum(max(0.0, totals[b] - max(max_mean * mean, largest[b])) for b in brokers)
+    take = sum(max(0.0, min_mean * mean - totals[b]) for b in brokers)
+    return give, take
 
 
 def excess(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str]) -> float:
     """Load brokers must give up to reach the mean: sum of max(0, load - max(mean, largest))."""
-    totals, largest = _broker_loads(owners, loads, brokers)
-    mean = sum(totals.values()) / len(brokers)
-    return sum(max(0.0, totals[b] - max(mean, largest[b])) for b in brokers)
+    return _give_and_take(owners, loads, brokers, 1.0, 1.0)[0]
 
 
 def shortfall(owners: Mapping[str, str], loads: Mapping[str, float], brokers: list[str],
               max_mean: float, min_mean: float) -> float:
     """The least load any strategy must move from this layout to reach max/mean <= ``max_mean``
-    and min/mean >= ``min_mean``: what the brokers above ``max_mean`` x mean must give up (each
-    may keep its largest bundle) or what those below ``min_mean`` x mean must receive, whichever
-    is more. Moving a bundle of load L lowers each sum by at most L, so neither is done for less."""
-    totals, largest = _broker_loads(owners, loads, brokers)
-    mean = sum(totals.values()) / len(brokers)
-    give = sum(max(0.0, totals[b] - max(max_mean * mean, largest[b])) for b in brokers)
-    take = sum(max(0.0, min_mean * mean - totals[b]) for b in brokers)
-    return max(give, take)
+    and min/mean >= ``min_mean``: the give or the take (``_give_and_take``), whichever is more.
+    Moving a bundle of load L lowers each by at most L, so neither is done for less."""
+    return max(_give_and_take(owners, loads, brokers, max_mean, min_mean))
 
 
 # -- the seven scenarios --------------------------------------------------------------------
