@@ -1,4 +1,4 @@
-"""Benchmarks A1, A3, A4 (shared/bench/README.md): the event log against its raw reference.
+"""Benchmarks A1, A3, A4 (docs/spec/bench.md): the event log against its raw reference.
 
 Every figure is measured beside its reference in the same run on the same machine, and the
 ratio (figure / reference, events per second; higher is better) is what counts:

@@ -275,14 +275,24 @@ def export_parquet(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
+def check_bounds(source: str, starting: str | None, ending: str | None) -> None:
+    """Offset bounds name Kafka partitions: on another source they are a mistake, named."""
+    if not source.startswith("kafka://") and (starting is not None or ending is not None):
+        raise MalformedInput(f"source {source!r}: offset bounds apply to a Kafka source only",
+                             value=starting if starting is not None else ending)
+
+
 def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None,
-                raw: bool = False) -> DataFrame:
-    """One string names any source: ``kafka://HOST:PORT`` (with ``topics``), a LocalEventLog
-    directory, or a Parquet file/folder (``raw``: keep the stored bytes where there are some)."""
+                raw: bool = False, starting: str | None = None, ending: str | None = None) -> DataFrame:
+    """One string names any source: ``kafka://HOST:PORT`` (with ``topics``; ``starting`` and
+    ``ending`` bound the read), a LocalEventLog directory, or a Parquet file/folder (``raw``: keep
+    the stored bytes where there are some)."""
     if source.startswith("kafka://"):
         if not topics:
             raise MalformedInput("a Kafka source needs --topic (one or more topic names)", value=source)
-        return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw)
+        return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw,
+                          starting=starting, ending=ending)
+    check_bounds(source, starting, ending)
     path = Path(source)
     if (path / "LOCK").exists():
         return read_local(spark, path, topic=(topics or ["events"])[0], raw=raw)
