@@ -159,7 +159,7 @@ def shed_greedy(
     A broker owning a sole bundle keeps it (Pulsar only warns): moving it would move the
     hot spot, not spread it.
     """
-    if len(view.bundles_of(broker)) <= 1:
+    if view.bundle_count(broker) <= 1:
         return []
     chosen = take_until_covered(ranked(view, broker, short_term_throughput), need)
     return to_decisions(

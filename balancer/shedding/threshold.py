@@ -146,7 +146,7 @@ class ThresholdShedder:
         below = False
         for broker in sorted(view.brokers):
             current = self.emas.get(broker, 0.0)
-            if current > best and len(view.bundles_of(broker)) > 1:
+            if current > best and view.bundle_count(broker) > 1:
                 best, source = current, broker
             if current < bound:
                 below = True
