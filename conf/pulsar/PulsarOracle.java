@@ -171,7 +171,8 @@ public class PulsarOracle {
         Set<String> brokers = applyBrokers(cycle.path("brokers"), owned, loadData);
         strategy.onActiveBrokersChange(brokers);
         Map<String, Long> recent = loadData.getRecentlyUnloadedBundles();
-        cycle.path("recentlyUnloaded").fields().forEachRemaining(e -> recent.put(e.getKey(), e.getValue().asLong()));
+        cycle.path("recentlyUnloaded").fields() // merged as `lbctl decide shed` does: the later time wins
+                .forEachRemaining(e -> recent.merge(e.getKey(), e.getValue().asLong(), Math::max));
         long timeout = now - conf.getLoadBalancerSheddingGracePeriodMinutes() * 60_000L;
         recent.keySet().removeIf(b -> recent.get(b) < timeout);
         ArrayNode decisions = JSON.createArrayNode();
