@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -151,14 +152,19 @@ def read_spec(directory: Path) -> ClusterSpec:
 
 
 def load_config(conf: str | None) -> LoadBalancerConfig:
-    """broker.conf at ``conf`` (Pulsar's defaults when None); unknown keys are refused."""
+    """broker.conf at ``conf`` (Pulsar's defaults when None); misspelled keys are refused, keys of
+    other broker components ignored and counted on one line of stderr, deprecated ones named."""
     if conf is None:
         return LoadBalancerConfig()
     try:
         text = Path(conf).read_text(encoding="utf-8")
     except OSError as exc:
         raise MalformedInput(f"--conf {conf!r}: cannot read it ({exc.strerror})", value=conf) from None
-    return LoadBalancerConfig.from_broker_conf(text)
+    config = LoadBalancerConfig.from_broker_conf(text)
+    notice = config.notice()
+    if notice is not None:
+        print(f"lbctl: {conf}: {notice}", file=sys.stderr)
+    return config
 
 
 # -- which backend a verb uses -------------------------------------------------------------
