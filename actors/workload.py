@@ -108,6 +108,9 @@ class Workload:
         self._hashes = {ns: [h for h, _ in items] for ns, items in self._topics.items()}
         self.multipliers: dict[str, float] = {}
         """Namespace or topic name -> factor on its rates (load spikes)."""
+        self._stats: dict[str, BundleStats] = {}
+        self._stats_under: dict[str, float] = {}
+        """Bundle stats computed under these multipliers (a spike changes them: recompute)."""
 
     @classmethod
     def zipf(cls, rng: Random, namespaces: Sequence[str], *, topics_per_namespace: int = 100,
@@ -147,6 +150,15 @@ class Workload:
         return self.multipliers.get(topic.name, 1.0) * self.multipliers.get(topic.namespace, 1.0)
 
     def bundle_stats(self, bundle: str) -> BundleStats:
+        """A bundle's rates and clients (cached until the multipliers change)."""
+        if self.multipliers != self._stats_under:
+            self._stats, self._stats_under = {}, dict(self.multipliers)
+        stats = self._stats.get(bundle)
+        if stats is None:
+            stats = self._stats[bundle] = self._bundle_stats(bundle)
+        return stats
+
+    def _bundle_stats(self, bundle: str) -> BundleStats:
         topics = self.topics_in(bundle)
         factors = [self.factor(t) for t in topics]
         return BundleStats(
