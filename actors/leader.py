@@ -47,7 +47,7 @@ from balancer.errors import (
     UnknownNamespace,
 )
 from balancer.liveness import LogOutages
-from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
+from balancer.ownership import IN_FLIGHT, BundleState, OwnershipRecord, in_flight_expired
 from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
@@ -359,7 +359,7 @@ class LeaderBody(Follower):
     def _orphans(self, now_ms: int) -> Effects:
         live = self.brokers
         parts: list[Effects] = []
-        for bundle, record in self._orphan_order():
+        for bundle, record in self._orphan_order(live):
             dead_dst = record.dst is not None and record.dst not in live and record.state.active
             dead_src = (record.src is not None and record.src not in live
                         and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
@@ -370,10 +370,13 @@ class LeaderBody(Follower):
             parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
         return _sends_only(combine(parts))
 
-    def _orphan_order(self) -> list[tuple[str, OwnershipRecord]]:
-        """Records by id; largest load first when the shedder brings its own placement (it fills
-        brokers by headroom, so the small orphans even out the large ones), as the simulator does."""
-        records = sorted(self.view.records.items())
+    def _orphan_order(self, live: Mapping[str, Any]) -> list[tuple[str, OwnershipRecord]]:
+        """Records naming a broker not in ``live`` (the only ones that can be orphans), by id;
+        largest load first when the shedder brings its own placement (it fills brokers by
+        headroom, so the small orphans even out the large ones), as the simulator does."""
+        dead = {b for broker in self.by_broker.brokers() if broker not in live
+                for b in self.by_broker.involving(broker)}
+        records = sorted((b, self.view.records[b]) for b in dead)
         if isinstance(self.shedding.strategy, BringsPlacement):
             records.sort(key=lambda item: -self._throughput(item[0]))  # stable: ties by id
         return records
@@ -384,7 +387,8 @@ class LeaderBody(Follower):
 
     def _free_with_traffic(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
-        for bundle, record in sorted(self.view.records.items()):
+        for bundle in sorted(self.by_broker.in_state(BundleState.FREE)):
+            record = self.view.records[bundle]
             if record.state is BundleState.FREE and self._has_traffic(bundle):
                 parts.append(self._place(bundle, record, now_ms, reason="lookup") or NOTHING)
         return _sends_only(combine(parts))
@@ -406,7 +410,9 @@ class LeaderBody(Follower):
 
     def _stuck(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
-        for bundle, record in sorted(self.view.records.items()):
+        in_flight = (b for state in IN_FLIGHT for b in self.by_broker.in_state(state))
+        for bundle in sorted(in_flight):
+            record = self.view.records[bundle]
             if not in_flight_expired(record, now_ms, self.config):
                 continue
             dst = record.dst if (record.state is BundleState.ASSIGNING and record.dst in self.brokers) else None

@@ -6,6 +6,8 @@ Invariants:
 - it is kept by ``touch(bundle, record)`` after every fold that may change that bundle's record
   (``touched`` names them for an event), so a query costs the broker's own bundles, never the
   whole cluster; ``rebuild`` derives it from the records alone (a restored or replaced view);
+- ``in_state(s)`` is exactly the set of bundles whose record is in state ``s``, for every state
+  but Owned and Deleted (the settled ones, which would make it as large as the view);
 - an index is an optimisation, never a rule: callers filter and sort what it returns exactly as
   they filtered and sorted the full scan.
 """
@@ -15,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from balancer.ownership import OwnershipRecord
+from balancer.ownership import BundleState, OwnershipRecord
 
 _EMPTY: frozenset[str] = frozenset()
+_SETTLED = frozenset({BundleState.OWNED, BundleState.DELETED})
 
 
 def touched(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:
@@ -31,11 +34,13 @@ def touched(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:
 class OwnershipIndex:
     """Which bundles each broker appears in (as dst or src)."""
 
-    __slots__ = ("_by_broker", "_names")
+    __slots__ = ("_by_broker", "_names", "_by_state", "_states")
 
     def __init__(self) -> None:
         self._by_broker: dict[str, set[str]] = {}
         self._names: dict[str, tuple[str, ...]] = {}
+        self._by_state: dict[BundleState, set[str]] = {}
+        self._states: dict[str, BundleState] = {}
 
     @classmethod
     def rebuild(cls, records: Mapping[str, OwnershipRecord]) -> OwnershipIndex:
@@ -46,6 +51,7 @@ class OwnershipIndex:
 
     def touch(self, bundle: str, record: OwnershipRecord | None) -> None:
         """``bundle``'s record is now ``record`` (None: gone)."""
+        self._state(bundle, None if record is None or record.state in _SETTLED else record.state)
         names = _names(record)
         old = self._names.get(bundle, ())
         if names == old:
@@ -62,6 +68,27 @@ class OwnershipIndex:
             self._names[bundle] = names
         else:
             self._names.pop(bundle, None)
+
+    def _state(self, bundle: str, state: BundleState | None) -> None:
+        old = self._states.get(bundle)
+        if old is state:
+            return
+        if old is not None:
+            self._by_state[old].discard(bundle)
+            del self._states[bundle]
+        if state is not None:
+            self._by_state.setdefault(state, set()).add(bundle)
+            self._states[bundle] = state
+
+    def in_state(self, state: BundleState) -> frozenset[str] | set[str]:
+        """Bundles whose record is in ``state`` (not Owned or Deleted; do not mutate)."""
+        if state in _SETTLED:
+            raise ValueError(f"{state} bundles are not indexed")
+        return self._by_state.get(state, _EMPTY)
+
+    def brokers(self) -> list[str]:
+        """Every broker some record names."""
+        return list(self._by_broker)
 
     def touch_all(self, bundles: Iterable[str], records: Mapping[str, OwnershipRecord]) -> None:
         for bundle in bundles:
