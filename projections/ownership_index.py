@@ -34,7 +34,7 @@ def touched(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:
 class OwnershipIndex:
     """Which bundles each broker appears in (as dst or src)."""
 
-    __slots__ = ("_by_broker", "_names", "_by_state", "_states")
+    __slots__ = ("_by_broker", "_by_state", "_names", "_states")
 
     def __init__(self) -> None:
         self._by_broker: dict[str, set[str]] = {}
