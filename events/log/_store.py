@@ -108,6 +108,10 @@ class Store(ABC):
     async def wait_for_change(self, seen: Offsets, timeout_s: float) -> None:
         """Return when some partition may have grown past ``seen`` (or after the timeout)."""
 
+    def damage(self, partition: int, offset: int) -> str:
+        """What is wrong with the damaged entry at ``offset``, naming where it is stored."""
+        return f"partition {partition} offset {offset}: stored frame fails its crc check"
+
     def poll(self) -> None:  # noqa: B027 - most stores have no other writers to take in
         """Take in what other processes wrote."""
 
@@ -190,7 +194,7 @@ class StoreLog:
             for i, entry in enumerate(self._store.fetch(p, begin[p], stop), start=begin[p]):
                 if entry.damaged:
                     items.append(DeadLetter(p, i, entry.key, entry.raw, "corrupt",
-                                            "stored frame fails its crc check", entry.ts_ms))
+                                            self._store.damage(p, i), entry.ts_ms))
                 else:
                     items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms))
             nxt[p] = stop
