@@ -225,13 +225,19 @@ class Segment:
         self.data_end += found.end
         self.tail = size - self.data_end
 
-    def append(self, entries: Sequence[Entry], fsync: bool) -> None:
-        """Write one append; the data is fsynced when asked, the index never needs to be."""
-        blobs = frames(entries)
+    def append(self, groups: Sequence[Sequence[Entry]], fsync: bool) -> list[int]:
+        """Write appends (one write, one fsync when asked: the index never needs one); the
+        local index of the first entry of each."""
+        blobs = [blob for entries in groups for blob in frames(entries)]
         write_all(self.data_fd, b"".join(blobs), self.data_end)
         if fsync:
             os.fdatasync(self.data_fd)
         index, at = bytearray(), self.data_end
+        entries = [entry for group in groups for entry in group]
+        firsts, i = [], self.count
+        for group in groups:
+            firsts.append(i)
+            i += len(group)
         for entry, blob in zip(entries, blobs, strict=True):
             index += index_entry(at, len(blob), entry.ts_ms)
             self._add(at, entry.ts_ms)
@@ -239,6 +245,7 @@ class Segment:
         self.data_end = at
         write_all(self.index_fd, bytes(index), self.indexed * INDEX.size)
         self.indexed = self.count
+        return firsts
 
     def fetch(self, start: int, stop: int) -> list[Entry]:
         """Entries at local indexes [start, stop)."""

@@ -129,16 +129,18 @@ class LocalStore(Store):
         self._heads_upto = end
 
     def write(self, partition: int, entries: Sequence[Entry]) -> int:
-        base = self.end(0)
-        if not entries:
-            return base
+        return self.write_group(partition, [entries])[0]
+
+    def write_group(self, partition: int, groups: Sequence[Sequence[Entry]]) -> list[int]:
+        if not any(groups):
+            return [self.end(0)] * len(groups)
         active = self._segments[-1]
         if active.data_end >= self.segment_bytes and active.count:
-            active = self._create(base)
+            active = self._create(self.end(0))
             self._segments.append(active)
-        active.append(entries, self.fsync)
+        firsts = active.append(groups, self.fsync)
         self._heads_upto = self.end(0)  # the caller folds its own envelopes into the heads
-        return base
+        return [active.base + first for first in firsts]
 
     def end(self, partition: int) -> int:
         with self._mutex:
@@ -235,7 +237,8 @@ class LocalEventLog(StoreLog):
     def __init__(
         self, directory: str | os.PathLike[str], *, name: str = "events", fsync: bool = True,
         segment_bytes: int = 64 * 1024 * 1024, stamper: Stamper | None = None,
+        group_commit: bool = True,
     ) -> None:
         self.store = LocalStore(directory, fsync=fsync, segment_bytes=segment_bytes)
-        super().__init__(name, self.store, stamper)
+        super().__init__(name, self.store, stamper, group_commit=group_commit)
 

@@ -224,3 +224,24 @@ async def test_a_reader_never_waits_for_the_writer_lock(copy: Path, pristine: Pa
         assert done.wait(20), "a reader blocked on the writer's lock"
     finally:
         os.close(fd)
+
+
+async def test_appends_made_together_share_a_commit_and_keep_their_own_seq_and_fencing(tmp_path: Path) -> None:
+    import asyncio
+
+    from balancer.errors import WriterFenced
+
+    log = LocalEventLog(tmp_path / "log")
+    await log.append("public/a", [BundleOwned(bundle="public/a/0x00000000_0xffffffff", owner="b1")], epoch=3)
+
+    async def one(i: int, epoch: int) -> int:
+        records = await log.append("public/a", [BundleOwned(bundle="public/a/0x00000000_0xffffffff",
+                                                            owner=f"b{i}")] * 2, epoch=epoch)
+        return records[-1].seq
+
+    results = await asyncio.gather(*(one(i, 2 if i == 7 else 3) for i in range(20)), return_exceptions=True)
+    assert isinstance(results[7], WriterFenced)
+    assert sorted(r for r in results if isinstance(r, int)) == list(range(3, 40, 2))
+    await log.close()
+    seqs = [r.seq for r in (await LocalEventLog(tmp_path / "log").read()).records]
+    assert seqs == list(range(1, 40))
