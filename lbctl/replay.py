@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
 
@@ -56,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="kafka://HOST:PORT, a log directory or a Parquet path")
+    parser.add_argument("source", nargs="?", default=None,
+                        help="kafka://HOST:PORT, a log directory or a Parquet path (default with "
+                             "lbctl --cluster FILE: its Kafka's events topic, with its security)")
     parser.add_argument("--topic", action="append", default=[], help="Kafka topic(s) to read")
     parser.add_argument("--conf", default=None, help="broker.conf of the recorded cluster")
     parser.add_argument("--master", default="local[2]", help="Spark master")
@@ -88,9 +91,32 @@ def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
     from spark_replay.sources import read_source
 
+    options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
     spark = session(args.master, driver_memory=args.driver_memory)
     step(f"reading {args.source}")
-    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw)
+    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
+                              kafka_options=options)
+
+
+def _kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka source's security options from ``lbctl --cluster FILE`` (which also names the
+    source, its Kafka's ``{name}-events``, when none is given), checked with one fetch."""
+    from actors.cluster_conf import ClusterConf
+    from events.log.kafka_client import check_readable
+
+    deployment = getattr(args, "cluster_conf", None)
+    found = ClusterConf.load(deployment) if deployment is not None else None
+    if args.source is None:
+        if found is None:
+            raise MalformedInput("no source: give kafka://HOST:PORT, a log directory or a Parquet "
+                                 "path, or lbctl --cluster FILE", value="source")
+        args.source = f"kafka://{found.kafka.bootstrap_servers}"
+        args.topic = args.topic or [f"{found.name}-events"]
+    if found is None or not args.source.startswith("kafka://"):
+        return {}
+    security = found.kafka.security
+    asyncio.run(check_readable(args.source.removeprefix("kafka://"), args.topic, security))
+    return security.spark_options()
 
 
 def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]], title: str) -> None:
