@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from actors.cluster_conf import ClusterConf
 from balancer.errors import MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _source_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()  # or `lbctl --cluster FILE`: its Kafka
     source.add_argument("--log-dir", help="an embedded log directory")
     source.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
     parser.add_argument("--cluster", default="lb", help="cluster name, the topic prefix (Kafka)")
@@ -66,14 +67,23 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_log(args: argparse.Namespace) -> EventLog:
-    """The log named by ``--log-dir`` or ``--bootstrap``, opened read-only in spirit."""
+    """The log named by ``--log-dir`` or ``--bootstrap``, or the Kafka of ``lbctl --cluster
+    FILE`` (with its security settings), opened read-only in spirit."""
     if args.log_dir is not None:
         directory = Path(args.log_dir)
         if not (directory / "LOCK").exists():
             raise MalformedInput(f"--log-dir {args.log_dir!r}: not an event log directory "
                                  "(expected one written by LocalEventLog)", value=args.log_dir)
         return LocalEventLog(directory, name=args.topic)
-    return KafkaEventLog(args.bootstrap, cluster=args.cluster, name=args.topic, create_topic=False)
+    deployment = getattr(args, "cluster_conf", None)
+    found = ClusterConf.load(deployment) if deployment is not None else None
+    if found is not None and args.bootstrap is None:
+        args.bootstrap, args.cluster = found.kafka.bootstrap_servers, found.name
+    if args.bootstrap is None:
+        raise MalformedInput("no log: give --log-dir, --bootstrap or lbctl --cluster FILE",
+                             value="--log-dir")
+    return KafkaEventLog(args.bootstrap, cluster=args.cluster, name=args.topic, create_topic=False,
+                         security=found.kafka.security if found is not None else None)
 
 
 def parse_offsets(values: list[str]) -> dict[int, int]:

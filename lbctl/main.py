@@ -10,6 +10,7 @@ stdout pipe (``| head``) ends quietly with status 0.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import traceback
@@ -28,7 +29,7 @@ def _registrars() -> list[Registrar]:
 
     registrars: list[Registrar] = [decide.register]
     for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
-                        "lbctl.explain", "lbctl.conformance"):
+                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka"):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as exc:
@@ -63,6 +64,8 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # aiokafka logs each failed connection; lbctl says why in one line of its own (exit 2).
+    logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
 from events.times import iso
@@ -66,7 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="kafka://HOST:PORT, a log directory or a Parquet path")
+    parser.add_argument("source", nargs="?", default=None,
+                        help="kafka://HOST:PORT, a log directory or a Parquet path (default with "
+                             "lbctl --cluster FILE: its Kafka's events topic, with its security)")
     parser.add_argument("--topic", action="append", default=[], help="Kafka topic(s) to read")
     parser.add_argument("--conf", default=None, help="broker.conf of the recorded cluster")
     parser.add_argument("--starting-offsets", default=None, metavar="SPEC",
@@ -84,7 +87,8 @@ def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[a
     def checked(args: argparse.Namespace) -> int:
         from spark_replay.sources import check_bounds
 
-        check_bounds(args.source, args.starting_offsets, args.ending_offsets)
+        if args.source is not None:  # none: lbctl --cluster's Kafka, which takes bounds
+            check_bounds(args.source, args.starting_offsets, args.ending_offsets)
         return handler(args)
 
     return checked
@@ -114,11 +118,34 @@ def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
     from spark_replay.sources import read_source
 
+    options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
     submitted = os.environ.get(SUBMITTED) == "1"
     spark = session(args.master or (None if submitted else "local[2]"), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
-                              starting=args.starting_offsets, ending=args.ending_offsets)
+                              starting=args.starting_offsets, ending=args.ending_offsets,
+                              kafka_options=options)
+
+
+def _kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka source's security options from ``lbctl --cluster FILE`` (which also names the
+    source, its Kafka's ``{name}-events``, when none is given), checked with one fetch."""
+    from actors.cluster_conf import ClusterConf
+    from events.log.kafka_client import check_readable
+
+    deployment = getattr(args, "cluster_conf", None)
+    found = ClusterConf.load(deployment) if deployment is not None else None
+    if args.source is None:
+        if found is None:
+            raise MalformedInput("no source: give kafka://HOST:PORT, a log directory or a Parquet "
+                                 "path, or lbctl --cluster FILE", value="source")
+        args.source = f"kafka://{found.kafka.bootstrap_servers}"
+        args.topic = args.topic or [f"{found.name}-events"]
+    if found is None or not args.source.startswith("kafka://"):
+        return {}
+    security = found.kafka.security
+    asyncio.run(check_readable(args.source.removeprefix("kafka://"), args.topic, security))
+    return security.spark_options()
 
 
 def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]], title: str) -> None:

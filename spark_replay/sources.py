@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -204,16 +204,19 @@ def read_segments_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], *,
-               starting: str | None = None, ending: str | None = None, raw: bool = False) -> DataFrame:
+               starting: str | None = None, ending: str | None = None, raw: bool = False,
+               options: Mapping[str, str] | None = None) -> DataFrame:
     """Topics through Spark's Kafka source (batch); ``starting``/``ending`` are Spark's offset
     specs (``earliest``/``latest`` or per-partition JSON) for reproducible audits; ``raw`` keeps
-    the stored bytes (``RAW_KEPT``)."""
+    the stored bytes (``RAW_KEPT``); ``options`` more ``kafka.*`` options (security:
+    ``KafkaSecurity.spark_options()``)."""
     reader = (
         spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", ",".join(topics))
         .option("startingOffsets", starting or "earliest").option("endingOffsets", ending or "latest")
         # Transactional writers leave offsets to commit markers: gaps are not data loss.
         .option("failOnDataLoss", "false").option("kafka.isolation.level", "read_committed")
+        .options(**dict(options or {}))
     )
     records = reader.load().selectExpr(
         "topic", "partition", "offset", "CAST(key AS STRING) AS key",
@@ -279,15 +282,16 @@ def check_bounds(source: str, starting: str | None, ending: str | None) -> None:
 
 
 def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None,
-                raw: bool = False, starting: str | None = None, ending: str | None = None) -> DataFrame:
+                raw: bool = False, starting: str | None = None, ending: str | None = None,
+                kafka_options: Mapping[str, str] | None = None) -> DataFrame:
     """One string names any source: ``kafka://HOST:PORT`` (with ``topics``; ``starting`` and
-    ``ending`` bound the read), a LocalEventLog directory, or a Parquet file/folder (``raw``: keep
-    the stored bytes where there are some)."""
+    ``ending`` bound the read, ``kafka_options`` are its security), a LocalEventLog directory, or
+    a Parquet file/folder (``raw``: keep the stored bytes where there are some)."""
     if source.startswith("kafka://"):
         if not topics:
             raise MalformedInput("a Kafka source needs --topic (one or more topic names)", value=source)
         return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw,
-                          starting=starting, ending=ending)
+                          starting=starting, ending=ending, options=kafka_options)
     check_bounds(source, starting, ending)
     path = Path(source)
     if (path / "LOCK").exists():
