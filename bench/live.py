@@ -103,7 +103,7 @@ async def a6_assignment(cluster: Cluster, load: Workload, log_kind: str) -> Row:
         t0 = time.perf_counter()
         await cluster.lookup(topic)
         ours.append((time.perf_counter() - t0) * 1000)
-    handle = await cluster.transport.handle("ns:0")
+    handle = await cluster.link.transport.handle("ns:0")
     ref: list[float] = []
     for _ in range(max(50, len(wanted))):
         t0 = time.perf_counter()
