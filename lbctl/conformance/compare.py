@@ -70,7 +70,8 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
     """Whether a shed disagreement starts at or after a cycle with a tie Pulsar leaves to hash-map order.
 
     Equal bundle loads of one owner, equal broker totals (UniformLoadShedder's first-wins
-    extremes) or broker scores less than 1 apart for AvgShedder (its ``(int) (a - b)`` sort).
+    extremes), equal broker usages, or usages less than 1 point apart for AvgShedder (its
+    ``(int) (a - b)`` sort).
     """
     if command != "shed" or "cycles" not in ours or "cycles" not in pulsar:
         return False
@@ -82,8 +83,8 @@ def _tied(document: dict[str, Any], cycle: dict[str, Any]) -> bool:
     """A tie in this cycle: state built on it (hit counts, recently unloaded) may differ later."""
     brokers = cycle.get("brokers", {})
     scores = [_score(r, document.get("config", {})) for r in brokers.values()]
-    if document.get("strategy") == "AvgShedder" and _equal_pair(scores, 1.0):
-        return True
+    if _equal_pair(scores, 1.0 if document.get("strategy") == "AvgShedder" else 0.0):
+        return True  # equal usages: ThresholdShedder's lower boundary takes the first in map order
     for key in ("msgRate", "msgThroughput"):
         totals = [float(r.get(key + "In", 0)) + float(r.get(key + "Out", 0)) for r in brokers.values()]
         if _equal_pair(totals, 0.0):
