@@ -13,7 +13,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from balancer.config import LoadBalancerConfig
+from balancer.config import LOAD_MANAGERS, LoadBalancerConfig, resolve_class_name
 from balancer.errors import ConfigError, MalformedInput
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.shedding.base import IsolationPolicy, NamespacePolicy
@@ -128,12 +128,22 @@ def broker_report(broker_id: str, raw: Any) -> BrokerReport:
             fields[key] = count(record[key], f"{where}.{key}")
     domain = record.get("failureDomain")
     version = record.get("version")
+    manager = record.get("loadManagerClassName")
     return BrokerReport(
         broker_id,
         failure_domain=None if domain is None else str(domain),
         version=None if version is None else str(version),
+        load_manager_class=None if manager is None else _manager_class(str(manager)),
         **fields,
     )
+
+
+def _manager_class(text: str) -> str:
+    """A known load manager by its short name; any other class as written (it matches none)."""
+    try:
+        return resolve_class_name(text, LOAD_MANAGERS, "load manager", "loadManagerClassName")
+    except ConfigError:
+        return text
 
 
 def bundle_record(bundle_id: str, raw: Any) -> tuple[str | None, BundleStats]:
