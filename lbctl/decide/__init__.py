@@ -1,4 +1,4 @@
-"""``lbctl decide shed|place|split|bundle|accept FILE``: one decision, no cluster, JSON in and out.
+"""``lbctl decide shed|place|split|bundle|accept|autosplit|report FILE``: one decision, no cluster, JSON in and out.
 
 Invariants: the input is read whole (``-`` = stdin) and validated before anything is decided;
 the output is deterministic JSON (sorted keys off: field order as in contracts §5) on stdout.
@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "split": "lbctl.decide.split",
     "bundle": "lbctl.decide.bundle",
     "accept": "lbctl.decide.accept",
+    "autosplit": "lbctl.decide.autosplit",
+    "report": "lbctl.decide.report",
 }
 
 

@@ -39,10 +39,10 @@ def run(document: dict[str, Any]) -> dict[str, Any]:
 def _topics(raw: Any) -> list[TopicLoad]:
     if not isinstance(raw, list):
         raise MalformedInput(f"topics: expected a list, got {raw!r}", value="topics")
-    return [_topic(entry, f"topics[{i}]") for i, entry in enumerate(raw)]
+    return [topic_load(entry, f"topics[{i}]") for i, entry in enumerate(raw)]
 
 
-def _topic(raw: Any, where: str) -> TopicLoad:
+def topic_load(raw: Any, where: str) -> TopicLoad:
     if isinstance(raw, str):
         return TopicLoad.named(raw, has_stats=False)
     record: Mapping[str, Any] = mapping(raw, where, ("name", "hash", "msgRate", "throughput"))
