@@ -16,6 +16,18 @@ from typing import Any
 Output = dict[str, Any]
 
 
+def _split_sets(output: Output) -> list[set[str]]:
+    return [{s["bundle"] for s in cycle["splits"]} for cycle in output["cycles"]]
+
+
+def _namespace_counts(bundles: set[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for bundle in bundles:
+        namespace = bundle.rsplit("/", 1)[0]
+        counts[namespace] = counts.get(namespace, 0) + 1
+    return counts
+
+
 def _decisions(cycle: Output) -> set[tuple[str, str, str | None]]:
     return {(d["bundle"], d["source"], d.get("destination")) for d in cycle.get("decisions", [])}
 
@@ -32,6 +44,8 @@ def agree(command: str, ours: Output, pulsar: Output) -> bool:
                    for bundle, answer in pulsar["assignments"].items())
     if command == "split":
         return sorted(ours["boundaries"]) == sorted(pulsar["boundaries"])
+    if command == "autosplit":
+        return _split_sets(ours) == _split_sets(pulsar)
     return ours == pulsar
 
 
@@ -73,6 +87,10 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
     extremes), equal broker usages, or usages less than 1 point apart for AvgShedder (its
     ``(int) (a - b)`` sort).
     """
+    if command == "autosplit" and "cycles" in ours and "cycles" in pulsar:
+        # The namespace cap takes candidates in hash-map order (Pulsar) or id order (here).
+        return [_namespace_counts(s) for s in _split_sets(ours)] == [
+            _namespace_counts(s) for s in _split_sets(pulsar)]
     if command != "shed" or "cycles" not in ours or "cycles" not in pulsar:
         return False
     upto = _first_differing_cycle(ours, pulsar)
