@@ -146,8 +146,8 @@ STATES = ("Init", "Free", "Owned", "Assigning", "Releasing", "Splitting", "Delet
 def _record(rng: random.Random, version: int) -> dict[str, Any]:
     state = rng.choice(STATES)
     dst, src = _pick(rng, None, "a", "b"), _pick(rng, None, "a", "b")
-    if dst is None and src is None and state != "Free":
-        dst = "a"
+    if (dst is None and src is None and state != "Free") or state == "Owned":
+        dst = dst or "a"  # an Owned record always names its owner (Pulsar's resolver assumes it)
     return {"state": state, "dst": dst, "src": src, "version": version, "force": rng.random() < 0.2}
 
 
