@@ -43,6 +43,7 @@ from actors.deploy import (
     Launch,
     Starting,
     broker_ids,
+    check_roles,
     load_config,
     read_cluster_file,
     remove_cluster_file,
@@ -81,6 +82,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadNamespace,
 )
+from events.log.kafka_client import KafkaSecurity
 from events.log.port import Offsets, Record
 from projections.explain import MoveRecord, moves_of
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
@@ -123,21 +125,24 @@ class Cluster:
               fsync: bool = True, ray_address: str | None = None, ray_namespace: str | None = None,
               num_cpus: int | None = None, max_restarts: int = -1, detached: bool = False,
               actor_options: Mapping[str, Mapping[str, Any]] | None = None,
-              ready_timeout_s: float = 90.0) -> Starting[Cluster]:
+              ready_timeout_s: float = 90.0,
+              security: KafkaSecurity | None = None) -> Starting[Cluster]:
         """Start a cluster: Ray (local unless ``ray_address``), the log (a directory, a temporary
         one by default, or Kafka at ``bootstrap``), and one actor per body.
 
         ``conf`` is a broker.conf path or a ``LoadBalancerConfig`` (``overrides``: Pulsar keys);
         ``brokers`` a count or ids; ``domains`` broker -> failure domain at registration;
         ``speed`` compresses time (60: a simulated hour in a minute; timers are cluster time);
-        ``actor_options`` body name -> extra Ray actor options (``resources`` to pin a node).
+        ``actor_options`` body name -> extra Ray actor options (``resources`` to pin a node);
+        ``security`` how to reach Kafka (TLS, SASL; each kind of actor with its role's user).
         """
         launch = Launch(
             load_config(conf, overrides), settings or ActorSettings(), broker_ids(brokers),
             workload, clients, dict(domains or {}), capacity, speed, tick_s, poll_s, seed, log_dir,
             bootstrap, cluster_name, partitions, transactional, fsync, ray_address,
             ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}", num_cpus, max_restarts,
-            detached, dict(actor_options or {}), ready_timeout_s, replication_factor, retention_ms)
+            detached, dict(actor_options or {}), ready_timeout_s, replication_factor, retention_ms,
+            security=security)
         return Starting(lambda: cls._open(launch))
 
     @classmethod
@@ -152,7 +157,8 @@ class Cluster:
                          cluster_name=found.name, partitions=found.kafka.partitions,
                          transactional=found.kafka.transactional,
                          replication_factor=found.kafka.replication_factor,
-                         retention_ms=found.kafka.retention_ms, ray_address=found.ray.address,
+                         retention_ms=found.kafka.retention_ms, security=found.kafka.security,
+                         ray_address=found.ray.address,
                          ray_namespace=found.ray.namespace, **options)
 
     @classmethod
@@ -167,6 +173,7 @@ class Cluster:
                       ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet)
         try:
             await cluster.view.start()  # first: it creates the Kafka topic the actors share
+            await check_roles(fleet.host.log)  # a refused role fails here, not as a silent actor
             await fleet.start(launch.ready_timeout_s)
             await cluster._wait_ready(launch.brokers, launch.ready_timeout_s)
         except BaseException:
@@ -193,10 +200,12 @@ class Cluster:
         """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray address and
         namespace), by its log directory (embedded: ``cluster.json`` there names Ray), or by Ray
         address + namespace. The log and the config are the actors' own."""
+        security = None
         if conf is not None:
             deployment = ClusterConf.load(conf)
             ray_address = ray_address or deployment.ray.address
             ray_namespace = ray_namespace or deployment.ray.namespace
+            security = deployment.kafka.security
         if log_dir is not None and ray_namespace is None:
             info = read_cluster_file(log_dir)
             ray_address = ray_address or info.get("ray_address")
@@ -211,6 +220,9 @@ class Cluster:
                 shutdown_ray()
             raise
         host: HostSpec = described["host"]
+        if security is not None and host.log.bootstrap is not None:
+            # Our own user, not the actors': their spec names their roles' credentials.
+            host = dataclasses.replace(host, log=dataclasses.replace(host.log, security=security))
         config: LoadBalancerConfig = described["config"]
         cluster = cls(view=ClientView(config, host.log.open(host.clock), poll_s=host.poll_s),
                       transport=RayTransport(ray_namespace), host=host, config=config,

@@ -35,6 +35,8 @@ from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import ConfigError, InvalidInput, Unavailable, UnknownBroker
+from events.log.kafka_client import ROLES, KafkaSecurity
+from events.log.kafka_topics import ensure_topic
 
 ConfSource = str | os.PathLike[str] | LoadBalancerConfig | None
 CLUSTER_FILE = "cluster.json"
@@ -220,13 +222,14 @@ class Launch:
     ready_timeout_s: float = 90.0
     replication_factor: int | None = None
     retention_ms: int | None = None
+    security: KafkaSecurity | None = None
 
     def fleet(self) -> Fleet:
         """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
                                  partitions=self.partitions, transactional=self.transactional,
                                  fsync=self.fsync, replication_factor=self.replication_factor,
-                                 retention_ms=self.retention_ms)
+                                 retention_ms=self.retention_ms, security=self.security)
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
@@ -236,15 +239,15 @@ class Launch:
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,
              partitions: int, transactional: bool, fsync: bool,
-             replication_factor: int | None = None,
-             retention_ms: int | None = None) -> tuple[LogSpec, str | None]:
+             replication_factor: int | None = None, retention_ms: int | None = None,
+             security: KafkaSecurity | None = None) -> tuple[LogSpec, str | None]:
     """The log (Kafka if ``bootstrap``, else a directory) and the temp dir made for it, if any."""
     if bootstrap is not None and log_dir is not None:
         raise InvalidInput("pass log_dir= (embedded log) or bootstrap= (Kafka), not both")
     if bootstrap is not None:
         return LogSpec(bootstrap=bootstrap, cluster=cluster, partitions=partitions,
                        transactional=transactional, replication_factor=replication_factor,
-                       retention_ms=retention_ms), None
+                       retention_ms=retention_ms, security=security), None
     made = None if log_dir is not None else tempfile.mkdtemp(prefix="bundle-balancer-")
     directory = str(Path(log_dir if log_dir is not None else str(made)).resolve())
     Path(directory).mkdir(parents=True, exist_ok=True)
@@ -271,3 +274,16 @@ def read_cluster_file(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 def remove_cluster_file(directory: str) -> None:
     (Path(directory) / CLUSTER_FILE).unlink(missing_ok=True)
+
+
+async def check_roles(log: LogSpec) -> None:
+    """Each actor role with Kafka credentials of its own can log in and see the events topic:
+    a wrong password or a missing ACL is one ``KafkaRefused`` now, before any actor starts."""
+    if log.bootstrap is None or log.security is None:
+        return
+    topic = f"{log.cluster}-events"
+    bootstrap = log.bootstrap
+    await asyncio.gather(*(
+        ensure_topic(bootstrap, topic, partitions=log.partitions, create=False,
+                     security=log.security.for_role(role))
+        for role in ROLES if role in dict(log.security.roles)))

@@ -1,4 +1,4 @@
-"""Benchmarks A5-A8 (shared/bench/README.md): the live system on real Ray, over Kafka.
+"""Benchmarks A5-A8 (docs/spec/bench.md): the live system on real Ray, over Kafka.
 
 Every figure is measured beside its reference in the same run on the same machine:
 - A5  lookup of an owned topic via ``Cluster.lookup``   vs a dict lookup of the same key (µs);

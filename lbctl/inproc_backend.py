@@ -217,7 +217,7 @@ def _lock(directory: Path) -> int:
 def _history(log_dir: Path) -> list[Record]:
     if not log_dir.is_dir():
         return []
-    log = LocalEventLog(log_dir, fsync=False)
+    log = LocalEventLog(log_dir, group_commit=False)
     try:
         return run_sync(log.read()).records
     finally:
@@ -226,7 +226,7 @@ def _history(log_dir: Path) -> list[Record]:
 
 def _attach(host: InProcessHost, log_dir: Path) -> None:
     """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
-    log = LocalEventLog(log_dir, fsync=False, stamper=Stamper(clock_ms=lambda: host.now_ms))
+    log = LocalEventLog(log_dir, group_commit=False, stamper=Stamper(clock_ms=lambda: host.now_ms))
     history = run_sync(log.read()).records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
     for record in history:
