@@ -86,6 +86,8 @@ class BrokerReport(_InOutTotals):
     consumers: int = 0
     failure_domain: str | None = None
     version: str | None = None
+    load_manager_class: str | None = None
+    """The load manager the broker runs (short name); None: not reported, taken as the configured one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from balancer.placement.filters import (
 )
 from balancer.placement.index import Preallocations
 from balancer.placement.isolation import isolation_candidates
+from balancer.placement.pinned import pinned_owner
 from balancer.placement.round_robin import RoundRobin
 from balancer.placement.strategies import create_placement_strategy
 
@@ -147,6 +148,10 @@ class ModularPlacement:
         if bundle in self.preallocated:
             broker = self.preallocated[bundle]
             return Placement(bundle, broker, (broker,), strategy=name, source="preallocated")
+        pin = pinned_owner(namespace_of(bundle), view.available)
+        if pin is not None:  # heartbeat / SLA-monitor namespaces: their own broker, no strategy
+            return Placement(bundle, pin.broker, tuple(filter(None, (pin.broker,))), strategy=name,
+                             source=pin.reason)
         data = view.bundles.get(bundle) or default_bundle_data(bundle)
         isolation, candidates, steps = self._candidates(view, bundle)
         placement = self._select(view, data, rng, isolation, candidates, steps)

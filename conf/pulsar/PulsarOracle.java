@@ -113,6 +113,7 @@ public class PulsarOracle {
             case "split": return split(input);
             case "bundle": return bundle(input);
             case "place": return place(input, follow);
+            case "autosplit": return autosplit(input);
             default: throw new IllegalArgumentException("unknown command " + command);
         }
     }
@@ -394,9 +395,10 @@ public class PulsarOracle {
         return out;
     }
 
-    /** Hands the algorithm the input's topic list: what a broker's NamespaceService would answer. */
+    /** Hands over the input's topic list and bundle counts: what a broker's NamespaceService answers. */
     static class TopicList extends NamespaceService {
         List<String> topics;
+        Map<String, Integer> bundleCounts = new HashMap<>();
 
         TopicList() {
             super(null);
@@ -406,6 +408,55 @@ public class PulsarOracle {
         public CompletableFuture<List<String>> getOwnedTopicListForNamespaceBundle(NamespaceBundle bundle) {
             return CompletableFuture.completedFuture(topics);
         }
+
+        @Override
+        public int getBundleCount(NamespaceName namespace) {
+            return bundleCounts.getOrDefault(namespace.toString(), 0);
+        }
+    }
+
+    // -- autosplit: BundleSplitterTask.findBundlesToSplit (modular), one cycle --------------------------
+
+    static JsonNode autosplit(JsonNode input) throws Exception {
+        ServiceConfiguration conf = config(input.path("config"));
+        TopicList service = (TopicList) unsafe().allocateInstance(TopicList.class);
+        service.bundleCounts = new HashMap<>();
+        input.path("bundleCounts").fields().forEachRemaining(e -> service.bundleCounts.put(e.getKey(),
+                e.getValue().asInt()));
+        org.apache.pulsar.broker.PulsarService pulsar = (org.apache.pulsar.broker.PulsarService)
+                unsafe().allocateInstance(org.apache.pulsar.broker.PulsarService.class);
+        setField(org.apache.pulsar.broker.PulsarService.class, pulsar, "config", conf);
+        setField(org.apache.pulsar.broker.PulsarService.class, pulsar, "nsService", service);
+        LoadData loadData = new LoadData();
+        LocalBrokerData local = new LocalBrokerData();
+        Map<String, NamespaceBundleStats> last = new HashMap<>();
+        input.path("cycles").get(0).path("bundles").fields().forEachRemaining(e -> {
+            JsonNode b = e.getValue();
+            NamespaceBundleStats stats = new NamespaceBundleStats();
+            stats.topics = b.path("topics").asLong();
+            stats.producerCount = b.path("producers").asInt();
+            stats.consumerCount = b.path("consumers").asInt();
+            stats.msgRateIn = b.path("msgRate").asDouble();
+            stats.msgThroughputIn = b.path("throughput").asDouble();
+            last.put(e.getKey(), stats);
+            BundleData data = new BundleData(10, 1000);
+            data.update(stats);
+            loadData.getBundleData().put(e.getKey(), data);
+        });
+        local.setLastStats(last);
+        loadData.getBrokerData().put("broker", new BrokerData(local));
+        Map<String, String> found = new org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask()
+                .findBundlesToSplit(loadData, pulsar);
+        ObjectNode out = JSON.createObjectNode();
+        ArrayNode splits = out.putArray("cycles").addObject().putArray("splits");
+        new TreeSet<>(found.keySet()).forEach(b -> splits.addObject().put("bundle", b));
+        return out;
+    }
+
+    static void setField(Class<?> owner, Object target, String field, Object value) throws Exception {
+        Field f = owner.getDeclaredField(field);
+        f.setAccessible(true);
+        f.set(target, value);
     }
 
     static JsonNode split(JsonNode input) throws Exception {

@@ -16,6 +16,18 @@ from typing import Any
 Output = dict[str, Any]
 
 
+def _split_sets(output: Output) -> list[set[str]]:
+    return [{s["bundle"] for s in cycle["splits"]} for cycle in output["cycles"]]
+
+
+def _namespace_counts(bundles: set[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for bundle in bundles:
+        namespace = bundle.rsplit("/", 1)[0]
+        counts[namespace] = counts.get(namespace, 0) + 1
+    return counts
+
+
 def _decisions(cycle: Output) -> set[tuple[str, str, str | None]]:
     return {(d["bundle"], d["source"], d.get("destination")) for d in cycle.get("decisions", [])}
 
@@ -32,6 +44,8 @@ def agree(command: str, ours: Output, pulsar: Output) -> bool:
                    for bundle, answer in pulsar["assignments"].items())
     if command == "split":
         return sorted(ours["boundaries"]) == sorted(pulsar["boundaries"])
+    if command == "autosplit":
+        return _split_sets(ours) == _split_sets(pulsar)
     return ours == pulsar
 
 
@@ -70,8 +84,13 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
     """Whether a shed disagreement starts at or after a cycle with a tie Pulsar leaves to hash-map order.
 
     Equal bundle loads of one owner, equal broker totals (UniformLoadShedder's first-wins
-    extremes) or broker scores less than 1 apart for AvgShedder (its ``(int) (a - b)`` sort).
+    extremes), equal broker usages, or usages less than 1 point apart for AvgShedder (its
+    ``(int) (a - b)`` sort).
     """
+    if command == "autosplit" and "cycles" in ours and "cycles" in pulsar:
+        # The namespace cap takes candidates in hash-map order (Pulsar) or id order (here).
+        return [_namespace_counts(s) for s in _split_sets(ours)] == [
+            _namespace_counts(s) for s in _split_sets(pulsar)]
     if command != "shed" or "cycles" not in ours or "cycles" not in pulsar:
         return False
     upto = _first_differing_cycle(ours, pulsar)
@@ -82,8 +101,8 @@ def _tied(document: dict[str, Any], cycle: dict[str, Any]) -> bool:
     """A tie in this cycle: state built on it (hit counts, recently unloaded) may differ later."""
     brokers = cycle.get("brokers", {})
     scores = [_score(r, document.get("config", {})) for r in brokers.values()]
-    if document.get("strategy") == "AvgShedder" and _equal_pair(scores, 1.0):
-        return True
+    if _equal_pair(scores, 1.0 if document.get("strategy") == "AvgShedder" else 0.0):
+        return True  # equal usages: ThresholdShedder's lower boundary takes the first in map order
     for key in ("msgRate", "msgThroughput"):
         totals = [float(r.get(key + "In", 0)) + float(r.get(key + "Out", 0)) for r in brokers.values()]
         if _equal_pair(totals, 0.0):

@@ -146,8 +146,8 @@ STATES = ("Init", "Free", "Owned", "Assigning", "Releasing", "Splitting", "Delet
 def _record(rng: random.Random, version: int) -> dict[str, Any]:
     state = rng.choice(STATES)
     dst, src = _pick(rng, None, "a", "b"), _pick(rng, None, "a", "b")
-    if dst is None and src is None and state != "Free":
-        dst = "a"
+    if (dst is None and src is None and state != "Free") or state == "Owned":
+        dst = dst or "a"  # an Owned record always names its owner (Pulsar's resolver assumes it)
     return {"state": state, "dst": dst, "src": src, "version": version, "force": rng.random() < 0.2}
 
 
@@ -238,6 +238,24 @@ def place(strategy: str) -> Callable[[random.Random], Case]:
     return generate
 
 
+def autosplit(rng: random.Random) -> Case:
+    """One modular auto-split pass; every namespace's bundle count is given, some at the cap."""
+    config = {"loadBalancerNamespaceBundleMaxTopics": _pick(rng, 5, 1000),
+              "loadBalancerNamespaceBundleMaxSessions": _pick(rng, -1, 0, 5, 1000),
+              "loadBalancerNamespaceBundleMaxMsgRate": _pick(rng, 100, 30000),
+              "loadBalancerNamespaceBundleMaxBandwidthMbytes": _pick(rng, 1, 100),
+              "loadBalancerNamespaceMaximumBundles": _pick(rng, 8, 128, 128, 128, 128)}
+    ids = _bundle_ids(rng, rng.randint(0, 16))
+    cap = config["loadBalancerNamespaceMaximumBundles"]
+    edge = rng.random() < 0.1  # at or next to the cap, where the order of candidates matters
+    counts = {b.rsplit("/", 1)[0]: _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
+              for b in ids}
+    bundles = {b: {"topics": _pick(rng, 0, 1, 2, 5, 6, rng.randint(0, 2000)),
+                   "producers": rng.randint(0, 6), "consumers": rng.randint(0, 6),
+                   "msgRate": _amount(rng, 3000.0), "throughput": _amount(rng, 10.0 * MIB)} for b in ids}
+    return {"config": config, "bundleCounts": counts, "cycles": [{"bundles": bundles}]}
+
+
 FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "shed-threshold": ("shed", shed("ThresholdShedder")),
     "shed-overload": ("shed", shed("OverloadShedder")),
@@ -251,6 +269,7 @@ FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "split-flow": ("split", split("flow_or_qps_equally_divide")),
     "bundle": ("bundle", bundle),
     "accept": ("accept", accept),
+    "autosplit-modular": ("autosplit", autosplit),
 }
 """family -> (the ``lbctl decide`` command, its generator)."""
 
