@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from balancer.config import LoadBalancerConfig
+from balancer.config import LoadBalancerConfig, broker_conf_pairs
 from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
@@ -222,7 +222,11 @@ def _with_times(row: dict[str, Any], *, keep_ms: bool) -> dict[str, Any]:
 
 def _base(args: argparse.Namespace) -> dict[str, Any]:
     """The recorded cluster's broker.conf (``--conf``): the live configuration and the grid's base."""
-    return dict(_conf_pairs(Path(args.conf).read_text())) if args.conf else {}
+    if not args.conf:
+        return {}
+    text = Path(args.conf).read_text()
+    LoadBalancerConfig.from_broker_conf(text)  # validates; names a bad key
+    return dict(broker_conf_pairs(text))
 
 
 def _grid(args: argparse.Namespace) -> list[Any]:
@@ -232,12 +236,6 @@ def _grid(args: argparse.Namespace) -> list[Any]:
     if args.grid:
         return parse_grid(Path(args.grid).read_text(), base)
     return expand_grid(base, args.strategy, parse_sets(args.set))
-
-
-def _conf_pairs(text: str) -> list[tuple[str, str]]:
-    LoadBalancerConfig.from_broker_conf(text)  # validates; names a bad key
-    return [(k.strip(), v.strip()) for k, _, v in
-            (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))]
 
 
 @_bounds_checked

@@ -21,6 +21,8 @@ def test_every_key_is_an_attribute_with_the_same_default() -> None:
     for key in KEYS:
         assert key.attr in fields, key.name
         assert getattr(defaults, key.attr) == key.default, key.name
+    # One declaration: every setting attribute is a key (the rest is what was read around them).
+    assert fields - {key.attr for key in KEYS} == {"extra", "ignored", "deprecated"}
 
 
 def test_shipped_broker_conf_lists_every_key_with_its_default() -> None:
