@@ -25,9 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 from actors.effects import NOTHING, Effects
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
-from balancer.ownership import AcceptMode
+from balancer.ownership import AcceptMode, BundleState, OwnershipRecord
 from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
-from events.log.port import Record
+from events.log.port import DeadLetter, Record
 from projections.ownership import OwnershipProjection
 
 
@@ -62,6 +62,11 @@ class Follower:
         self.brokers: dict[str, Mapping[str, Any]] = {}
         """Registered brokers (BrokerRegistered payloads), until their BrokerLeft."""
         self._folded: dict[tuple[str, str], int] = {}
+        self.voided: dict[str, int] = {}
+        """Bundle -> version of its record when the broker it waited on or was owned by left:
+        that record belongs to a dead session. Its broker never serves or confirms it, even
+        registered again; the leader reassigns it (an orphan). Any later event of the bundle
+        makes a new version, which counts again."""
 
     # -- the port --------------------------------------------------------------------------
     def recover(self, history: Iterable[Record]) -> None:
@@ -95,16 +100,33 @@ class Follower:
         kind, payload = envelope.type, envelope.payload
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
-        if kind == "LeaderElected":
+        # Authority: elections count only under _leader, a broker's events only under its key
+        # (anything else is an anomaly of the view, see OwnershipProjection).
+        if kind == "LeaderElected" and envelope.key == LEADER_KEY:
             if int(payload["epoch"]) >= self.epoch:
                 self.epoch = int(payload["epoch"])
                 self.leader_id = str(payload["leader_id"])
-        elif kind == "BrokerRegistered":
+        elif kind == "BrokerRegistered" and envelope.key == payload["broker_id"]:
             self.brokers[str(payload["broker_id"])] = payload
-        elif kind == "BrokerLeft":
+        elif kind == "BrokerLeft" and envelope.key == payload["broker_id"]:
             self.brokers.pop(str(payload["broker_id"]), None)
+            self._void_session(str(payload["broker_id"]))
         self.fold_more(record)
         return True
+
+    def _void_session(self, broker: str) -> None:
+        for bundle, record in self.view.records.items():
+            if (record.dst == broker and record.state.active) or (
+                    record.src == broker and record.state in (BundleState.RELEASING, BundleState.SPLITTING)):
+                self.voided[bundle] = record.version
+
+    def is_void(self, bundle: str, record: OwnershipRecord) -> bool:
+        """The record is still the one a departed broker's session left behind."""
+        return self.voided.get(bundle) == record.version
+
+    def note_dead_letter(self, letter: DeadLetter) -> None:
+        """A record of the log that cannot be read: named in the view, its key's view degraded."""
+        self.view.apply_dead_letter(letter.offset, letter.key, f"{letter.reason}: {letter.error}")
 
     def key_seq(self, key: str) -> int:
         """The last seq folded under ``key`` (an ``expected_seq`` for a compare-and-set).

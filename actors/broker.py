@@ -5,7 +5,9 @@ Invariants:
   carries the newest leader epoch it has folded (a broker key is also written by the leader when
   it expires the broker, and a lower epoch would be fenced);
 - what it serves is read from the ownership view, never remembered: Owned with ``dst`` = itself;
-  so a restarted broker serves exactly what the log says it owns;
+  so a restarted broker serves exactly what the log says it owns; after ``BrokerLeft`` of
+  itself, the records of the departed session are void (``Follower.voided``): it neither serves
+  nor confirms them, even registered again, until the leader reassigns them;
 - every in-flight record waiting on it (Assigning to it, Releasing or Splitting from it) gets its
   confirmation at once, and again every ``retry_ms`` while the record waits; a retry for the same
   record (version, and seq of the event that started the wait), epoch and session reuses its
@@ -153,7 +155,7 @@ class BrokerBody(Follower):
         if not self.registered:
             return []
         return sorted(b for b, r in self.view.records.items()
-                      if r.state is BundleState.OWNED and r.dst == self.broker_id)
+                      if r.state is BundleState.OWNED and r.dst == self.broker_id and not self.is_void(b, r))
 
     def _report(self, now_ms: int) -> Effects:
         lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
@@ -196,8 +198,8 @@ class BrokerBody(Follower):
 
     def _confirm(self, bundle: str, now_ms: int) -> Effects:
         record = self.view.records.get(bundle)
-        if record is None or not self.registered:
-            return NOTHING
+        if record is None or not self.registered or self.is_void(bundle, record):
+            return NOTHING  # a void record waits for the leader's reassignment, not for me
         command = self._confirmation(bundle, record)
         if command is None:
             return NOTHING

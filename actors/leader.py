@@ -347,7 +347,8 @@ class LeaderBody(Follower):
             dead_dst = record.dst is not None and record.dst not in live and record.state.active
             dead_src = (record.src is not None and record.src not in live
                         and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
-            if not (dead_dst or dead_src):
+            # A record of a departed session is an orphan even once its broker registers again.
+            if not (dead_dst or dead_src or (record.state.active and self.is_void(bundle, record))):
                 continue
             # A transfer whose source died goes on to its destination if that one lives.
             dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None

@@ -227,11 +227,14 @@ def _history(log_dir: Path) -> list[Record]:
 def _attach(host: InProcessHost, log_dir: Path) -> None:
     """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
     log = LocalEventLog(log_dir, group_commit=False, stamper=Stamper(clock_ms=lambda: host.now_ms))
-    history = run_sync(log.read()).records
+    read = run_sync(log.read())
+    history = read.records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
     for record in history:
         host.records.append(record)
         host.client.fold(record)
+    for letter in read.dead_letters:
+        host.client.note_dead_letter(letter)
     if history:
         for name in sorted(host.bodies):
             host.restart(name)

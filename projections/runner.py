@@ -201,10 +201,7 @@ class ProjectionRunner:
 
     def _apply(self, item: Record | DeadLetter) -> None:
         if isinstance(item, DeadLetter):
-            self.projection.anomalies.append(
-                Anomaly("dead_letter", item.offset, item.key or "", None, "?",
-                        f"{item.reason}: {item.error}")
-            )
+            apply_dead_letter(self.projection, item)
             return
         self.projection.apply(item.offset, item.envelope)
 
@@ -234,7 +231,19 @@ async def view_as_of(
                 continue
             if isinstance(item, Record):
                 projection.apply(item.offset, item.envelope)
+            else:
+                apply_dead_letter(projection, item)
         position.update(result.next)
+
+
+def apply_dead_letter(projection: Projection, letter: DeadLetter) -> None:
+    """Tell the projection about a record it cannot read (it names it; some mark a view degraded)."""
+    why = f"{letter.reason}: {letter.error}"
+    take = getattr(projection, "apply_dead_letter", None)
+    if take is not None:
+        take(letter.offset, letter.key, why)
+    else:
+        projection.anomalies.append(Anomaly("dead_letter", letter.offset, letter.key or "", None, "?", why))
 
 
 def _past(item: Record | DeadLetter, offsets: Mapping[int, int] | None, ts_ms: int | None) -> bool:

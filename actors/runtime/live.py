@@ -198,10 +198,11 @@ class LogCursor:
     a subscription never delivers); ``seen`` stands just past the last item taken, so a reader
     that has taken the same items has ``reached`` it, whichever way it read them."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_dead: Callable[[DeadLetter], None] | None = None) -> None:
         self.position: Offsets = {}
         self.seen: Offsets = {}
         self.dead_letters = 0
+        self.on_dead = on_dead
 
     def take(self, item: Item) -> Record | None:
         """The record if it is new (dead letters are counted and skipped), else None."""
@@ -211,6 +212,8 @@ class LogCursor:
         if isinstance(item, DeadLetter):
             self.dead_letters += 1
             logger.warning("dead letter at %s:%s skipped: %s", item.partition, item.offset, item.error)
+            if self.on_dead is not None:
+                self.on_dead(item)
             return None
         return item
 
@@ -256,7 +259,7 @@ class LiveHost:
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
-        self.cursor = LogCursor()
+        self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
                                        "behind": 0, "behind_read": 0}
@@ -453,6 +456,11 @@ class LiveHost:
         position = await self.sync(target)
         return {"view": view.snapshot(), "position": position}
 
+    def _dead_letter(self, letter: DeadLetter) -> None:
+        note = getattr(self.body, "note_dead_letter", None)
+        if note is not None:
+            note(letter)
+
     def status(self) -> dict[str, Any]:
         body = self.body
         return {
@@ -463,4 +471,6 @@ class LiveHost:
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
+            "dead_letters": self.cursor.dead_letters,
+            "degraded": dict(getattr(getattr(body, "view", None), "degraded", {}) or {}),
         }

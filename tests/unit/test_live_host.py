@@ -216,7 +216,8 @@ def test_the_clock_runs_faster_by_the_compression_factor() -> None:
 
 async def test_the_cursor_takes_each_record_once_in_order() -> None:
     log = MemoryEventLog()
-    await log.append("_leader", [LeaderElected(leader_id="x", epoch=e) for e in (1, 2, 3)], epoch=3)
+    for e in (1, 2, 3):  # each election's payload epoch is its envelope's
+        await log.append("_leader", [LeaderElected(leader_id="x", epoch=e)], epoch=e)
     items = (await log.read()).items
     cursor = LogCursor()
     assert [r.envelope.seq for r in map(cursor.take, items) if r is not None] == [1, 2, 3]
