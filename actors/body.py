@@ -28,7 +28,7 @@ from balancer.errors import InvalidInput
 from balancer.ownership import AcceptMode, BundleState, OwnershipRecord
 from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
 from events.log.port import DeadLetter, Record
-from projections.ownership import OwnershipProjection
+from projections.ownership import OwnershipProjection, entitled
 
 
 @runtime_checkable
@@ -90,25 +90,26 @@ class Follower:
 
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
-        """Fold one record; False if it was folded before (a redelivery)."""
+        """Fold one record; False if it was folded before (a redelivery) or its writer was not
+        entitled to it (``projections.ownership.entitled``: the view names it, nothing reacts)."""
         envelope = record.envelope
         stream = (_topic(envelope.type), envelope.key)
         if envelope.seq <= self._folded.get(stream, 0):
             return False
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
+        if not entitled(envelope, self.view.elected):
+            return False  # the view named it an anomaly; no body folds or reacts to it
         kind, payload = envelope.type, envelope.payload
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
-        # Authority: elections count only under _leader, a broker's events only under its key
-        # (anything else is an anomaly of the view, see OwnershipProjection).
-        if kind == "LeaderElected" and envelope.key == LEADER_KEY:
+        if kind == "LeaderElected":
             if int(payload["epoch"]) >= self.epoch:
                 self.epoch = int(payload["epoch"])
                 self.leader_id = str(payload["leader_id"])
-        elif kind == "BrokerRegistered" and envelope.key == payload["broker_id"]:
+        elif kind == "BrokerRegistered":
             self.brokers[str(payload["broker_id"])] = payload
-        elif kind == "BrokerLeft" and envelope.key == payload["broker_id"]:
+        elif kind == "BrokerLeft":
             self.brokers.pop(str(payload["broker_id"]), None)
             self._void_session(str(payload["broker_id"]))
         self.fold_more(record)

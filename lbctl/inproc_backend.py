@@ -235,6 +235,8 @@ def _attach(host: InProcessHost, log_dir: Path) -> None:
         host.client.fold(record)
     for letter in read.dead_letters:
         host.client.note_dead_letter(letter)
+        host.dead_letters.append(letter)
+    host._read_next = read.next.get(0, 0)
     if history:
         for name in sorted(host.bodies):
             host.restart(name)

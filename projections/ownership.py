@@ -9,9 +9,10 @@ Invariants:
   already applied for its key is ``stale_epoch`` (skipped: it comes from a fenced leader);
 - authority: an event counts only when its writer was entitled to it. Namespace events only
   under their namespace's key, ``FailureDomainSet`` only under ``_cluster``, elections only
-  under ``_leader``; once the log has an election, an event whose epoch no election has
-  established is held (never applied, an ``unelected_epoch`` anomaly) until one does, and it
-  raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
+  under ``_leader``; once the log has an election, an event whose epoch no election before it
+  established is refused (on a log of several partitions, ``ordered=False``: held, an
+  ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
+  either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay.
 """
@@ -83,6 +84,9 @@ class OwnershipProjection:
     elected: int | None = None
     """The newest epoch a ``LeaderElected`` under ``_leader`` established (None: no election yet,
     a log of imports or tests; epochs are then not checked)."""
+    ordered: bool = True
+    """The log is read as one ordered stream (one partition): an election read later was
+    written later. False on several partitions (set by ProjectionRunner and the live host)."""
     _held: dict[str, list[tuple[int, Envelope]]] = field(default_factory=dict)
     _rules: NextVersionRules = field(init=False, repr=False, compare=False)
 
@@ -98,9 +102,12 @@ class OwnershipProjection:
         _, kind, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
         elected = self.elected
         if elected is not None and epoch > elected and key != LEADER_KEY:
-            # An epoch no election in the log has established (yet: on several partitions the
-            # election may be read later). Held before the seq tracker sees it, so it can raise
-            # no key's epoch; applied if an election comes, an anomaly while none does.
+            # An epoch no election in the log has established. In one ordered stream that is
+            # final; across partitions the election may be read later: held before the seq
+            # tracker sees it (it raises no key's epoch), applied if an election comes.
+            if self.ordered:
+                return self._unauthorized(offset, envelope, f"epoch {epoch} was never elected "
+                                          f"(newest election: {elected})")
             self._held.setdefault(key, []).append((offset, envelope))
             return False
         if key in self._held:
@@ -178,11 +185,13 @@ class OwnershipProjection:
         if envelope.key != LEADER_KEY:
             return self._unauthorized(offset, envelope, f"elections belong under {LEADER_KEY!r}")
         self.elected = max(self.elected or 0, envelope.epoch)
-        for key, queue in list(self._held.items()):
-            while queue and queue[0][1].epoch <= self.elected:
-                self.apply(*queue.pop(0))
-            if not queue:
-                del self._held[key]
+        for key in list(self._held):
+            queue = self._held.pop(key)
+            for i, (held_at, held) in enumerate(queue):
+                if held.epoch > self.elected:
+                    self._held[key] = queue[i:]
+                    break
+                self.apply(held_at, held)
         return True
 
     def _condemn(self, key: str, epoch: int) -> None:
@@ -315,6 +324,30 @@ class OwnershipProjection:
         """Same view (records, layouts, policies), whatever the anomaly history."""
         return (self.records == other.records and self.failure_domains == other.failure_domains
                 and _layouts(self) == _layouts(other))
+
+
+_BROKER_EVENTS = frozenset({"BrokerRegistered", "BrokerLeft", "LoadReported"})
+
+
+def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
+    """Whether the writer of ``envelope`` may have written it (the fold's authority rules, for
+    bodies that react to events): elections only under ``_leader``, a broker's events only
+    under its key, namespace events only under their namespace, and, once the log has an
+    election, no epoch above the newest one."""
+    kind, key, payload = envelope.type, envelope.key, envelope.payload
+    if kind == "LeaderElected":
+        return key == LEADER_KEY
+    if elected is not None and envelope.epoch > elected:
+        return False
+    if kind in _BROKER_EVENTS:
+        return bool(payload.get("broker_id") == key)
+    if kind in _SIMPLE:
+        return str(payload.get("bundle", "")).rpartition("/")[0] == key
+    owner = _KEY_OF.get(kind)
+    try:
+        return owner is None or owner(payload) == key
+    except (KeyError, TypeError, AttributeError):
+        return False
 
 
 def is_ownership_key(key: str) -> bool:

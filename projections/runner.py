@@ -139,7 +139,7 @@ class ProjectionRunner:
         batch: int = 5_000,
     ) -> None:
         self.log = log
-        self.projection = projection
+        self.projection = _ordered(projection, log)
         self.store = store
         self._restore = restore
         self.snapshot_every = snapshot_every
@@ -154,7 +154,7 @@ class ProjectionRunner:
         found = await self.store.load(self.projection.name)
         if found is None:
             return False
-        self.projection = self._restore(found.state)
+        self.projection = _ordered(self._restore(found.state), self.log)
         self.position = dict(found.position)
         return True
 
@@ -234,6 +234,13 @@ async def view_as_of(
             else:
                 apply_dead_letter(projection, item)
         position.update(result.next)
+
+
+def _ordered(projection: Projection, log: EventLog) -> Projection:
+    """Tell a projection that cares whether the log is one ordered stream (one partition)."""
+    if hasattr(projection, "ordered"):
+        projection.ordered = log.partitions == 1
+    return projection
 
 
 def apply_dead_letter(projection: Projection, letter: DeadLetter) -> None:

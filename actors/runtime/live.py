@@ -258,6 +258,9 @@ class LiveHost:
     def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
+        view = getattr(body, "view", None)
+        if view is not None and hasattr(view, "ordered"):
+            view.ordered = log.partitions == 1  # across partitions an election may be read late
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
