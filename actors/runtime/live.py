@@ -49,7 +49,7 @@ from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from balancer.errors import InvalidInput, LoadBalancerError, Unavailable, WriterFenced
 from events.catalog import Command, Event
 from events.envelope import Envelope, Stamper
 from events.log.kafka import KafkaEventLog
@@ -155,15 +155,14 @@ class BodySpec:
 
     @property
     def transactional(self) -> bool:
-        """Whether this body writes through a transactional id (Kafka): the leader only.
-
-        The leader acts on its own (ticks), so a zombie leader would go on writing: its
-        transactional id fences it. A namespace shard writes only in answer to commands, which
-        Ray delivers to its live incarnation, so it needs no fencing of its own; and a body
-        killed mid-transaction holds every read_committed reader of the partition until the
-        transaction times out, which costs brokers (killed in tests and by crashes) too much.
-        Transactions also triple an append's latency (commit + markers)."""
-        return self.kind == "leader"
+        """Whether this body writes through a transactional id (Kafka): every writer of
+        ownership keys (the leader, namespace shards, brokers), its id its role, so Kafka itself
+        fences a zombie incarnation (a paused process, a body Ray restarted elsewhere) and the
+        host then sends nothing more (``_apply``). The client view writes nothing. Costs: an
+        append takes a commit, and a body killed mid-transaction holds read_committed readers
+        of its partition until its next incarnation starts (which aborts it) or the
+        transaction times out."""
+        return self.kind in ("leader", "namespace", "broker")
 
     def build(self) -> Body:
         """A fresh body (a restart builds a new one: nothing survives but the log)."""
@@ -361,10 +360,16 @@ class LiveHost:
 
     # -- effects (InProcessHost.apply, live) -------------------------------------------------
     async def _apply(self, effects: Effects) -> LoadBalancerError | None:
+        if getattr(self.log, "fenced", False):
+            # A newer incarnation of this writer took over (Kafka fenced our transactional id):
+            # a zombie writes and sends nothing more.
+            return WriterFenced(f"{self.name} was fenced by a newer incarnation", writer=self.name)
         failure = await self._append(effects) if effects.append else None
         if effects.append:
             await self._ingest()
             await self._drain()
+        if isinstance(failure, WriterFenced):
+            return failure  # what a fenced writer decided must not reach anyone
         for command in effects.send:
             self.counts["sends"] += 1
             self.transport.send(route(command, self.shards), command, dict(self.cursor.seen))
