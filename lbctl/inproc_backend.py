@@ -89,7 +89,7 @@ class InProcBackend:
         host = build_host(spec, config)
         if log_dir is None:
             return cls(host)
-        lock = _lock(log_dir)
+        lock = lock_directory(log_dir)
         if _history(log_dir / LOG_SUBDIR):
             os.close(lock)
             raise MalformedInput(f"--state-dir {str(log_dir)!r} already holds a cluster log; "
@@ -100,7 +100,7 @@ class InProcBackend:
     @classmethod
     def resume(cls, spec: ClusterSpec, directory: Path) -> InProcBackend:
         """Restart the cluster recorded in ``directory`` from its log."""
-        lock = _lock(directory)
+        lock = lock_directory(directory)
         history = _history(directory / LOG_SUBDIR)
         start_ms = max((r.envelope.ts_ms for r in history), default=0) + 1 if history else None
         host = build_host(spec, start_ms=start_ms)
@@ -202,7 +202,8 @@ class InProcBackend:
             self._lock_fd = None
 
 
-def _lock(directory: Path) -> int:
+def lock_directory(directory: Path) -> int:
+    """An exclusive flock on the cluster of ``directory`` (inproc and Ray alike), or Unavailable."""
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / "lbctl.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:

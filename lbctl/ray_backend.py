@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
 from events.log.port import Record
 from lbctl.backend import ClusterSpec
-from lbctl.inproc_backend import LOG_SUBDIR, make_workload
+from lbctl.inproc_backend import LOG_SUBDIR, lock_directory, make_workload
 from projections.ownership import OwnershipProjection
 
 MIN_SLEEP_S = 0.005
@@ -41,8 +42,9 @@ class RayBackend:
     kind = "ray"
     virtual = False
 
-    def __init__(self, cluster: Cluster, *, log_dir: str | None = None) -> None:
+    def __init__(self, cluster: Cluster, *, log_dir: str | None = None, lock_fd: int | None = None) -> None:
         self.cluster = cluster
+        self._lock_fd = lock_fd  # the kept log directory's flock, as the inproc host takes it
         self.config: LoadBalancerConfig = cluster.config
         self.log_dir = log_dir
         self._queue: asyncio.Queue[Record] = cluster.view.listen()
@@ -60,8 +62,15 @@ class RayBackend:
             cluster = await Cluster.deploy(spec.deployment, spec.brokers, conf=config, **options)
             return cls(cluster)
         log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
-        cluster = await Cluster.start(config, spec.brokers, log_dir=log_dir, fsync=False, **options)
-        return cls(cluster, log_dir=cluster.host.log.directory)
+        # One cluster per log: a second `lbctl run --keep` on this directory is refused by name.
+        lock = lock_directory(Path(log_dir)) if log_dir is not None else None
+        try:
+            cluster = await Cluster.start(config, spec.brokers, log_dir=log_dir, **options)
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        return cls(cluster, log_dir=cluster.host.log.directory, lock_fd=lock)
 
     @classmethod
     async def connect(cls, spec: ClusterSpec) -> RayBackend:
@@ -128,3 +137,6 @@ class RayBackend:
     async def close(self) -> None:
         self.cluster.view.unlisten(self._queue)
         await self.cluster.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
