@@ -27,7 +27,7 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import NOTHING, Effects, appending, combine
-from actors.settings import ActorSettings, broker_body_name, drain_request_id
+from actors.settings import ActorSettings, backoff_ms, broker_body_name, drain_request_id
 from actors.workload import Capacity, Workload, broker_report
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
@@ -82,6 +82,7 @@ class BrokerBody(Follower):
         """When the last report this broker folded back from the log was published."""
         self._next_check_ms = 0
         self._register_sent_ms = -(1 << 62)
+        self._register_tries = 0  # registrations sent since the last one that landed (backoff)
         self._sent: dict[str, tuple[str, int]] = {}
         """Bundle -> (command id, when) of the last confirmation or drain request sent."""
         self.split_requests: dict[str, Mapping[str, Any]] = {}
@@ -99,7 +100,7 @@ class BrokerBody(Follower):
         if envelope.key != self.broker_id:
             return
         if envelope.type == "BrokerRegistered":
-            self.registered = True
+            self.registered, self._register_tries = True, 0
             self.sessions += 1
         elif envelope.type == "BrokerLeft":
             self.registered = False
@@ -140,9 +141,9 @@ class BrokerBody(Follower):
         return appending(self.broker_id, events, epoch=self.epoch)
 
     def _register(self, now_ms: int) -> Effects:
-        if now_ms - self._register_sent_ms < self.settings.retry_ms:
+        if now_ms - self._register_sent_ms < backoff_ms(self.settings, self._register_tries - 1):
             return NOTHING
-        self._register_sent_ms = now_ms
+        self._register_sent_ms, self._register_tries = now_ms, self._register_tries + 1
         self.last_report = None  # a fresh session reports at once
         return self._append(BrokerRegistered(
             broker_id=self.broker_id, url=self.url, failure_domain=self.failure_domain,
