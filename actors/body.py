@@ -25,10 +25,10 @@ from typing import Any, Protocol, runtime_checkable
 from actors.effects import NOTHING, Effects
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
-from balancer.ownership import AcceptMode
+from balancer.ownership import AcceptMode, BundleState, OwnershipRecord
 from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
-from events.log.port import Record
-from projections.ownership import OwnershipProjection
+from events.log.port import DeadLetter, Record
+from projections.ownership import OwnershipProjection, entitled
 from projections.ownership_index import OwnershipIndex, touched
 
 
@@ -65,6 +65,11 @@ class Follower:
         self.brokers: dict[str, Mapping[str, Any]] = {}
         """Registered brokers (BrokerRegistered payloads), until their BrokerLeft."""
         self._folded: dict[tuple[str, str], int] = {}
+        self.voided: dict[str, int] = {}
+        """Bundle -> version of its record when the broker it waited on or was owned by left:
+        that record belongs to a dead session. Its broker never serves or confirms it, even
+        registered again; the leader reassigns it (an orphan). Any later event of the bundle
+        makes a new version, which counts again."""
 
     # -- the port --------------------------------------------------------------------------
     def recover(self, history: Iterable[Record]) -> None:
@@ -88,13 +93,16 @@ class Follower:
 
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
-        """Fold one record; False if it was folded before (a redelivery)."""
+        """Fold one record; False if it was folded before (a redelivery) or its writer was not
+        entitled to it (``projections.ownership.entitled``: the view names it, nothing reacts)."""
         envelope = record.envelope
         stream = (_topic(envelope.type), envelope.key)
         if envelope.seq <= self._folded.get(stream, 0):
             return False
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
+        if not entitled(envelope, self.view.elected):
+            return False  # the view named it an anomaly; no body folds or reacts to it
         kind, payload = envelope.type, envelope.payload
         self.by_broker.touch_all(touched(kind, payload), self.view.records)
         if envelope.key == LEADER_KEY:
@@ -107,8 +115,25 @@ class Follower:
             self.brokers[str(payload["broker_id"])] = payload
         elif kind == "BrokerLeft":
             self.brokers.pop(str(payload["broker_id"]), None)
+            self._void_session(str(payload["broker_id"]))
         self.fold_more(record)
         return True
+
+    def _void_session(self, broker: str) -> None:
+        records = self.view.records
+        for bundle in self.by_broker.involving(broker):  # the bundles naming it, not all of them
+            record = records[bundle]
+            if (record.dst == broker and record.state.active) or (
+                    record.src == broker and record.state in (BundleState.RELEASING, BundleState.SPLITTING)):
+                self.voided[bundle] = record.version
+
+    def is_void(self, bundle: str, record: OwnershipRecord) -> bool:
+        """The record is still the one a departed broker's session left behind."""
+        return self.voided.get(bundle) == record.version
+
+    def note_dead_letter(self, letter: DeadLetter) -> None:
+        """A record of the log that cannot be read: named in the view, its key's view degraded."""
+        self.view.apply_dead_letter(letter.offset, letter.key, f"{letter.reason}: {letter.error}")
 
     def key_seq(self, key: str) -> int:
         """The last seq folded under ``key`` (an ``expected_seq`` for a compare-and-set).

@@ -5,7 +5,9 @@ Invariants:
   carries the newest leader epoch it has folded (a broker key is also written by the leader when
   it expires the broker, and a lower epoch would be fenced);
 - what it serves is read from the ownership view, never remembered: Owned with ``dst`` = itself;
-  so a restarted broker serves exactly what the log says it owns;
+  so a restarted broker serves exactly what the log says it owns; after ``BrokerLeft`` of
+  itself, the records of the departed session are void (``Follower.voided``): it neither serves
+  nor confirms them, even registered again, until the leader reassigns them;
 - every in-flight record waiting on it (Assigning to it, Releasing or Splitting from it) gets its
   confirmation at once, and again every ``retry_ms`` while the record waits; a retry for the same
   record (version, and seq of the event that started the wait), epoch and session reuses its
@@ -25,7 +27,7 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import NOTHING, Effects, appending, combine
-from actors.settings import ActorSettings, broker_body_name, drain_request_id
+from actors.settings import ActorSettings, backoff_ms, broker_body_name, drain_request_id
 from actors.workload import Capacity, Workload, broker_report
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
@@ -80,6 +82,7 @@ class BrokerBody(Follower):
         """When the last report this broker folded back from the log was published."""
         self._next_check_ms = 0
         self._register_sent_ms = -(1 << 62)
+        self._register_tries = 0  # registrations sent since the last one that landed (backoff)
         self._sent: dict[str, tuple[str, int]] = {}
         """Bundle -> (command id, when) of the last confirmation or drain request sent."""
         self.split_requests: dict[str, Mapping[str, Any]] = {}
@@ -97,7 +100,7 @@ class BrokerBody(Follower):
         if envelope.key != self.broker_id:
             return
         if envelope.type == "BrokerRegistered":
-            self.registered = True
+            self.registered, self._register_tries = True, 0
             self.sessions += 1
         elif envelope.type == "BrokerLeft":
             self.registered = False
@@ -138,9 +141,9 @@ class BrokerBody(Follower):
         return appending(self.broker_id, events, epoch=self.epoch)
 
     def _register(self, now_ms: int) -> Effects:
-        if now_ms - self._register_sent_ms < self.settings.retry_ms:
+        if now_ms - self._register_sent_ms < backoff_ms(self.settings, self._register_tries - 1):
             return NOTHING
-        self._register_sent_ms = now_ms
+        self._register_sent_ms, self._register_tries = now_ms, self._register_tries + 1
         self.last_report = None  # a fresh session reports at once
         return self._append(BrokerRegistered(
             broker_id=self.broker_id, url=self.url, failure_domain=self.failure_domain,
@@ -154,7 +157,8 @@ class BrokerBody(Follower):
             return []
         records = self.view.records
         return sorted(b for b in self.by_broker.involving(self.broker_id)
-                      if (r := records[b]).state is BundleState.OWNED and r.dst == self.broker_id)
+                      if (r := records[b]).state is BundleState.OWNED and r.dst == self.broker_id
+                      and not self.is_void(b, r))
 
     def _report(self, now_ms: int) -> Effects:
         lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
@@ -198,8 +202,8 @@ class BrokerBody(Follower):
 
     def _confirm(self, bundle: str, now_ms: int) -> Effects:
         record = self.view.records.get(bundle)
-        if record is None or not self.registered:
-            return NOTHING
+        if record is None or not self.registered or self.is_void(bundle, record):
+            return NOTHING  # a void record waits for the leader's reassignment, not for me
         command = self._confirmation(bundle, record)
         if command is None:
             return NOTHING

@@ -61,10 +61,11 @@ class ClientView(Follower):
     def __init__(self, config: LoadBalancerConfig, log: EventLog, *, poll_s: float = 0.01) -> None:
         super().__init__(config)
         self.log, self.poll_s = log, poll_s
+        self.view.ordered = getattr(log, "partitions", 1) == 1  # across partitions an election may come late
         self.load = LoadProjection(config)
         self.reports: dict[str, tuple[int, Mapping[str, Any]]] = {}
         """Broker -> (ts_ms, payload) of its latest LoadReported."""
-        self.cursor = LogCursor()
+        self.cursor = LogCursor(on_dead=self.note_dead_letter)
         self._changed = asyncio.Event()
         self._listeners: list[asyncio.Queue[Record]] = []
         self._task: asyncio.Task[None] | None = None

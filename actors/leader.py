@@ -32,7 +32,7 @@ from actors.body import Follower
 from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
 from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
 from actors.namespace import AUTO_PREFIX
-from actors.settings import LEADER, ActorSettings, drain_requester
+from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
 from balancer.bundles import BundleId
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
@@ -126,6 +126,8 @@ class LeaderBody(Follower):
         self.folded_to: dict[int, int] = {}
         """Partition -> the last offset folded: stamped on each shedding run's events, so a
         what-if replays the run over exactly what this body had seen."""
+        self._expiries: dict[str, tuple[int, int]] = {}
+        """Broker -> (expiries tried, not again before): soft state, like the timers."""
 
     @property
     def leads(self) -> bool:
@@ -145,6 +147,8 @@ class LeaderBody(Follower):
         self._index(kind, payload)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(kind, payload, envelope.causation_id)
+        if kind in ("BrokerLeft", "BrokerRegistered", "LoadReported"):
+            self._expiries.pop(envelope.key, None)  # heard from, or gone: a fresh backoff
         if kind == "LeaderElected":
             self._election(int(payload["epoch"]), str(payload["leader_id"]), envelope.ts_ms)
         elif kind == "BrokerLeft":
@@ -343,7 +347,11 @@ class LeaderBody(Follower):
         leader folded: a report it has not folded yet (a lagging subscription) refuses it."""
         timeout = self.settings.session_timeout_ms
         gone = [b for b in sorted(self.brokers)
-                if self.outages.available_ms(self._last_seen(b), now_ms) > timeout]
+                if self.outages.available_ms(self._last_seen(b), now_ms) > timeout
+                and self._expiries.get(b, (0, 0))[1] <= now_ms]
+        for b in gone:  # a refused expiry is tried again later and later (backoff)
+            tries = self._expiries.get(b, (0, 0))[0]
+            self._expiries[b] = (tries + 1, now_ms + backoff_ms(self.settings, tries))
         return combine(Effects(append=((b, BrokerLeft(broker_id=b, reason="expired")),), epoch=self.my_epoch,
                                expected_seq={b: self.key_seq(b)}) for b in gone)
 
@@ -363,7 +371,8 @@ class LeaderBody(Follower):
             dead_dst = record.dst is not None and record.dst not in live and record.state.active
             dead_src = (record.src is not None and record.src not in live
                         and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
-            if not (dead_dst or dead_src):
+            # A record of a departed session is an orphan even once its broker registers again.
+            if not (dead_dst or dead_src or (record.state.active and self.is_void(bundle, record))):
                 continue
             # A transfer whose source died goes on to its destination if that one lives.
             dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None

@@ -103,7 +103,8 @@ class NamespaceBody(Follower):
             return
         if not self._writes(envelope.key):
             return
-        self.written[envelope.key] = max(self.written.get(envelope.key, 0), envelope.epoch)
+        if envelope.epoch <= self.epoch:  # an epoch no election established is no one's to copy
+            self.written[envelope.key] = max(self.written.get(envelope.key, 0), envelope.epoch)
         if kind == "SplitRequested":
             self.split_requests[str(payload["bundle"])] = payload
         self.outcomes.fold(kind, payload, envelope.causation_id)

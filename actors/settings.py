@@ -37,6 +37,9 @@ class ActorSettings:
     """The leader looks for orphaned, free-with-traffic and stuck bundles this often."""
     drain_timeout_ms: int = 60_000
     """A draining broker leaves after this long even if some bundles did not move."""
+    retry_backoff_max_ms: int = 16_000
+    """A retry that keeps failing (a registration, the leader's expiry of one broker) waits
+    ``retry_ms``, then twice as long each time, up to this (``backoff_ms``)."""
     lookup_retry_ms: int = 1_000
     """Clients look up an unowned bundle of theirs again after this long."""
     namespace_shards: int = 1
@@ -50,6 +53,11 @@ class ActorSettings:
         if self.namespace_shards < 1:
             raise ConfigError(f"namespace_shards {self.namespace_shards} must be >= 1",
                               value=self.namespace_shards)
+
+
+def backoff_ms(settings: ActorSettings, tries: int) -> int:
+    """How long to wait before try ``tries + 1`` of something that failed ``tries`` times."""
+    return min(settings.retry_ms << max(0, min(tries, 30)), max(settings.retry_ms, settings.retry_backoff_max_ms))
 
 
 def namespace_shard(key: str, shards: int) -> int:

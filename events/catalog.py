@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from balancer.errors import DecodeError
+from events._fields import Check, check_for
 
 LEADER_KEY = "_leader"
 CLUSTER_KEY = "_cluster"
@@ -381,6 +382,8 @@ class Schema:
     version: int
     required: frozenset[str]
     allowed: frozenset[str]
+    checks: tuple[tuple[str, Check], ...] = ()  # (field, its type and bound check)
+    epoch_field: bool = False  # an event whose payload epoch must equal the envelope's
 
 
 def _schema(cls: type[Message]) -> Schema:
@@ -388,7 +391,10 @@ def _schema(cls: type[Message]) -> Schema:
 
     all_fields = fields(cls)
     required = {f.name for f in all_fields if f.default is MISSING and f.default_factory is MISSING}
-    return Schema(cls, cls.VERSION, frozenset(required), frozenset(f.name for f in all_fields))
+    checks = tuple((f.name, check_for(str(f.type))) for f in all_fields)
+    names = frozenset(f.name for f in all_fields)
+    return Schema(cls, cls.VERSION, frozenset(required), names, checks,
+                  "epoch" in names and issubclass(cls, Event))
 
 
 def _register() -> dict[str, Schema]:

@@ -25,7 +25,7 @@ import msgpack
 import orjson
 
 from balancer.errors import DecodeError
-from events.catalog import SCHEMAS, Message
+from events.catalog import SCHEMAS, Message, Schema
 from events.envelope import FIELDS, Envelope
 
 Payload = dict[str, Any]
@@ -108,6 +108,7 @@ def _from_map(obj: dict[Any, Any]) -> Envelope:
 
 
 _OPTIONAL_STR = (str, type(None))
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _check_envelope(env: Envelope) -> None:
@@ -118,7 +119,10 @@ def _check_envelope(env: Envelope) -> None:
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
         and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict
     ):
-        return
+        if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and _INT64_MIN <= env[6] <= _INT64_MAX:
+            return
+        raise DecodeError(f"envelope out of bounds: seq={env[4]}, epoch={env[5]}, ts_ms={env[6]} "
+                          "(seq and epoch are 0..2^63-1, ts_ms an int64)", reason="bad_envelope")
     bad = [
         f"{name}={value!r:.40}" for name, value, ok in zip(FIELDS, env, _field_checks(env), strict=True)
         if not ok
@@ -142,7 +146,7 @@ def _check_payload(env: Envelope) -> Envelope:
         env = upcast(env, schema.version)
     keys = env.payload.keys()
     if keys >= schema.required and keys <= schema.allowed:
-        return env
+        return _check_values(env, schema)
     missing = sorted(schema.required - keys)
     if missing:
         raise DecodeError(f"{env.type} v{env.version}: missing field(s) {', '.join(missing)}",
@@ -150,6 +154,19 @@ def _check_payload(env: Envelope) -> Envelope:
     unknown = sorted(str(k) for k in keys - schema.allowed)
     raise DecodeError(f"{env.type} v{env.version}: unknown field(s) {', '.join(unknown)}",
                       reason="unknown_fields")
+
+
+def _check_values(env: Envelope, schema: Schema) -> Envelope:
+    payload = env.payload
+    for name, check in schema.checks:
+        if name in payload:
+            problem = check(payload[name])
+            if problem is not None:
+                raise DecodeError(f"{env.type} v{env.version}: field {name}: {problem}", reason="bad_payload")
+    if schema.epoch_field and payload["epoch"] != env.epoch:
+        raise DecodeError(f"{env.type} v{env.version}: payload epoch {payload['epoch']} is not the "
+                          f"envelope's {env.epoch}", reason="bad_payload")
+    return env
 
 
 def upcast(env: Envelope, target: int) -> Envelope:

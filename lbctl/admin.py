@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -149,7 +150,13 @@ async def _bundles(cluster: Cluster, args: argparse.Namespace) -> int:
                     for r, row in zip(ranges, rows, strict=True)],
     }
     lines = [(r, row.state, row.owner or "-", str(row.version)) for r, row in zip(ranges, rows, strict=True)]
-    _emit(args, document, _table(("RANGE", "STATE", "OWNER", "VERSION"), lines))
+    text = _table(("RANGE", "STATE", "OWNER", "VERSION"), lines)
+    degraded = cluster.ownership().degraded_reason(namespace)
+    if degraded is not None:
+        document["degraded"] = degraded
+        text += f"\nDEGRADED: {namespace}: a record under it cannot be read ({degraded}); states may be wrong"
+        print(f"lbctl: warning: the view of {namespace} is degraded: {degraded}", file=sys.stderr)
+    _emit(args, document, text)
     return 0
 
 
@@ -234,6 +241,9 @@ async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
     owner = await cluster.lookup(args.topic, timeout_s=args.timeout)
     url = str(cluster.view.brokers.get(owner, {}).get("url", ""))
     bundle = cluster.ownership().bundle_of_topic(args.topic)
+    degraded = cluster.ownership().degraded_reason(bundle.rsplit("/", 1)[0])
+    if degraded is not None:
+        print(f"lbctl: warning: the view of {bundle} is degraded: {degraded}", file=sys.stderr)
     _emit(args, {"broker": owner, "brokerUrl": url, "bundle": bundle}, f"{owner}\t{url}")
     return 0
 

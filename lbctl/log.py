@@ -122,6 +122,7 @@ async def _list_dead(args: argparse.Namespace) -> int:
         await log.start()
         letters = await log.dead_letters()
     finally:
+        _notes(log)
         await log.close()
     for letter in letters:
         print(dead_letter_line(letter, args.json))
@@ -147,6 +148,7 @@ async def _print_entries(args: argparse.Namespace, start: Mapping[int, int]) -> 
                 break
         return 0
     finally:
+        _notes(log)
         await log.close()
 
 
@@ -156,6 +158,12 @@ def _dead_letters(args: argparse.Namespace) -> int:
 
 def _tail(args: argparse.Namespace) -> int:
     return asyncio.run(_print_entries(args, parse_offsets(args.from_offset)))
+
+
+def _notes(log: EventLog) -> None:
+    """What the embedded log did not trust (a rebuilt index, a stray file), one line each."""
+    for note in getattr(getattr(log, "store", None), "notes", []):
+        print(f"lbctl: note: {note}", file=sys.stderr)
 
 
 async def _fold(args: argparse.Namespace) -> OwnershipProjection:
@@ -171,6 +179,7 @@ async def _fold(args: argparse.Namespace) -> OwnershipProjection:
             projection = await view_as_of(log, OwnershipProjection(), offsets=offsets,
                                           ts_ms=args.as_of_ts)
     finally:
+        _notes(log)
         await log.close()
     assert isinstance(projection, OwnershipProjection)
     return projection
@@ -183,11 +192,22 @@ def _ownership(args: argparse.Namespace) -> int:
                                f"{', '.join(sorted(projection.namespaces)) or 'none'}",
                                value=args.namespace)
     for row in projection.bundles(args.namespace):
+        degraded = projection.degraded_reason(row.bundle.rsplit("/", 1)[0])
         if args.json:
-            print(to_json_value(dataclasses.asdict(row)).decode())
+            fields = dataclasses.asdict(row)
+            if degraded is not None:
+                fields["degraded"] = degraded
+            print(to_json_value(fields).decode())
         else:
-            print(f"{row.bundle}\t{row.state}\towner={row.owner or '-'}\tv{row.version}")
+            mark = "\tDEGRADED" if degraded is not None else ""
+            print(f"{row.bundle}\t{row.state}\towner={row.owner or '-'}\tv{row.version}{mark}")
+    _warn_degraded(projection)
     return 0
+
+
+def _warn_degraded(projection: OwnershipProjection) -> None:
+    for key, why in sorted(projection.degraded.items()):
+        print(f"lbctl: warning: the view of {key} is degraded: {why}", file=sys.stderr)
 
 
 def _anomalies(args: argparse.Namespace) -> int:
@@ -200,4 +220,5 @@ def _anomalies(args: argparse.Namespace) -> int:
                   f"\tseq={anomaly.seq}\t{anomaly.detail}")
     if not args.json:
         print(f"{len(projection.anomalies)} anomaly(ies)", file=sys.stderr)
+    _warn_degraded(projection)
     return 0

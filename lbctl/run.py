@@ -148,8 +148,7 @@ async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: 
     if spec.deployment is not None:  # its Kafka and its Ray cluster
         return await Cluster.deploy(spec.deployment, spec.brokers, conf=config, speed=spec.speed, **options)
     log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
-    return await Cluster.start(config, spec.brokers, log_dir=log_dir, fsync=False, speed=spec.speed,
-                               **options)
+    return await Cluster.start(config, spec.brokers, log_dir=log_dir, speed=spec.speed, **options)
 
 
 async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace) -> int:

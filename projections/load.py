@@ -103,6 +103,10 @@ class LoadProjection:
     def apply(self, offset: int, envelope: EnvelopeLike) -> bool:
         if envelope.type not in LOAD_TYPES or not self.tracker.admit(offset, envelope):
             return False
+        if envelope.payload.get("broker_id") != envelope.key:  # only a broker's key speaks for it
+            self.tracker.record(offset, envelope, "unauthorized",
+                                f"{envelope.type} of {envelope.payload.get('broker_id')!r} under key {envelope.key!r}")
+            return False
         try:
             self._apply(envelope.type, envelope.payload, envelope.ts_ms)
         except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -7,6 +7,13 @@ Invariants:
   ``duplicate`` (skipped), a jump is a ``gap`` (recorded, then applied: the missing events are
   gone, and refusing the rest would freeze the view); an event whose ``epoch`` is older than one
   already applied for its key is ``stale_epoch`` (skipped: it comes from a fenced leader);
+- authority: an event counts only when its writer was entitled to it. Namespace events only
+  under their namespace's key, ``FailureDomainSet`` only under ``_cluster``, elections only
+  under ``_leader``; once the log has an election, an event whose epoch no election before it
+  established is refused (on a log of several partitions, ``ordered=False``: held, an
+  ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
+  either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
+  epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay.
 """
 
@@ -32,6 +39,7 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
+from events.catalog import CLUSTER_KEY, LEADER_KEY
 from events.envelope import Envelope
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
@@ -71,6 +79,15 @@ class OwnershipProjection:
     failure_domains: dict[str, str] = field(default_factory=dict)
     tracker: SequenceTracker = field(default_factory=SequenceTracker)
     applied: int = 0
+    degraded: dict[str, str] = field(default_factory=dict)
+    """Ownership key -> the first unreadable record under it: that key's view may be wrong."""
+    elected: int | None = None
+    """The newest epoch a ``LeaderElected`` under ``_leader`` established (None: no election yet,
+    a log of imports or tests; epochs are then not checked)."""
+    ordered: bool = True
+    """The log is read as one ordered stream (one partition): an election read later was
+    written later. False on several partitions (set by ProjectionRunner and the live host)."""
+    _held: dict[str, list[tuple[int, Envelope]]] = field(default_factory=dict)
     _rules: NextVersionRules = field(init=False, repr=False, compare=False)
 
     name = "ownership"
@@ -80,21 +97,42 @@ class OwnershipProjection:
         self._rules = NEXT_VERSION_RULES[self.mode]
 
     def apply(self, offset: int, envelope: Envelope) -> bool:
-        """Apply one event at ``offset``; False if it was skipped (see the anomalies)."""
+        """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, kind, _, key, seq, epoch, ts_ms, _, _, payload = envelope  # one unpack, not 6 reads
+        _, kind, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
+        elected = self.elected
+        if elected is not None and epoch > elected and key != LEADER_KEY:
+            # An epoch no election in the log has established. In one ordered stream that is
+            # final; across partitions the election may be read later: held before the seq
+            # tracker sees it (it raises no key's epoch), applied if an election comes.
+            if self.ordered:
+                return self._unauthorized(offset, envelope, f"epoch {epoch} was never elected "
+                                          f"(newest election: {elected})")
+            self._held.setdefault(key, []).append((offset, envelope))
+            return False
+        if key in self._held:
+            self._condemn(key, epoch)
         tracker = self.tracker
         position = tracker.positions.get(key)
         if position is not None and seq == position[0] + 1 and epoch == position[1]:
             position[0] = seq
         elif not tracker.admit(offset, envelope):
             return False
+        if kind == "LeaderElected":
+            return self._elected(offset, envelope)
+        return self._admitted(offset, envelope)
+
+    def _admitted(self, offset: int, envelope: Envelope) -> bool:
+        _, kind, _, key, _, _, ts_ms, _, _, payload = envelope
+        tracker = self.tracker
         simple = _SIMPLE.get(kind)
         if simple is None:
             return self._apply_other(offset, envelope)
         try:
             state, dst_field, force_field = simple
             bundle = payload["bundle"]
+            if bundle.rpartition("/")[0] != key:
+                return self._unauthorized(offset, envelope, f"{bundle} is not of namespace key {key!r}")
             current = self.records.get(bundle)
             # The fold numbers versions itself, so accept()'s version checks always pass: the
             # table decides (a property test holds it equal to accept and judge).
@@ -128,6 +166,12 @@ class OwnershipProjection:
             # the next folded event would look like a gap.
             return False
         try:
+            owner_key = _KEY_OF[envelope.type](envelope.payload)
+        except (KeyError, TypeError, AttributeError) as exc:
+            return self._bad_event(offset, envelope, exc)
+        if owner_key != envelope.key:
+            return self._unauthorized(offset, envelope, f"belongs under key {owner_key!r}")
+        try:
             problem = handler(self, envelope.payload, envelope.ts_ms)
         except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
@@ -137,6 +181,40 @@ class OwnershipProjection:
         self.applied += 1
         return True
 
+    def _elected(self, offset: int, envelope: Envelope) -> bool:
+        if envelope.key != LEADER_KEY:
+            return self._unauthorized(offset, envelope, f"elections belong under {LEADER_KEY!r}")
+        self.elected = max(self.elected or 0, envelope.epoch)
+        for key in list(self._held):
+            queue = self._held.pop(key)
+            for i, (held_at, held) in enumerate(queue):
+                if held.epoch > self.elected:
+                    self._held[key] = queue[i:]
+                    break
+                self.apply(held_at, held)
+        return True
+
+    def _condemn(self, key: str, epoch: int) -> None:
+        """The key's writer went on at an elected ``epoch``: what it held above that was never
+        its writer's (per key, epochs never fall), so no later election may let it in."""
+        for offset, envelope in self._held.pop(key):
+            self._unauthorized(offset, envelope, f"epoch {envelope.epoch} was never elected before "
+                               f"the key went on at epoch {epoch}")
+
+    def _unauthorized(self, offset: int, envelope: EnvelopeLike, why: str) -> bool:
+        self.tracker.record(offset, envelope, "unauthorized", f"{envelope.type}: {why}")
+        return False
+
+    def apply_dead_letter(self, offset: int, key: str | None, why: str) -> None:
+        """A record that could not be read: an anomaly, and its ownership key's view is degraded."""
+        self.tracker.anomalies.append(Anomaly("dead_letter", offset, key or "", None, "?", why))
+        if key is None or is_ownership_key(key):
+            self.degraded.setdefault(key or "?", f"offset {offset}: {why}")
+
+    def degraded_reason(self, namespace: str) -> str | None:
+        """Why the view of ``namespace`` cannot be trusted (an unreadable record), or None."""
+        return self.degraded.get(namespace) or self.degraded.get("?")
+
     def _bad_event(self, offset: int, envelope: EnvelopeLike, exc: Exception) -> bool:
         # A malformed payload is an anomaly like any other: the view goes on without it.
         self.tracker.record(offset, envelope, "bad_event", f"{type(exc).__name__}: {exc}")
@@ -144,7 +222,12 @@ class OwnershipProjection:
 
     @property
     def anomalies(self) -> list[Anomaly]:
-        return self.tracker.anomalies
+        if not self._held:
+            return self.tracker.anomalies
+        held = [Anomaly("unelected_epoch", offset, env.key, env.seq, env.type,
+                        f"epoch {env.epoch} was never elected (newest election: {self.elected}); held")
+                for queue in self._held.values() for offset, env in queue]
+        return sorted(self.tracker.anomalies + held, key=lambda a: a.offset)
 
     def _transition(self, bundle: str, state: BundleState, ts_ms: int, dst: str | None,
                     src: str | None) -> str | None:
@@ -216,6 +299,9 @@ class OwnershipProjection:
             "failure_domains": dict(self.failure_domains),
             "tracker": self.tracker.snapshot(),
             "applied": self.applied,
+            "degraded": dict(self.degraded),
+            "elected": self.elected,
+            "held": {k: [[o, list(e)] for o, e in q] for k, q in self._held.items()},
         }
 
     @classmethod
@@ -229,12 +315,44 @@ class OwnershipProjection:
         projection.failure_domains = dict(data["failure_domains"])
         projection.tracker = SequenceTracker.restore(data["tracker"])
         projection.applied = int(data["applied"])
+        projection.degraded = dict(data.get("degraded", {}))
+        projection.elected = data.get("elected")
+        projection._held = {k: [(int(o), Envelope(*e)) for o, e in q] for k, q in data.get("held", {}).items()}
         return projection
 
     def state_equals(self, other: OwnershipProjection) -> bool:
         """Same view (records, layouts, policies), whatever the anomaly history."""
         return (self.records == other.records and self.failure_domains == other.failure_domains
                 and _layouts(self) == _layouts(other))
+
+
+_BROKER_EVENTS = frozenset({"BrokerRegistered", "BrokerLeft", "LoadReported"})
+
+
+def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
+    """Whether the writer of ``envelope`` may have written it (the fold's authority rules, for
+    bodies that react to events): elections only under ``_leader``, a broker's events only
+    under its key, namespace events only under their namespace, and, once the log has an
+    election, no epoch above the newest one."""
+    kind, key, payload = envelope.type, envelope.key, envelope.payload
+    if kind == "LeaderElected":
+        return key == LEADER_KEY
+    if elected is not None and envelope.epoch > elected:
+        return False
+    if kind in _BROKER_EVENTS:
+        return bool(payload.get("broker_id") == key)
+    if kind in _SIMPLE:
+        return str(payload.get("bundle", "")).rpartition("/")[0] == key
+    owner = _KEY_OF.get(kind)
+    try:
+        return owner is None or owner(payload) == key
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def is_ownership_key(key: str) -> bool:
+    """Keys whose events decide who owns what: namespaces, the leader's, the cluster's."""
+    return "/" in key or key in (LEADER_KEY, CLUSTER_KEY)
 
 
 def namespace_of_topic(topic: str) -> str:
@@ -315,6 +433,14 @@ _HANDLERS: dict[str, Handler] = {
     "NamespacePolicySet": _policy_set,
     "FailureDomainSet": _domain_set,
     "SplitCompleted": _split_completed,
+}
+
+_KEY_OF: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    # the only key each event may be written under (ARCHITECTURE §2)
+    "NamespaceCreated": lambda e: e["namespace"],
+    "NamespacePolicySet": lambda e: e["namespace"],
+    "FailureDomainSet": lambda e: CLUSTER_KEY,
+    "SplitCompleted": lambda e: e["parent"].rpartition("/")[0],
 }
 
 _SIMPLE: dict[str, tuple[BundleState, str | None, str | None]] = {

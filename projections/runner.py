@@ -139,7 +139,7 @@ class ProjectionRunner:
         batch: int = 5_000,
     ) -> None:
         self.log = log
-        self.projection = projection
+        self.projection = _ordered(projection, log)
         self.store = store
         self._restore = restore
         self.snapshot_every = snapshot_every
@@ -154,7 +154,7 @@ class ProjectionRunner:
         found = await self.store.load(self.projection.name)
         if found is None:
             return False
-        self.projection = self._restore(found.state)
+        self.projection = _ordered(self._restore(found.state), self.log)
         self.position = dict(found.position)
         return True
 
@@ -201,10 +201,7 @@ class ProjectionRunner:
 
     def _apply(self, item: Record | DeadLetter) -> None:
         if isinstance(item, DeadLetter):
-            self.projection.anomalies.append(
-                Anomaly("dead_letter", item.offset, item.key or "", None, "?",
-                        f"{item.reason}: {item.error}")
-            )
+            apply_dead_letter(self.projection, item)
             return
         self.projection.apply(item.offset, item.envelope)
 
@@ -234,7 +231,26 @@ async def view_as_of(
                 continue
             if isinstance(item, Record):
                 projection.apply(item.offset, item.envelope)
+            else:
+                apply_dead_letter(projection, item)
         position.update(result.next)
+
+
+def _ordered(projection: Projection, log: EventLog) -> Projection:
+    """Tell a projection that cares whether the log is one ordered stream (one partition)."""
+    if hasattr(projection, "ordered"):
+        projection.ordered = log.partitions == 1
+    return projection
+
+
+def apply_dead_letter(projection: Projection, letter: DeadLetter) -> None:
+    """Tell the projection about a record it cannot read (it names it; some mark a view degraded)."""
+    why = f"{letter.reason}: {letter.error}"
+    take = getattr(projection, "apply_dead_letter", None)
+    if take is not None:
+        take(letter.offset, letter.key, why)
+    else:
+        projection.anomalies.append(Anomaly("dead_letter", letter.offset, letter.key or "", None, "?", why))
 
 
 def _past(item: Record | DeadLetter, offsets: Mapping[int, int] | None, ts_ms: int | None) -> bool:

@@ -13,19 +13,19 @@ Invariants:
   (in cluster time) for a leader, which a resumed cluster must elect;
 - the view is fed from the host's records after every call and at every step of a wait, in log
   order, each record once;
-- one process at a time uses a kept log directory (an exclusive ``flock``); a second one gets
-  ``Unavailable`` naming the directory.
+- one process at a time uses a kept log directory (``lock_directory``, which a Ray-hosted
+  embedded cluster takes too); a second one gets ``Unavailable`` naming the directory.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from actors.client import ClientView
+from actors.cluster.kept import lock_directory
 from actors.runtime import InProcessHost, Ticket, run_sync
 from actors.settings import LEADER
 from balancer.errors import LoadBalancerError, MalformedInput, Unavailable
@@ -56,7 +56,7 @@ class InProcLink:
         """A fresh cluster; with ``keep_in`` its log is kept there (it must hold no log yet)."""
         if keep_in is None:
             return cls(host)
-        lock = _lock(keep_in)
+        lock = lock_directory(keep_in)
         if _history(keep_in):
             os.close(lock)
             raise MalformedInput(f"--state-dir {str(keep_in.parent)!r} already holds a cluster log; "
@@ -67,7 +67,7 @@ class InProcLink:
     @classmethod
     def resume(cls, build: Callable[[int | None], InProcessHost], log_dir: Path) -> InProcLink:
         """Restart the cluster whose log is ``log_dir``; ``build(start_ms)`` makes its host."""
-        lock = _lock(log_dir)
+        lock = lock_directory(log_dir)
         history = _history(log_dir)
         start_ms = max((r.envelope.ts_ms for r in history), default=0) + 1 if history else None
         host = build(start_ms)
@@ -137,19 +137,6 @@ class InProcLink:
             self._lock_fd = None
 
 
-def _lock(log_dir: Path) -> int:
-    directory = log_dir.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "lbctl.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise Unavailable(f"the cluster in {str(directory)!r} is in use by another lbctl process; "
-                          "wait for it to finish") from None
-    return fd
-
-
 def _history(log_dir: Path) -> list[Record]:
     if not log_dir.is_dir():
         return []
@@ -163,11 +150,16 @@ def _history(log_dir: Path) -> list[Record]:
 def _attach(host: InProcessHost, log_dir: Path) -> None:
     """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
     log = LocalEventLog(log_dir, group_commit=False, stamper=Stamper(clock_ms=lambda: host.now_ms))
-    history = run_sync(log.read()).records
+    read = run_sync(log.read())
+    history = read.records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
     for record in history:
         host.records.append(record)
         host.client.fold(record)
+    for letter in read.dead_letters:  # named in the view, its key degraded; never skipped silently
+        host.client.note_dead_letter(letter)
+        host.dead_letters.append(letter)
+    host._read_next = read.next.get(0, 0)
     if history:
         for name in sorted(host.bodies):
             host.restart(name)

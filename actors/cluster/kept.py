@@ -13,6 +13,7 @@ one, is ``MalformedInput`` naming the path and how to make one; the state direct
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -23,7 +24,7 @@ from typing import Any
 from actors.cluster.link import Link
 from actors.cluster.options import load_config
 from actors.workload import Workload
-from balancer.errors import InvalidInput, MalformedInput
+from balancer.errors import InvalidInput, MalformedInput, Unavailable
 
 DEFAULT_STATE_DIR = ".lbctl"
 STATE_FILE = "cluster.json"
@@ -91,6 +92,21 @@ def read_spec(directory: Path) -> ClusterSpec:
             f"--state-dir {str(directory)!r}: no {STATE_FILE} there; start a cluster with "
             "`lbctl run --keep` (or pass the --state-dir it used)", value=str(directory))
     return ClusterSpec.from_json(path.read_text(encoding="utf-8"), str(path))
+
+
+def lock_directory(log_dir: Path) -> int:
+    """An exclusive flock on the embedded log in ``log_dir``, taken by every process that writes
+    it (in-process and Ray-hosted clusters alike: one cluster per log), or ``Unavailable``
+    naming the directory. Closing the returned descriptor releases it."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_dir / "lbctl.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Unavailable(f"the cluster in {str(log_dir)!r} is in use by another lbctl process; "
+                          "wait for it to finish") from None
+    return fd
 
 
 async def open_kept(directory: Path) -> Link:

@@ -20,9 +20,11 @@ import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from actors.client import ClientView
+from actors.cluster.kept import lock_directory
 from actors.cluster.options import broker_ids
 from actors.cluster_conf import ClusterConf
 from actors.deploy import (
@@ -60,22 +62,32 @@ class RayLink:
 
     def __init__(self, *, view: ClientView, transport: RayTransport, host: HostSpec,
                  config: LoadBalancerConfig, settings: ActorSettings, ray_namespace: str,
-                 ray_started: bool, fleet: Fleet | None = None) -> None:
+                 ray_started: bool, fleet: Fleet | None = None, lock_fd: int | None = None) -> None:
         self.view, self.transport, self.host = view, transport, host
         self.config, self.settings = config, settings
         self.ray_namespace, self._ray_started, self.fleet = ray_namespace, ray_started, fleet
+        self._lock_fd = lock_fd
 
     # -- life ------------------------------------------------------------------------------
     @classmethod
     async def start(cls, launch: Launch) -> RayLink:
-        ray_started = ensure_ray(launch.ray_address, namespace=launch.ray_namespace,
-                                 num_cpus=launch.num_cpus)
+        # One cluster per log: an embedded log directory someone else writes is refused by name.
+        embedded = launch.log_dir if launch.bootstrap is None else None
+        lock = lock_directory(Path(embedded).resolve()) if embedded is not None else None
+        try:
+            ray_started = ensure_ray(launch.ray_address, namespace=launch.ray_namespace,
+                                     num_cpus=launch.num_cpus)
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
         fleet = launch.fleet()
         link = cls(view=ClientView(launch.config, fleet.host.log.open(fleet.host.clock),
                                    poll_s=launch.poll_s),
                    transport=RayTransport(launch.ray_namespace), host=fleet.host,
                    config=launch.config, settings=launch.settings,
-                   ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet)
+                   ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet,
+                   lock_fd=lock)
         try:
             await link.view.start()  # first: it creates the Kafka topic the actors share
             await check_roles(fleet.host.log)  # a refused role fails here, not as a silent actor
@@ -144,6 +156,9 @@ class RayLink:
         finally:
             if self._ray_started:
                 shutdown_ray()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = None
 
     # -- the link --------------------------------------------------------------------------
     async def call(self, target: str, command: Command,

@@ -39,7 +39,7 @@ from balancer.ownership import AcceptMode
 from events.catalog import AssignBundle, Command, Event
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
-from events.log.port import Record
+from events.log.port import DeadLetter, Record
 from projections.ownership import OwnershipProjection, namespace_of_topic
 
 T = TypeVar("T")
@@ -95,6 +95,9 @@ class InProcessHost:
         self.now_ms = start_ms
         self.log = MemoryEventLog(stamper=Stamper(clock_ms=lambda: self.now_ms, new_id=counting_ids()))
         self.records: list[Record] = []
+        self.dead_letters: list[DeadLetter] = []
+        """Entries of the log that are no readable event (named in the client's view)."""
+        self._read_next = 0
         """Every record of the log, decoded once, in log order."""
         self.client = Follower(self.config)
         """The caller's own projection (what ``lookup`` and ``view`` answer from)."""
@@ -303,10 +306,15 @@ class InProcessHost:
         return None
 
     def _ingest(self) -> None:
-        result = run_sync(self.log.read({0: self.records[-1].offset + 1} if self.records else None))
-        for record in result.records:
-            self.records.append(record)
-            self.client.fold(record)
+        result = run_sync(self.log.read({0: self._read_next}))
+        self._read_next = result.next.get(0, self._read_next)
+        for item in result.items:
+            if isinstance(item, DeadLetter):
+                self.dead_letters.append(item)
+                self.client.note_dead_letter(item)
+                continue
+            self.records.append(item)
+            self.client.fold(item)
 
     def _catch_up(self, name: str) -> None:
         while name in self.bodies and self._cursor[name] < len(self.records):

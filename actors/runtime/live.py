@@ -49,7 +49,7 @@ from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from balancer.errors import InvalidInput, LoadBalancerError, Unavailable, WriterFenced
 from events.catalog import Command, Event
 from events.envelope import Envelope, Stamper
 from events.log.kafka import KafkaEventLog
@@ -161,15 +161,14 @@ class BodySpec:
 
     @property
     def transactional(self) -> bool:
-        """Whether this body writes through a transactional id (Kafka): the leader only.
-
-        The leader acts on its own (ticks), so a zombie leader would go on writing: its
-        transactional id fences it. A namespace shard writes only in answer to commands, which
-        Ray delivers to its live incarnation, so it needs no fencing of its own; and a body
-        killed mid-transaction holds every read_committed reader of the partition until the
-        transaction times out, which costs brokers (killed in tests and by crashes) too much.
-        Transactions also triple an append's latency (commit + markers)."""
-        return self.kind == "leader"
+        """Whether this body writes through a transactional id (Kafka): every writer of
+        ownership keys (the leader, namespace shards, brokers), its id its role, so Kafka itself
+        fences a zombie incarnation (a paused process, a body Ray restarted elsewhere) and the
+        host then sends nothing more (``_apply``). The client view writes nothing. Costs: an
+        append takes a commit, and a body killed mid-transaction holds read_committed readers
+        of its partition until its next incarnation starts (which aborts it) or the
+        transaction times out."""
+        return self.kind in ("leader", "namespace", "broker")
 
     def build(self) -> Body:
         """A fresh body (a restart builds a new one: nothing survives but the log)."""
@@ -204,10 +203,11 @@ class LogCursor:
     a subscription never delivers); ``seen`` stands just past the last item taken, so a reader
     that has taken the same items has ``reached`` it, whichever way it read them."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_dead: Callable[[DeadLetter], None] | None = None) -> None:
         self.position: Offsets = {}
         self.seen: Offsets = {}
         self.dead_letters = 0
+        self.on_dead = on_dead
 
     def take(self, item: Item) -> Record | None:
         """The record if it is new (dead letters are counted and skipped), else None."""
@@ -217,6 +217,8 @@ class LogCursor:
         if isinstance(item, DeadLetter):
             self.dead_letters += 1
             logger.warning("dead letter at %s:%s skipped: %s", item.partition, item.offset, item.error)
+            if self.on_dead is not None:
+                self.on_dead(item)
             return None
         return item
 
@@ -261,8 +263,11 @@ class LiveHost:
     def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
+        view = getattr(body, "view", None)
+        if view is not None and hasattr(view, "ordered"):
+            view.ordered = log.partitions == 1  # across partitions an election may be read late
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
-        self.cursor = LogCursor()
+        self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
                                        "behind": 0, "behind_read": 0}
@@ -361,10 +366,16 @@ class LiveHost:
 
     # -- effects (InProcessHost.apply, live) -------------------------------------------------
     async def _apply(self, effects: Effects) -> LoadBalancerError | None:
+        if getattr(self.log, "fenced", False):
+            # A newer incarnation of this writer took over (Kafka fenced our transactional id):
+            # a zombie writes and sends nothing more.
+            return WriterFenced(f"{self.name} was fenced by a newer incarnation", writer=self.name)
         failure = await self._append(effects) if effects.append else None
         if effects.append:
             await self._ingest()
             await self._drain()
+        if isinstance(failure, WriterFenced):
+            return failure  # what a fenced writer decided must not reach anyone
         for command in effects.send:
             self.counts["sends"] += 1
             self.transport.send(route(command, self.shards), command, dict(self.cursor.seen))
@@ -459,6 +470,11 @@ class LiveHost:
         position = await self.sync(target)
         return {"view": view.snapshot(), "position": position}
 
+    def _dead_letter(self, letter: DeadLetter) -> None:
+        note = getattr(self.body, "note_dead_letter", None)
+        if note is not None:
+            note(letter)
+
     def status(self) -> dict[str, Any]:
         body = self.body
         return {
@@ -469,4 +485,6 @@ class LiveHost:
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
+            "dead_letters": self.cursor.dead_letters,
+            "degraded": dict(getattr(getattr(body, "view", None), "degraded", {}) or {}),
         }

@@ -31,11 +31,13 @@ from itertools import pairwise
 
 from actors.broker import BrokerBody
 from actors.runtime.sim import SimHost
+from actors.runtime.sim_hostile import HostileLog
 from actors.settings import broker_body_name
 from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
+from projections.tracking import Anomaly
 
 # Bundle names repeat all run long; parsing them once per process keeps the checks cheap.
 _parse = lru_cache(maxsize=1 << 16)(BundleId.parse)
@@ -102,9 +104,23 @@ class Checker:
         since = getattr(leader, "leader_since", None) or self.host.now_ms
         return max(self.calm_from, since)
 
+    def _unexpected(self, view: OwnershipProjection) -> list[Anomaly]:
+        """Anomalies other than the refusals of the hostile faults (and the gaps they leave)."""
+        hostile = self._hostile()
+        return [a for a in view.anomalies if a.offset not in hostile.offsets
+                and not (a.kind == "gap" and a.key in hostile.keys)]
+
+    def _hostile(self) -> HostileLog:
+        return getattr(self.host, "hostile", None) or HostileLog()
+
     def _epochs_ok(self, new: list[Record]) -> tuple[str, str] | None:
+        hostile = self._hostile()
+        if hostile.failures:
+            return "hostile", hostile.failures[0]
         for record in new:
             envelope = record.envelope
+            if record.offset in hostile.offsets:
+                continue  # a forgery: the fold must refuse it (checked in _replay_ok)
             if envelope.epoch < self._key_epochs.get(envelope.key, 0):
                 return "epochs", f"#{record.offset} {envelope.key} epoch {envelope.epoch} after " \
                                  f"{self._key_epochs[envelope.key]}"
@@ -126,7 +142,7 @@ class Checker:
         limit = self.host.settings.session_timeout_ms - self.slack_ms
         for record in new:
             envelope = record.envelope
-            if envelope.type in ("LoadReported", "BrokerRegistered"):
+            if envelope.type in ("LoadReported", "BrokerRegistered") and record.offset not in self._hostile().offsets:
                 self.heard[envelope.key] = envelope.ts_ms
             if envelope.type != "BrokerLeft" or envelope.payload.get("reason") != "expired":
                 continue
@@ -141,10 +157,14 @@ class Checker:
         return None
 
     def _replay_ok(self, new: list[Record]) -> tuple[str, str] | None:
+        hostile = self._hostile()
         for record in new:
-            self.replay.apply(record.offset, record.envelope)
-        if self.replay.anomalies:
-            return "replay", f"the log holds an event its fold refuses: {self.replay.anomalies[0]}"
+            applied = self.replay.apply(record.offset, record.envelope)
+            if applied and record.offset in hostile.offsets:
+                return "forgery", f"the fold applied the forged #{record.offset} {record.envelope.type}"
+        unexpected = self._unexpected(self.replay)
+        if unexpected:
+            return "replay", f"the log holds an event its fold refuses: {unexpected[0]}"
         if not self.host.client.view.state_equals(self.replay):
             return "replay", "the client's view differs from a fold of the log"
         end = len(self.host.records)
@@ -248,6 +268,6 @@ class Checker:
     def final(self, step: int) -> Violation | None:
         """After the settle phase: a full replay read back from the log equals the live fold."""
         fresh = self.host.replay()
-        if not fresh.state_equals(self.replay) or fresh.anomalies:
+        if not fresh.state_equals(self.replay) or self._unexpected(fresh):
             return Violation("replay", step, self.host.now_ms, "a full replay of the log differs from the live fold")
         return None

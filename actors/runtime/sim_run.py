@@ -21,6 +21,7 @@ from random import Random
 from actors.namespace import NamespaceBody
 from actors.runtime.sim import Fault, SimHost
 from actors.runtime.sim_checks import Checker, Lookup, Violation
+from actors.runtime.sim_hostile import fire_corrupt, fire_forge, fire_zombie
 from actors.runtime.sim_scenarios import SCENARIOS, Scenario
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import ClientsBody, Workload
@@ -265,7 +266,12 @@ def _retire(run: _Run, fault: Fault) -> bool:
     return True
 
 
-_FIRE = {"crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _skew,
+def _hostile(fire: Callable[[SimHost, Fault], bool]) -> Callable[[_Run, Fault], bool]:
+    return lambda run, fault: fire(run.host, fault)
+
+
+_FIRE = {"corrupt": _hostile(fire_corrupt), "forge": _hostile(fire_forge), "zombie": _hostile(fire_zombie),
+         "crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _skew,
          "unload": _unload, "split": _split, "lookup": _lookup, "spike": _spike,
          "unspike": _unspike, "add_broker": _add_broker, "shutdown": _shutdown, "retire": _retire}
 

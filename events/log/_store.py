@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from balancer.errors import LoadBalancerError, StateConflict, WriterFenced
-from events.catalog import Message
+from events.catalog import LEADER_KEY, Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
 from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
@@ -37,19 +37,30 @@ class Entry(NamedTuple):
 
 
 class Heads:
-    """key -> (last seq, newest epoch), folded from the records of the log."""
+    """key -> (last seq, newest epoch), folded from the records of the log; and the newest epoch
+    a ``LeaderElected`` under ``_leader`` established (None while the log has no election).
 
-    __slots__ = ("_heads",)
+    Epochs rise only through elections: once the log has one, a record at an epoch no election
+    has established raises no key's epoch (so a forged epoch fences no one)."""
+
+    __slots__ = ("_heads", "elected")
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, int]] = {}
+        self.elected: int | None = None
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key, (0, 0))
 
     def observe(self, envelope: Envelope) -> None:
-        seq, epoch = self._heads.get(envelope.key, (0, 0))
-        self._heads[envelope.key] = (max(seq, envelope.seq), max(epoch, envelope.epoch))
+        key = envelope.key
+        seq, epoch = self.get(key)
+        if key == LEADER_KEY and envelope.type == "LeaderElected":
+            self.elected = max(self.elected or 0, envelope.epoch)
+        new_epoch = envelope.epoch
+        if self.elected is not None and new_epoch > self.elected and key != LEADER_KEY:
+            new_epoch = epoch
+        self._heads[key] = (max(seq, envelope.seq), max(epoch, new_epoch))
 
     def observe_raw(self, raw: bytes) -> None:
         item = to_item(0, 0, raw, None, 0)
@@ -65,6 +76,7 @@ class _GroupHeads(Heads):
     def __init__(self, base: Heads) -> None:
         super().__init__()
         self._base = base
+        self.elected = base.elected
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key) or self._base.get(key)
@@ -86,6 +98,11 @@ _Accepted = tuple[_Pending, list[Envelope], list[Entry]]
 def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None) -> int:
     """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead."""
     seq, newest = heads.get(key)
+    if heads.elected is not None and epoch > heads.elected and key != LEADER_KEY:
+        raise WriterFenced(
+            f"writer for {key!r} has epoch {epoch}, which no election established (newest "
+            f"election: {heads.elected})", key=key, epoch=epoch, newest=heads.elected,
+        )
     if epoch < newest:
         raise WriterFenced(
             f"writer for {key!r} has epoch {epoch}, but epoch {newest} already wrote there",

@@ -153,6 +153,11 @@ class KafkaEventLog:
             with contextlib.suppress(Exception):
                 await producer.stop()
 
+    @property
+    def fenced(self) -> bool:
+        """A newer incarnation with this transactional id fenced this writer: for good."""
+        return self._fenced is not None
+
     async def append(
         self, key: str, messages: Sequence[Message], *, epoch: int,
         expected_seq: int | None = None, causation_id: str | None = None,

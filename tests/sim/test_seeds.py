@@ -27,6 +27,10 @@ STEPS = 500
     pytest.param(4283, "split_storm", id="unregistered-restarted-broker-served"),
     pytest.param(4773, "split_storm", id="repeated-split-confirmation-id"),
     pytest.param(7867, "split_storm", id="leader-hung-on-a-bundle-split-into-itself"),
+    pytest.param(1029374, "scale_in", id="departed-session-served-after-reregistration"),
+    pytest.param(20018, "leader_churn", id="forged-epoch-let-in-by-a-later-election"),
+    pytest.param(20037, "scale_in", id="namespace-copied-a-forged-epoch"),
+    pytest.param(20105, "hot_bundle", id="leader-stepped-down-for-a-forged-election"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

@@ -18,7 +18,7 @@ from actors.effects import Effects, Receipt, appending
 from actors.runtime.live import Answer, BodySpec, Clock, LiveHost, LogCursor, LogSpec
 from actors.settings import LEADER, ActorSettings
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, Unavailable, UnknownNamespace
+from balancer.errors import InvalidInput, Unavailable, UnknownNamespace, WriterFenced
 from balancer.ownership import BundleState
 from events.catalog import (
     AssignBundle,
@@ -152,8 +152,12 @@ async def test_a_failed_append_is_the_commands_error() -> None:
                     LocalTransport(), tick_s=0.05)
     await host.start()
     try:
-        # The body knows epoch 5; a command claiming 7 is accepted and appended with epoch 7.
-        reply, error = await host.command(CreateNamespace(command_id="c1", epoch=7, namespace="t/d"))
+        # A command claiming epoch 7, which no election established: the log refuses the
+        # append (epochs rise only through elections), and that is the command's error.
+        reply, error = await host.command(CreateNamespace(command_id="c0", epoch=7, namespace="t/d"))
+        assert isinstance(error, WriterFenced) and "no election established" in error.message
+        assert host.status()["counts"]["appends"] == 0
+        reply, error = await host.command(CreateNamespace(command_id="c1", epoch=5, namespace="t/d"))
         assert error is None and isinstance(reply, Receipt)
         assert host.status()["counts"]["appends"] == 1
         with pytest.raises(InvalidInput):
@@ -216,7 +220,8 @@ def test_the_clock_runs_faster_by_the_compression_factor() -> None:
 
 async def test_the_cursor_takes_each_record_once_in_order() -> None:
     log = MemoryEventLog()
-    await log.append("_leader", [LeaderElected(leader_id="x", epoch=e) for e in (1, 2, 3)], epoch=3)
+    for e in (1, 2, 3):  # each election's payload epoch is its envelope's
+        await log.append("_leader", [LeaderElected(leader_id="x", epoch=e)], epoch=e)
     items = (await log.read()).items
     cursor = LogCursor()
     assert [r.envelope.seq for r in map(cursor.take, items) if r is not None] == [1, 2, 3]

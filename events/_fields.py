@@ -1,0 +1,133 @@
+"""Type and bound checks of payload fields, built once per event from its annotations.
+
+Invariants:
+- a check returns None for a value of the field's declared type, else a short reason; it never
+  raises: the codec turns a reason into a ``bad_payload`` dead letter;
+- ints are int64 (not bool), floats are finite; ``Any`` inside a dict or list is any plain
+  value that itself holds only int64 ints and finite floats, so no stored value can overflow a
+  later encoder or poison arithmetic (``nan`` compares false with everything);
+- an annotation this module does not know is a programming error, found at import time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], "str | None"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _plain(value: Any, depth: int = 0) -> str | None:
+    kind = type(value)
+    if kind is int:
+        return None if INT64_MIN <= value <= INT64_MAX else f"{value} is outside int64"
+    if kind is float:
+        return None if math.isfinite(value) else f"{value} is not a finite number"
+    if kind in (str, bool, bytes) or value is None:
+        return None
+    if depth > 32:
+        return "nested more than 32 levels deep"
+    if kind is list:
+        return next((p for p in (_plain(v, depth + 1) for v in value) if p), None)
+    if kind is dict:
+        for k, v in value.items():
+            problem = _plain(k, depth + 1) or _plain(v, depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"a {kind.__name__} is not plain data"
+
+
+def _int(value: Any) -> str | None:
+    if type(value) is not int:
+        return f"expected an int, got {_show(value)}"
+    return None if INT64_MIN <= value <= INT64_MAX else f"{value} is outside int64"
+
+
+def _float(value: Any) -> str | None:
+    if type(value) is int:
+        return _int(value)
+    if type(value) is not float:
+        return f"expected a number, got {_show(value)}"
+    return None if math.isfinite(value) else f"{value} is not a finite number"
+
+
+def _exactly(kind: type) -> Check:
+    def check(value: Any) -> str | None:
+        return None if type(value) is kind else f"expected a {kind.__name__}, got {_show(value)}"
+    return check
+
+
+def _any(value: Any) -> str | None:
+    return _plain(value)
+
+
+def _list_of(inner: Check) -> Check:
+    def check(value: Any) -> str | None:
+        if type(value) is not list:
+            return f"expected a list, got {_show(value)}"
+        for i, item in enumerate(value):
+            problem = inner(item)
+            if problem:
+                return f"[{i}]: {problem}"
+        return None
+    return check
+
+
+def _dict_of(key: Check, inner: Check) -> Check:
+    def check(value: Any) -> str | None:
+        if type(value) is not dict:
+            return f"expected a map, got {_show(value)}"
+        for k, v in value.items():
+            problem = key(k) or inner(v)
+            if problem:
+                return f"[{k!r:.20}]: {problem}"
+        return None
+    return check
+
+
+def _optional(inner: Check) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value is None else inner(value)
+    return check
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.40}"
+
+
+_SIMPLE: dict[str, Check] = {
+    "str": _exactly(str), "bool": _exactly(bool), "int": _int, "float": _float, "Any": _any,
+}
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char == "["
+        depth -= char == "]"
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i].strip())
+            start = i + len(sep)
+    return [*parts, text[start:].strip()]
+
+
+def check_for(annotation: str) -> Check:
+    """The check of one field annotation (``int``, ``str | None``, ``list[dict[str, Any]]``...)."""
+    options = _split_top(annotation, "|")
+    if len(options) > 1:
+        rest = [o for o in options if o != "None"]
+        inner = check_for(" | ".join(rest))
+        return _optional(inner) if "None" in options else inner
+    text = options[0]
+    if text in _SIMPLE:
+        return _SIMPLE[text]
+    if text.startswith("list[") and text.endswith("]"):
+        return _list_of(check_for(text[5:-1]))
+    if text.startswith("dict[") and text.endswith("]"):
+        key, value = _split_top(text[5:-1], ",")
+        return _dict_of(check_for(key), check_for(value))
+    raise TypeError(f"no payload check for the annotation {annotation!r}")
