@@ -77,7 +77,8 @@ def _source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ending-offsets", default=None, metavar="SPEC",
                         help="Kafka only: latest (default) or Spark's per-partition JSON")
     parser.add_argument("--master", default=None,
-                        help="Spark master (default local[2], or spark-submit's)")
+                        help="Spark master (default: spark-submit's, else lbctl --cluster's "
+                             "spark.master, else local[2])")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 
@@ -119,12 +120,26 @@ def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.sources import read_source
 
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
-    submitted = os.environ.get(SUBMITTED) == "1"
-    spark = session(args.master or (None if submitted else "local[2]"), driver_memory=args.driver_memory)
+    spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
                               starting=args.starting_offsets, ending=args.ending_offsets,
                               kafka_options=options)
+
+
+def _master(args: argparse.Namespace) -> str | None:
+    """``--master``, else spark-submit's (None: the session keeps it), else the deployment's
+    (``lbctl --cluster FILE``: its ``spark.master``), else ``local[2]``."""
+    if args.master is not None:
+        return str(args.master)
+    if os.environ.get(SUBMITTED) == "1":
+        return None
+    deployment = getattr(args, "cluster_conf", None)
+    if deployment is not None:
+        from actors.cluster_conf import ClusterConf
+
+        return ClusterConf.load(deployment).spark.master
+    return "local[2]"
 
 
 def _kafka_options(args: argparse.Namespace) -> dict[str, str]:

@@ -95,3 +95,20 @@ def test_every_spec_section_the_code_cites_is_in_the_repository() -> None:
     missing = sorted({f"{p.relative_to(ROOT)}: {m[1]} §{m[2]}" for p in files
                       for m in CITATION.finditer(p.read_text()) if m[2] not in sections[m[1]]})
     assert not missing, missing
+
+
+def test_replay_takes_its_spark_master_from_the_flag_then_spark_submit_then_the_deployment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from lbctl.replay import SUBMITTED, _master
+
+    deployment = tmp_path / "cluster.yaml"
+    deployment.write_text("name: lb\nkafka:\n  bootstrap_servers: 127.0.0.1:9092\n"
+                          "spark:\n  master: spark://spark-head:7077\n")
+    monkeypatch.delenv(SUBMITTED, raising=False)
+    assert _master(argparse.Namespace(master=None, cluster_conf=str(deployment))) == "spark://spark-head:7077"
+    assert _master(argparse.Namespace(master="local[1]", cluster_conf=str(deployment))) == "local[1]"
+    assert _master(argparse.Namespace(master=None, cluster_conf=None)) == "local[2]"
+    monkeypatch.setenv(SUBMITTED, "1")
+    assert _master(argparse.Namespace(master=None, cluster_conf=str(deployment))) is None
