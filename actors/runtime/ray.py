@@ -208,9 +208,7 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
     if address is None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cores = os.cpu_count() or 2
-        # Loopback only: Ray's ports run code for whoever reaches them (no dashboard either).
-        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False,
-                       _node_ip_address="127.0.0.1")
+        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False)
         # "local": a new Ray of our own, never a cluster some `ray start` left on this machine.
         address = "local"
     ray.init(address=address, **options)
