@@ -289,3 +289,47 @@ def assert_no_secret(secured: Secured, log_dirs: list[Path]) -> None:
     for user, password in secured.setup.passwords.items():
         leaked = [t[:200] for t in texts if password in t]
         assert not leaked, f"{user}'s password in {leaked}"
+
+
+LOOPBACK_PROBE = """
+import json, os, re, subprocess, ray
+from pathlib import Path
+from actors.runtime.ray import ensure_ray, gcs_address, shutdown_ray
+ensure_ray(None, namespace="loopback-probe", num_cpus=1)
+@ray.remote
+def one():
+    return 1
+assert ray.get(one.remote()) == 1
+parents = {}
+for stat in Path("/proc").glob("[0-9]*/stat"):
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        parents[int(stat.parent.name)] = int(fields[1])
+    except (OSError, IndexError, ValueError):
+        pass
+ours, grew = {os.getpid()}, True
+while grew:
+    more = {pid for pid, parent in parents.items() if parent in ours} - ours
+    ours |= more
+    grew = bool(more)
+listening = set()
+for line in subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout.splitlines():
+    pids = {int(p) for p in re.findall(r"pid=(\\d+),", line)}
+    if pids & ours:
+        listening.add((re.findall(r'"([^"]+)"', line)[0], line.split()[3].rsplit(":", 1)[0]))
+print(json.dumps({"gcs": gcs_address(), "listening": sorted(listening)}))
+shutdown_ray()
+"""
+
+
+@pytest.mark.ray
+def test_a_local_ray_listens_on_loopback_only() -> None:
+    """``lbctl run`` without a cluster file starts a Ray no other machine can reach."""
+    done = subprocess.run([sys.executable, "-c", LOOPBACK_PROBE], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["gcs"].startswith("127.0.0.1:")
+    names = {name for name, _ in found["listening"]}
+    assert {"gcs_server", "raylet"} <= names, found
+    assert all(ip in ("127.0.0.1", "[::ffff:127.0.0.1]") for _, ip in found["listening"]), found
