@@ -29,6 +29,7 @@ from balancer.ownership import AcceptMode
 from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
+from projections.ownership_index import OwnershipIndex, touched
 
 
 @runtime_checkable
@@ -56,6 +57,8 @@ class Follower:
     def __init__(self, config: LoadBalancerConfig) -> None:
         self.config = config
         self.view = OwnershipProjection(mode=AcceptMode.from_config(config))
+        self.by_broker = OwnershipIndex()
+        """Broker -> bundles whose record names it, kept per fold (a scan-free ``owned()``)."""
         self.epoch = 0
         self.leader_id: str | None = None
         self.leader_seq = 0
@@ -93,6 +96,7 @@ class Follower:
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
         kind, payload = envelope.type, envelope.payload
+        self.by_broker.touch_all(touched(kind, payload), self.view.records)
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
         if kind == "LeaderElected":

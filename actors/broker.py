@@ -152,8 +152,9 @@ class BrokerBody(Follower):
         until its registration is in the log: its bundles may be on their way elsewhere)."""
         if not self.registered:
             return []
-        return sorted(b for b, r in self.view.records.items()
-                      if r.state is BundleState.OWNED and r.dst == self.broker_id)
+        records = self.view.records
+        return sorted(b for b in self.by_broker.involving(self.broker_id)
+                      if (r := records[b]).state is BundleState.OWNED and r.dst == self.broker_id)
 
     def _report(self, now_ms: int) -> Effects:
         lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
@@ -185,8 +186,9 @@ class BrokerBody(Follower):
 
     # -- confirmations -----------------------------------------------------------------------
     def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:
-        me = self.broker_id
-        for bundle, record in self.view.records.items():
+        me, records = self.broker_id, self.view.records
+        for bundle in self.by_broker.involving(me):
+            record = records[bundle]
             if (record.state is BundleState.ASSIGNING and record.dst == me) or (
                     record.state in (BundleState.RELEASING, BundleState.SPLITTING) and record.src == me):
                 yield bundle, record
@@ -240,8 +242,9 @@ class BrokerBody(Follower):
     def _drain(self, now_ms: int) -> Effects:
         assert self.draining_since is not None
         me = self.broker_id
-        busy = [b for b, r in self.view.records.items()
-                if (r.dst == me and r.state in ACTIVE) or (r.src == me and r.state in IN_FLIGHT)]
+        records = self.view.records
+        busy = [b for b in self.by_broker.involving(me)
+                if ((r := records[b]).dst == me and r.state in ACTIVE) or (r.src == me and r.state in IN_FLIGHT)]
         if not busy or now_ms - self.draining_since >= self.settings.drain_timeout_ms:
             self.stopped = True
             return self._append(BrokerLeft(broker_id=me, reason="graceful"))

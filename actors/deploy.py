@@ -21,11 +21,10 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -34,39 +33,11 @@ from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import ConfigError, InvalidInput, Unavailable, UnknownBroker
+from balancer.errors import InvalidInput, Unavailable, UnknownBroker
 from events.log.kafka_client import ROLES, KafkaSecurity
 from events.log.kafka_topics import ensure_topic
 
-ConfSource = str | os.PathLike[str] | LoadBalancerConfig | None
 CLUSTER_FILE = "cluster.json"
-
-
-def load_config(conf: ConfSource, overrides: Mapping[str, Any] | None = None) -> LoadBalancerConfig:
-    """A config from a broker.conf path or object (defaults when None), with Pulsar-key overrides."""
-    if isinstance(conf, LoadBalancerConfig):
-        config = conf
-    elif conf is None:
-        config = LoadBalancerConfig()
-    else:
-        path = Path(conf)
-        if not path.is_file():
-            raise ConfigError(f"broker.conf {str(path)!r} does not exist", value=str(path))
-        config = LoadBalancerConfig.from_broker_conf(path.read_text())
-    return config.with_overrides(overrides) if overrides else config
-
-
-def broker_ids(brokers: int | Sequence[str]) -> tuple[str, ...]:
-    """``3`` -> broker-1..broker-3; a list of ids is kept as given (no duplicates)."""
-    if isinstance(brokers, int):
-        if brokers < 0:
-            raise InvalidInput(f"brokers={brokers}: a count must be >= 0", value=brokers)
-        return tuple(f"broker-{i}" for i in range(1, brokers + 1))
-    ids = tuple(str(b) for b in brokers)
-    if len(set(ids)) != len(ids) or any(not b or "/" in b for b in ids):
-        raise InvalidInput(f"broker ids {list(ids)}: must be distinct, non-empty, without '/'",
-                           value=list(ids))
-    return ids
 
 
 @dataclass(frozen=True)
@@ -169,27 +140,6 @@ class Closable(Protocol):
 
 
 T = TypeVar("T", bound=Closable)
-
-
-class Starting(Generic[T]):
-    """What ``Cluster.start(...)`` returns: ``async with`` it (closed on the way out), or
-    ``await`` it (the caller closes)."""
-
-    def __init__(self, launch: Callable[[], Awaitable[T]]) -> None:
-        self._launch = launch
-        self._started: T | None = None
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._launch().__await__()
-
-    async def __aenter__(self) -> T:
-        self._started = await self._launch()
-        return self._started
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        if self._started is not None:
-            await self._started.close()
 
 
 @dataclass(frozen=True)

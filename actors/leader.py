@@ -47,7 +47,8 @@ from balancer.errors import (
     UnknownNamespace,
 )
 from balancer.liveness import LogOutages
-from balancer.ownership import BundleState, OwnershipRecord, in_flight_expired
+from balancer.ownership import IN_FLIGHT, BundleState, OwnershipRecord, in_flight_expired
+from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingRun
@@ -73,7 +74,9 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.load import LoadProjection
+from projections.ownership_index import touched
 from projections.shed_replay import remember_shed
+from projections.views import sync_placing
 
 _DECISION_EVENTS = ("UnloadRequested", "TransferPrepared")
 
@@ -115,6 +118,8 @@ class LeaderBody(Follower):
         self.parents: dict[str, str] = {}
         """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
         self.timers = _Timers()
+        self.placing = BundleIndex()
+        """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
         self.outcomes = Outcomes()
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
@@ -137,6 +142,7 @@ class LeaderBody(Follower):
         if record.offset > self.folded_to.get(record.partition, -1):
             self.folded_to[record.partition] = record.offset
         self.load.apply(record.offset, envelope)
+        self._index(kind, payload)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(kind, payload, envelope.causation_id)
         if kind == "LeaderElected":
@@ -150,6 +156,15 @@ class LeaderBody(Follower):
             for child in payload["children"]:
                 if str(child) != parent:  # a split without a boundary: the bundle is its own child
                     self.parents[str(child)] = parent
+
+    def _index(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Keep the placing index (what a placement reads) in step with this record."""
+        if kind == "LoadReported":
+            for raw in payload.get("bundles") or ():
+                sync_placing(self.placing, str(raw["bundle"]), self.view, self.load, reported=True)
+            return
+        for bundle in touched(kind, payload):
+            sync_placing(self.placing, bundle, self.view, self.load)
 
     def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
         if self.attempt is not None and epoch == self.attempt and leader_id == self.candidate_id:
@@ -230,7 +245,8 @@ class LeaderBody(Follower):
     def _view(self, now_ms: int, exclude: tuple[str, ...] = (), placing: bool = True) -> ClusterView:
         skipped = (*exclude, *self.draining)
         return cluster_view(now_ms, self.config, ownership=self.view, load=self.load,
-                            registry=self.brokers, exclude=skipped, placing=placing)
+                            registry=self.brokers, exclude=skipped, placing=placing,
+                            index=self.placing)
 
     def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> bool:
         """A command about ``bundle`` is on its way and the bundle has not moved since."""
@@ -343,7 +359,7 @@ class LeaderBody(Follower):
     def _orphans(self, now_ms: int) -> Effects:
         live = self.brokers
         parts: list[Effects] = []
-        for bundle, record in self._orphan_order():
+        for bundle, record in self._orphan_order(live):
             dead_dst = record.dst is not None and record.dst not in live and record.state.active
             dead_src = (record.src is not None and record.src not in live
                         and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
@@ -354,10 +370,13 @@ class LeaderBody(Follower):
             parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
         return _sends_only(combine(parts))
 
-    def _orphan_order(self) -> list[tuple[str, OwnershipRecord]]:
-        """Records by id; largest load first when the shedder brings its own placement (it fills
-        brokers by headroom, so the small orphans even out the large ones), as the simulator does."""
-        records = sorted(self.view.records.items())
+    def _orphan_order(self, live: Mapping[str, Any]) -> list[tuple[str, OwnershipRecord]]:
+        """Records naming a broker not in ``live`` (the only ones that can be orphans), by id;
+        largest load first when the shedder brings its own placement (it fills brokers by
+        headroom, so the small orphans even out the large ones), as the simulator does."""
+        dead = {b for broker in self.by_broker.brokers() if broker not in live
+                for b in self.by_broker.involving(broker)}
+        records = sorted((b, self.view.records[b]) for b in dead)
         if isinstance(self.shedding.strategy, BringsPlacement):
             records.sort(key=lambda item: -self._throughput(item[0]))  # stable: ties by id
         return records
@@ -368,7 +387,8 @@ class LeaderBody(Follower):
 
     def _free_with_traffic(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
-        for bundle, record in sorted(self.view.records.items()):
+        for bundle in sorted(self.by_broker.in_state(BundleState.FREE)):
+            record = self.view.records[bundle]
             if record.state is BundleState.FREE and self._has_traffic(bundle):
                 parts.append(self._place(bundle, record, now_ms, reason="lookup") or NOTHING)
         return _sends_only(combine(parts))
@@ -390,7 +410,9 @@ class LeaderBody(Follower):
 
     def _stuck(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
-        for bundle, record in sorted(self.view.records.items()):
+        in_flight = (b for state in IN_FLIGHT for b in self.by_broker.in_state(state))
+        for bundle in sorted(in_flight):
+            record = self.view.records[bundle]
             if not in_flight_expired(record, now_ms, self.config):
                 continue
             dst = record.dst if (record.state is BundleState.ASSIGNING and record.dst in self.brokers) else None

@@ -24,10 +24,13 @@ from actors.effects import NOTHING, Effects
 from actors.settings import ActorSettings
 from balancer.bundles import HASH_MAX, BundleId, topic_hash
 from balancer.config import LoadBalancerConfig
+from balancer.errors import LoadBalancerError
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
-from events.catalog import AssignBundle
+from events.catalog import AssignBundle, namespace_of
+from events.log.port import Record
+from projections.ownership_index import touched
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,9 @@ class Workload:
         self._hashes = {ns: [h for h, _ in items] for ns, items in self._topics.items()}
         self.multipliers: dict[str, float] = {}
         """Namespace or topic name -> factor on its rates (load spikes)."""
+        self._stats: dict[str, BundleStats] = {}
+        self._stats_under: dict[str, float] = {}
+        """Bundle stats computed under these multipliers (a spike changes them: recompute)."""
 
     @classmethod
     def zipf(cls, rng: Random, namespaces: Sequence[str], *, topics_per_namespace: int = 100,
@@ -147,6 +153,15 @@ class Workload:
         return self.multipliers.get(topic.name, 1.0) * self.multipliers.get(topic.namespace, 1.0)
 
     def bundle_stats(self, bundle: str) -> BundleStats:
+        """A bundle's rates and clients (cached until the multipliers change)."""
+        if self.multipliers != self._stats_under:
+            self._stats, self._stats_under = {}, dict(self.multipliers)
+        stats = self._stats.get(bundle)
+        if stats is None:
+            stats = self._stats[bundle] = self._bundle_stats(bundle)
+        return stats
+
+    def _bundle_stats(self, bundle: str) -> BundleStats:
         topics = self.topics_in(bundle)
         factors = [self.factor(t) for t in topics]
         return BundleStats(
@@ -180,17 +195,56 @@ class ClientsBody(Follower):
         self.workload = workload
         self.settings = settings or ActorSettings()
         self._next_ms = 0
+        self._unowned: dict[str, set[str]] = {}
+        """Namespace -> bundles of its layout that are Init or Free, kept per fold (issue 23: a
+        tick looks at what may need a lookup, not at every bundle)."""
+
+    def fold_more(self, record: Record) -> None:
+        kind, payload = record.envelope.type, record.envelope.payload
+        if kind in ("NamespaceCreated", "SplitCompleted"):
+            name = payload.get("namespace") or namespace_of(str(payload.get("parent")))
+            self._layout(str(name))
+            return
+        for bundle in touched(kind, payload):
+            self._recheck(bundle)
+
+    def _layout(self, namespace: str) -> None:
+        info = self.view.namespaces.get(namespace)
+        bundles = [] if info is None else [f"{namespace}/{r.name}" for r in info.layout]
+        self._unowned[namespace] = {b for b in bundles if self._waits(b)}
+
+    def _waits(self, bundle: str) -> bool:
+        record = self.view.records.get(bundle)
+        return record is None or record.state in (BundleState.INIT, BundleState.FREE)
+
+    def _recheck(self, bundle: str) -> None:
+        namespace = namespace_of(bundle)
+        waiting = self._unowned.get(namespace)
+        if waiting is None:
+            return
+        if not self._waits(bundle):
+            waiting.discard(bundle)
+            return
+        info = self.view.namespaces[namespace]
+        try:
+            if BundleId.parse(bundle).range in info.layout:
+                waiting.add(bundle)
+        except LoadBalancerError:
+            return
 
     def on_tick(self, now_ms: int) -> Effects:
         if now_ms < self._next_ms:
             return NOTHING
         self._next_ms = now_ms + self.settings.lookup_retry_ms
         lookups: list[AssignBundle] = []
-        for row in self.view.bundles():
-            if row.state not in (BundleState.INIT, BundleState.FREE):
-                continue
-            if self.workload.has_clients(row.bundle):
-                lookups.append(AssignBundle(
-                    command_id=f"{self.name}:lookup:{row.bundle}:v{row.version}:{now_ms}",
-                    epoch=self.epoch, bundle=row.bundle, reason="lookup"))
+        records = self.view.records
+        for namespace in sorted(self._unowned):
+            # Range order: the names are fixed-width hex, so id order within a namespace.
+            for bundle in sorted(self._unowned[namespace]):
+                if self.workload.has_clients(bundle):
+                    record = records.get(bundle)
+                    version = 0 if record is None else record.version
+                    lookups.append(AssignBundle(
+                        command_id=f"{self.name}:lookup:{bundle}:v{version}:{now_ms}",
+                        epoch=self.epoch, bundle=bundle, reason="lookup"))
         return Effects(send=tuple(lookups))

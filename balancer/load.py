@@ -86,6 +86,8 @@ class BrokerReport(_InOutTotals):
     consumers: int = 0
     failure_domain: str | None = None
     version: str | None = None
+    load_manager_class: str | None = None
+    """The load manager the broker runs (short name); None: not reported, taken as the configured one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +158,6 @@ def weighted_max_usage(
 ) -> float:
     """Max of percent x weight over the resources, as a fraction (E adds memory)."""
     return max(_weighted_terms(report, weights, extensible)) / 100.0
-
-
-def weighted_max_usage_within_limit(report: BrokerReport, weights: ResourceWeights) -> float:
-    """The modular weighted max ignoring every term above 100 (0 if all are)."""
-    kept = [term for term in _weighted_terms(report, weights, False) if term <= 100.0]
-    return (max(kept) if kept else 0.0) / 100.0
 
 
 def ema(previous: float | None, sample: float, history: float) -> float:

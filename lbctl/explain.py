@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from actors.cluster.kept import LOG_SUBDIR, state_dir
 from events.codec import to_json_value
 from events.log.port import Record
-from lbctl.backend import state_dir
-from lbctl.inproc_backend import LOG_SUBDIR
 from lbctl.log import open_log
 from projections.explain import moves_of, render
 

@@ -21,6 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from lbctl.live_wide import is_wide, spread
 from lbctl.runstats import Move
 
 BAR_WIDTH = 30
@@ -86,9 +87,7 @@ class PlainView:
             print(move_text(move, frame.start_ms), file=self.out)
         if frame.elapsed_ms >= self._next_ms or frame.elapsed_ms >= frame.total_ms:
             self._next_ms = (frame.elapsed_ms // self.every_ms + 1) * self.every_ms
-            loads = " ".join(
-                f"{b.broker}={'-' if b.load is None else f'{100 * b.load:.0f}%'}({b.bundles})"
-                for b in frame.brokers)
+            loads = _plain_loads(frame)
             print(f"[{clock(frame.elapsed_ms)} / {clock(frame.total_ms)}] wall {frame.wall_s:.1f}s "
                   f"leader {frame.leader or '-'} epoch {frame.epoch} | {loads} | moves {frame.moves}",
                   file=self.out)
@@ -96,6 +95,21 @@ class PlainView:
 
     def close(self) -> None:
         self.out.flush()
+
+
+def _plain_load(line: BrokerLine) -> str:
+    return f"{line.broker}={'-' if line.load is None else f'{100 * line.load:.0f}%'}({line.bundles})"
+
+
+def _plain_loads(frame: Frame) -> str:
+    """Every broker, or for a wide cluster the spread and the busiest and idlest ones."""
+    if not is_wide(frame.brokers):
+        return " ".join(_plain_load(b) for b in frame.brokers)
+    summary = spread(frame.brokers)
+    by_name = {b.broker: b for b in frame.brokers}
+    busiest = " ".join(_plain_load(by_name[b]) for b in summary.busiest)
+    idlest = " ".join(_plain_load(by_name[b]) for b in summary.idlest)
+    return f"{summary.text()} | busiest {busiest or '-'} | idlest {idlest or '-'}"
 
 
 class RichView:
@@ -137,7 +151,14 @@ def _brokers(frame: Frame) -> Table:
     for name, justify in (("broker", "left"), ("load (max resource usage)", "left"),
                           ("bundles", "right"), ("msg/s in+out", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for line in frame.brokers:
+    lines = frame.brokers
+    if is_wide(lines):
+        summary = spread(lines)
+        by_name = {b.broker: b for b in lines}
+        shown = [*summary.busiest, *(b for b in summary.idlest if b not in summary.busiest)]
+        lines = [by_name[b] for b in shown]
+        table.caption = f"{summary.text()}; busiest first, then idlest"
+    for line in lines:
         table.add_row(line.broker, _bar(line.load), str(line.bundles), f"{line.msg_rate:,.0f}")
     return table
 

@@ -21,6 +21,8 @@ from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item
+from events.times import iso
+from lbctl.timearg import instant_arg
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner, view_as_of
 
@@ -36,8 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _source_arguments(tail)
     tail.add_argument("--from-offset", action="append", default=[], metavar="PARTITION:OFFSET",
                       help="start here (repeatable; other partitions start at 0)")
-    tail.add_argument("--from-ts", type=int, default=None, metavar="MS",
-                      help="start at the first entry with ts_ms >= MS")
+    tail.add_argument("--from-ts", type=instant_arg, default=None, metavar="TIME",
+                      help="start at the first entry at or after TIME (ISO-8601 or epoch ms)")
     tail.add_argument("--limit", type=int, default=None, help="at most this many entries")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
     tail.set_defaults(handler=_tail)
@@ -45,8 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _source_arguments(view)
     view.add_argument("--as-of-offset", action="append", default=[], metavar="PARTITION:OFFSET",
                       help="fold only entries before this offset (repeatable)")
-    view.add_argument("--as-of-ts", type=int, default=None, metavar="MS",
-                      help="fold only events with ts_ms <= MS")
+    view.add_argument("--as-of-ts", type=instant_arg, default=None, metavar="TIME",
+                      help="fold only events at or before TIME (ISO-8601 or epoch ms)")
     view.add_argument("--namespace", default=None, help="only this namespace")
     view.set_defaults(handler=_ownership)
     anomalies = verbs.add_parser("anomalies", help="what the ownership fold refused: gaps, "
@@ -111,7 +113,7 @@ def item_line(item: Item, as_json: bool) -> str:
         return to_json(item.envelope).decode()
     env = item.envelope
     return (f"{item.partition}:{item.offset}\t{env.type} v{env.version}\tkey={env.key}\t"
-            f"seq={env.seq}\tepoch={env.epoch}\tts={env.ts_ms}")
+            f"seq={env.seq}\tepoch={env.epoch}\tts={iso(env.ts_ms)}")
 
 
 async def _list_dead(args: argparse.Namespace) -> int:

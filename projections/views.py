@@ -19,6 +19,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.load import BundleData
 from balancer.ownership import BundleState
 from balancer.placement.base import default_bundle_data
+from balancer.placement.index import BundleIndex
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
@@ -66,15 +67,48 @@ def _bundles(ownership: OwnershipProjection, load: LoadProjection, placing: bool
     return out
 
 
+def sync_placing(index: BundleIndex, bundle: str, ownership: OwnershipProjection,
+                 load: LoadProjection, *, reported: bool = False) -> None:
+    """Bring ``bundle``'s entry of a placing index to what ``_bundles(placing=True)`` holds.
+
+    ``reported``: its load data changed (a report), so the entry is copied again."""
+    record = ownership.records.get(bundle)
+    held = record is not None and record.dst is not None and (
+        record.state is BundleState.OWNED or record.state is BundleState.ASSIGNING)
+    if not held:
+        index.put(bundle, None)
+        return
+    assert record is not None and record.dst is not None
+    current = index.bundles.get(bundle)
+    if current is not None and current.owner == record.dst and not reported:
+        return  # same owner, same data: nothing a placement reads changed
+    data = load.bundles.get(bundle)
+    index.put(bundle, _copy(data if data is not None else default_bundle_data(bundle), record.dst))
+
+
+def placing_index(ownership: OwnershipProjection, load: LoadProjection) -> BundleIndex:
+    """A placing index built from scratch (a recovered or replaced view)."""
+    index = BundleIndex()
+    for bundle in sorted(ownership.records):
+        sync_placing(index, bundle, ownership, load)
+    return index
+
+
 def cluster_view(now_ms: int, config: LoadBalancerConfig, *, ownership: OwnershipProjection,
                  load: LoadProjection, registry: Mapping[str, Mapping[str, Any]],
-                 exclude: Iterable[str] = (), placing: bool = False) -> ClusterView:
-    """The view one shedding run (``placing=False``) or one placement (``True``) looks at."""
+                 exclude: Iterable[str] = (), placing: bool = False,
+                 index: BundleIndex | None = None) -> ClusterView:
+    """The view one shedding run (``placing=False``) or one placement (``True``) looks at.
+
+    A placement view may take a placing ``index`` kept per event (``sync_placing``): its bundles
+    are then the index's, shared, not rebuilt."""
     skipped = set(exclude)
     available = tuple(sorted(b for b in registry if b not in skipped))
+    indexed = index if placing else None
     brokers = {b: info.load for b in available
                if (info := load.brokers.get(b)) is not None and info.load is not None}
     return ClusterView(
-        now_ms=now_ms, config=config, brokers=brokers, bundles=_bundles(ownership, load, placing),
+        now_ms=now_ms, config=config, brokers=brokers,
+        bundles=indexed.bundles if indexed is not None else _bundles(ownership, load, placing),
         namespaces=namespace_policies(ownership), failure_domains=failure_domains(ownership, registry),
-        available=available)
+        available=available, index=indexed)

@@ -176,3 +176,4 @@ def bundles_by_broker_namespace(
     for bundle_id, broker in sorted((preallocated or {}).items()):
         index.setdefault(broker, {}).setdefault(namespace_of(bundle_id), set()).add(bundle_id)
     return index
+

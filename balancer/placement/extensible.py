@@ -20,9 +20,11 @@ from balancer.placement.base import (
     PlacementContext,
     PlacementStrategy,
     default_bundle_data,
+    namespace_of,
 )
 from balancer.placement.filters import extensible_filter
 from balancer.placement.least_resource_usage import ExtensibleLeastResourceUsage
+from balancer.placement.pinned import pinned_owner
 
 if TYPE_CHECKING:
     from random import Random
@@ -43,6 +45,10 @@ class ExtensiblePlacement:
         data = view.bundles.get(bundle)
         if data is not None and data.owner is not None and data.owner in view.available:
             return Placement(bundle, data.owner, (data.owner,), strategy=name, source="owner")
+        pin = pinned_owner(namespace_of(bundle), view.available)
+        if pin is not None:  # heartbeat / SLA-monitor namespaces: their own broker, no strategy
+            return Placement(bundle, pin.broker, tuple(filter(None, (pin.broker,))), strategy=name,
+                             source=pin.reason)
         candidates, steps = extensible_filter(view, bundle, strict=False)
         context = PlacementContext(view, data or default_bundle_data(bundle), rng)
         chosen = self.strategy.select(candidates, context)

@@ -8,8 +8,9 @@ Invariants:
 - version filter (only with ``preferLaterVersions``): keep the brokers on the highest semantic
   version (build metadata ignored); a broker without a valid version string is a
   ``BrokerFilterError``, as is an empty set under the modular manager;
-- load-manager class filter: every broker runs this project's load manager (reports carry no
-  class), so it keeps everyone;
+- load-manager class filter: keep the brokers whose report names the configured load manager
+  (Pulsar's BrokerLoadManagerClassFilter); a report without a class (this project's own brokers)
+  counts as running the configured one;
 - extensible pipeline: LoadManagerClass -> MaxTopicCount -> Version -> AntiAffinity -> Isolation
   over every available broker; ``extensible_candidates`` raises on a filter error (TransferShedder
   treats that as "not transferable"), the placement path logs it in the step trail and carries on
@@ -85,8 +86,15 @@ def filter_versions(view: ClusterView, candidates: Sequence[str]) -> list[str]:
 
 
 def filter_load_manager_class(view: ClusterView, candidates: Sequence[str]) -> list[str]:
-    """Brokers running the configured load manager: all of them in this project."""
-    return list(candidates)
+    """Brokers whose report names the configured load manager (no class reported: kept)."""
+    wanted = view.config.load_manager_class_name
+    kept = []
+    for broker in candidates:
+        data = view.brokers.get(broker)
+        reported = None if data is None else data.report.load_manager_class
+        if reported is None or reported == wanted:
+            kept.append(broker)
+    return kept
 
 
 def reported_topics(view: ClusterView, broker: str) -> int:

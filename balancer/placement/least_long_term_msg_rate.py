@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from balancer.config import LoadBalancerConfig
 from balancer.placement.base import PlacementContext, Selection, modular_usage, pick_uniform
+from balancer.placement.index import Preallocations
 
 
 def broker_long_term_rate(context: PlacementContext, broker: str) -> float:
@@ -25,6 +26,8 @@ def broker_long_term_rate(context: PlacementContext, broker: str) -> float:
     if context.rate_from_report:
         data = view.brokers.get(broker)
         return 0.0 if data is None else data.report.msg_rate
+    if view.index is not None:
+        return view.index.long_term_rate(broker)  # the same sum, kept per event
     return sum(bundle.long_term.msg_rate for bundle in view.bundles_of(broker))
 
 
@@ -32,8 +35,11 @@ def long_term_score(context: PlacementContext, broker: str) -> float:
     usage = modular_usage(context.view, broker)
     if usage is None or usage > context.view.config.overload_threshold:
         return math.inf
-    preallocated = context.preallocated.get(broker, {})
-    pending = sum(data.long_term.msg_rate for data in preallocated.values())
+    if isinstance(context.preallocated, Preallocations):
+        pending = context.preallocated.long_term_rate(broker)  # the same sum, kept per change
+    else:
+        preallocated = context.preallocated.get(broker, {})
+        pending = sum(data.long_term.msg_rate for data in preallocated.values())
     return pending + broker_long_term_rate(context, broker)
 
 

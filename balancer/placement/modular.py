@@ -15,10 +15,13 @@ Invariants, in pipeline order:
 10. the pick is preallocated: it counts for later placements until the broker's report shows the
     bundle (or the broker leaves), which ``release_reported`` notices at the next placement.
 Every filter keeps ascending id order; a ``Placement`` carries the trail of all steps.
+A view with an index (``balancer.placement.index``, a live leader's) is answered from it and from
+the preallocations kept per broker, with the same answers as the plain walk (issue 23).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -43,7 +46,9 @@ from balancer.placement.filters import (
     filter_topic_cap_modular,
     filter_versions,
 )
+from balancer.placement.index import Preallocations
 from balancer.placement.isolation import isolation_candidates
+from balancer.placement.pinned import pinned_owner
 from balancer.placement.round_robin import RoundRobin
 from balancer.placement.strategies import create_placement_strategy
 
@@ -72,9 +77,17 @@ class ModularPlacement:
         self.rate_from_report = rate_from_report
         self.preallocated: dict[str, str] = {}
         self.preallocated_data: dict[str, BundleData] = {}
+        self._kept = Preallocations()
+        self._kept_ns: dict[str, dict[str, set[str]]] = {}
+        self._kept_topics: dict[str, int] = {}
+        self._unchecked: set[str] = set()
+        """Preallocated since the last release check (an indexed view reports only changes)."""
 
-    def preallocations(self) -> dict[str, dict[str, BundleData]]:
+    def preallocations(self, view: ClusterView | None = None) -> Mapping[str, Mapping[str, BundleData]]:
         """Broker -> bundle id -> data of the bundles placed on it and not yet reported."""
+        if view is not None and view.index is not None:
+            self._kept.follow(view.index.generation)
+            return self._kept
         out: dict[str, dict[str, BundleData]] = {}
         for bundle, broker in sorted(self.preallocated.items()):
             out.setdefault(broker, {})[bundle] = self.preallocated_data[bundle]
@@ -82,16 +95,45 @@ class ModularPlacement:
 
     def release_reported(self, view: ClusterView) -> list[str]:
         """Forget preallocations their broker now reports, or whose broker is gone."""
-        released = [
+        if view.index is None:
+            suspects: Iterable[str] = self.preallocated
+        else:
+            available = set(view.available)
+            gone = [b for b in self._kept_ns if b not in available]
+            suspects = {*view.index.take_changes(), *self._unchecked,
+                        *(x for b in gone for x in self._kept.bundles(b))}
+        self._unchecked.clear()
+        released = sorted(
             bundle
-            for bundle, broker in sorted(self.preallocated.items())
-            if broker not in view.available
-            or (bundle in view.bundles and view.bundles[bundle].owner == broker)
-        ]
+            for bundle in suspects
+            if (broker := self.preallocated.get(bundle)) is not None
+            and (broker not in view.available
+                 or (bundle in view.bundles and view.bundles[bundle].owner == broker))
+        )
         for bundle in released:
-            del self.preallocated[bundle]
-            del self.preallocated_data[bundle]
+            self._forget(bundle)
         return released
+
+    def _preallocate(self, bundle: str, broker: str, data: BundleData) -> None:
+        self.preallocated[bundle], self.preallocated_data[bundle] = broker, data
+        self._kept.add(broker, bundle, data)
+        self._kept_ns.setdefault(broker, {}).setdefault(namespace_of(bundle), set()).add(bundle)
+        self._kept_topics[broker] = self._kept_topics.get(broker, 0) + data.stats.topics
+        self._unchecked.add(bundle)
+
+    def _forget(self, bundle: str) -> None:
+        broker = self.preallocated.pop(bundle)
+        data = self.preallocated_data.pop(bundle)
+        self._kept.remove(broker, bundle)
+        spaces = self._kept_ns[broker]
+        spaces[namespace_of(bundle)].discard(bundle)
+        if not spaces[namespace_of(bundle)]:
+            del spaces[namespace_of(bundle)]
+        if not spaces:
+            del self._kept_ns[broker]
+        self._kept_topics[broker] -= data.stats.topics
+        if broker not in self._kept_ns:
+            del self._kept_topics[broker]
 
     def place(
         self, view: ClusterView, bundle: str, rng: Random, *, destination: str | None = None
@@ -106,12 +148,17 @@ class ModularPlacement:
         if bundle in self.preallocated:
             broker = self.preallocated[bundle]
             return Placement(bundle, broker, (broker,), strategy=name, source="preallocated")
+        pin = pinned_owner(namespace_of(bundle), view.available)
+        if pin is not None:  # heartbeat / SLA-monitor namespaces: their own broker, no strategy
+            return Placement(bundle, pin.broker, tuple(filter(None, (pin.broker,))), strategy=name,
+                             source=pin.reason)
         data = view.bundles.get(bundle) or default_bundle_data(bundle)
         isolation, candidates, steps = self._candidates(view, bundle)
         placement = self._select(view, data, rng, isolation, candidates, steps)
         if placement.broker is not None:
-            self.preallocated[bundle] = placement.broker
-            self.preallocated_data[bundle] = data
+            if bundle in self.preallocated:  # cannot happen (answered above); kept exact anyway
+                self._forget(bundle)
+            self._preallocate(bundle, placement.broker, data)
         return placement
 
     def _candidates(
@@ -120,7 +167,7 @@ class ModularPlacement:
         namespace = namespace_of(bundle)
         isolation = isolation_candidates(view, namespace)
         steps = [Step("isolation", tuple(isolation))]
-        kept = filter_topic_cap_modular(view, isolation, self._preallocated_topics())
+        kept = filter_topic_cap_modular(view, isolation, self._preallocated_topics(view))
         steps.append(Step("topic-cap", tuple(kept)))
         kept = filter_by_counts(view, kept, modular_counts(view, namespace, self.preallocated))
         steps.append(Step("anti-affinity", tuple(kept)))
@@ -141,7 +188,9 @@ class ModularPlacement:
             steps.append(Step("restore", tuple(kept), "no broker left; back to the isolation set"))
         return isolation, kept, steps
 
-    def _preallocated_topics(self) -> dict[str, int]:
+    def _preallocated_topics(self, view: ClusterView) -> Mapping[str, int]:
+        if view.index is not None:
+            return self._kept_topics  # index copies never change their stats in place
         topics: dict[str, int] = {}
         for bundle, broker in self.preallocated.items():
             topics[broker] = topics.get(broker, 0) + self.preallocated_data[bundle].stats.topics
@@ -152,10 +201,22 @@ class ModularPlacement:
     ) -> list[str]:
         if not candidates:
             return candidates
-        index = bundles_by_broker_namespace(view, self.preallocated)
-        counts = {b: len(index.get(b, {}).get(namespace, ())) for b in candidates}
+        if view.index is None:
+            index = bundles_by_broker_namespace(view, self.preallocated)
+            counts = {b: len(index.get(b, {}).get(namespace, ())) for b in candidates}
+        else:
+            counts = {b: self._namespace_count(view, b, namespace) for b in candidates}
         least = min(counts.values())
         return [b for b in candidates if counts[b] == least]
+
+    def _namespace_count(self, view: ClusterView, broker: str, namespace: str) -> int:
+        """Bundles of ``namespace`` ``broker`` owns or has preallocated, each counted once
+        (the size of Pulsar's ``brokerToNamespaceToBundleRange`` entry)."""
+        assert view.index is not None
+        pending = self._kept_ns.get(broker, {}).get(namespace, set())
+        held = view.index.namespace_bundles(broker).get(namespace, set())
+        small, large = (pending, held) if len(pending) <= len(held) else (held, pending)
+        return len(held) + len(pending) - sum(1 for b in small if b in large)
 
     def _select(
         self,
@@ -170,7 +231,7 @@ class ModularPlacement:
             namespace_of(data.bundle) in self.config.load_balancer_shedding_excluded_namespaces
         )
         strategy = self.round_robin if excluded else self.strategy
-        context = PlacementContext(view, data, rng, self.preallocations(), self.rate_from_report)
+        context = PlacementContext(view, data, rng, self.preallocations(view), self.rate_from_report)
         chosen = strategy.select(candidates, context)
         first = Placement(
             data.bundle,

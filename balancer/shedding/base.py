@@ -16,12 +16,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from balancer.config import SHEDDING_STRATEGIES, LoadBalancerConfig, resolve_class_name
 from balancer.decisions import ShedResult
 from balancer.errors import UnknownStrategy
 from balancer.load import BrokerLoadData, BundleData
+
+if TYPE_CHECKING:
+    from balancer.placement.index import BundleIndex
 
 _HEARTBEAT_V1 = re.compile(r"^pulsar/[^/]+/[^/]+:\d+$")
 _HEARTBEAT_V2 = re.compile(r"^pulsar/[^/]+:\d+$")
@@ -80,6 +83,9 @@ class ClusterView:
     recently_unloaded: dict[str, int] = field(default_factory=dict)
     recently_unloaded_brokers: dict[str, int] = field(default_factory=dict)
     available: tuple[str, ...] = ()
+    index: BundleIndex | None = None
+    """Kept per event by a live leader (``balancer.placement.index``): ``bundles`` is then its
+    dict, and per-owner questions are answered from it instead of a walk over every bundle."""
 
     def __post_init__(self) -> None:
         if not self.available:
@@ -96,7 +102,19 @@ class ClusterView:
         return {owner: tuple(items) for owner, items in grouped.items()}
 
     def bundles_of(self, broker: str) -> tuple[BundleData, ...]:
+        if self.index is not None:
+            return self.index.bundles_of(broker)
         return self.bundles_by_owner.get(broker, ())
+
+    def bundle_count(self, broker: str) -> int:
+        """How many bundles the broker owns: those with load data, or its report's count if higher.
+
+        Pulsar's "more than one bundle" checks count the broker's own bundle list
+        (``LocalBrokerData.getBundles()``), load data or not.
+        """
+        owned = len(self.bundles_of(broker))
+        data = self.brokers.get(broker)
+        return owned if data is None else max(owned, data.report.bundles)
 
     def policy(self, namespace: str) -> NamespacePolicy:
         return self.namespaces.get(namespace) or NamespacePolicy(namespace)

@@ -1,4 +1,4 @@
-"""``lbctl decide shed|place|split|bundle|accept FILE``: one decision, no cluster, JSON in and out.
+"""``lbctl decide shed|place|split|bundle|accept|autosplit|report FILE``: one decision, no cluster, JSON in and out.
 
 Invariants: the input is read whole (``-`` = stdin) and validated before anything is decided;
 the output is deterministic JSON (sorted keys off: field order as in contracts §5) on stdout.
@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "split": "lbctl.decide.split",
     "bundle": "lbctl.decide.bundle",
     "accept": "lbctl.decide.accept",
+    "autosplit": "lbctl.decide.autosplit",
+    "report": "lbctl.decide.report",
 }
 
 
@@ -42,14 +44,36 @@ def read_document(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise MalformedInput(f"cannot read {path!r}: {exc.strerror}", value=path) from None
     try:
-        document = json.loads(text)
+        document = json.loads(text)  # NaN / Infinity parse; the field that holds one names it
     except json.JSONDecodeError as exc:
         raise MalformedInput(
             f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", value=path
         ) from None
+    except RecursionError:
+        raise MalformedInput(f"{path}: JSON nested too deeply", value=path) from None
+    if _depth(document) > MAX_DEPTH:
+        raise MalformedInput(f"{path}: JSON nested deeper than {MAX_DEPTH} levels", value=path)
     if not isinstance(document, dict):
         raise MalformedInput(f"{path}: expected a JSON object, got {type(document).__name__}")
     return document
+
+
+MAX_DEPTH = 64
+"""No decide input is nested more than a few levels; deeper is refused before anything reads it."""
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, iteratively (a deep document must not exhaust the stack here either)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def decide(command: str, document: dict[str, Any]) -> dict[str, Any]:

@@ -11,12 +11,13 @@ from typing import Any
 
 from balancer.errors import InvalidInput, MalformedInput
 from balancer.ownership import AcceptMode, BundleState, OwnershipRecord, accept
-from lbctl.decide.inputs import integer, mapping
+from lbctl.decide.inputs import integer, known_keys, mapping
 
 _RECORD_KEYS = frozenset({"state", "dst", "src", "version", "force", "timestamp"})
 
 
 def run(document: dict[str, Any]) -> dict[str, Any]:
+    known_keys(document, ("cases",), "")
     cases = document.get("cases")
     if not isinstance(cases, list):
         raise MalformedInput(f"cases: expected a list, got {cases!r}", value="cases")
@@ -24,7 +25,7 @@ def run(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one_case(raw: Any, where: str) -> bool:
-    case = mapping(raw, where)
+    case = mapping(raw, where, ("case", "mode", "current", "incoming"))
     for key in ("mode", "current", "incoming"):
         if key not in case:
             raise MalformedInput(f"{where}: missing {key!r}", value=key)
@@ -43,13 +44,9 @@ def _one_case(raw: Any, where: str) -> bool:
 def _record(raw: Any, where: str) -> OwnershipRecord | None:
     if raw is None:
         return None
-    record = mapping(raw, where)
-    unknown = sorted(set(record) - _RECORD_KEYS)
-    if unknown:
-        raise MalformedInput(f"{where}: unknown field {unknown[0]!r}; accepted: {', '.join(sorted(_RECORD_KEYS))}",
-                             value=unknown[0])
+    record = mapping(raw, where, _RECORD_KEYS)
     state = record.get("state")
-    if state not in set(BundleState):
+    if not isinstance(state, str) or state not in set(BundleState):
         raise MalformedInput(f"{where}.state: unknown state {state!r}; accepted: {', '.join(BundleState)}",
                              value=state)
     dst, src, force = record.get("dst"), record.get("src"), record.get("force", False)

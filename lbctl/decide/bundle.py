@@ -11,10 +11,11 @@ from typing import Any
 
 from balancer.bundles import NamespaceBundles, topic_hash, validate_namespace
 from balancer.errors import InvalidInput, MalformedInput
-from lbctl.decide.inputs import integer
+from lbctl.decide.inputs import integer, known_keys
 
 
 def run(document: dict[str, Any]) -> dict[str, Any]:
+    known_keys(document, ("namespace", "bundles", "boundaries", "topics"), "")
     namespace = document.get("namespace")
     if not isinstance(namespace, str):
         raise MalformedInput(f"namespace: expected tenant/namespace, got {namespace!r}", value=namespace)
@@ -45,8 +46,9 @@ def _layout(namespace: str, document: dict[str, Any]) -> NamespaceBundles:
         except InvalidInput as exc:
             raise type(exc)(f"boundaries: {exc.message}", **exc.details) from None
     if count is not None:
+        pieces = integer(count, "bundles")
         try:
-            return NamespaceBundles.initial(namespace, integer(count, "bundles"))
+            return NamespaceBundles.initial(namespace, pieces)
         except InvalidInput as exc:
             raise type(exc)(f"bundles: {exc.message}", **exc.details) from None
     return NamespaceBundles.single(namespace)

@@ -33,6 +33,7 @@ from lbctl.decide.inputs import (
     config_from,
     failure_domains,
     integer,
+    known_keys,
     mapping,
     namespace_policies,
 )
@@ -105,7 +106,11 @@ def _view(inputs: _Inputs, bundles: Bundles) -> ClusterView:
     )
 
 
+TOP_KEYS = ("strategy", "config", "seed", "brokers", "bundles", "namespaces", "failureDomains", "assign")
+
+
 def _parse(document: Mapping[str, Any]) -> _Inputs:
+    known_keys(document, TOP_KEYS, "")
     config = config_from(document)
     strategy = document.get("strategy") or config.load_balancer_load_placement_strategy
     if not isinstance(strategy, str):

@@ -21,12 +21,17 @@ from lbctl.decide.inputs import (
     config_from,
     failure_domains,
     integer,
+    known_keys,
     mapping,
     namespace_policies,
 )
 
+TOP_KEYS = ("strategy", "config", "cycles")
+CYCLE_KEYS = ("now_ms", "brokers", "bundles", "namespaces", "failureDomains", "recentlyUnloaded")
+
 
 def run(document: dict[str, Any]) -> dict[str, Any]:
+    known_keys(document, TOP_KEYS, "")
     config = config_from(document)
     strategy_name = document.get("strategy") or config.load_balancer_load_shedding_strategy
     if not isinstance(strategy_name, str):
@@ -42,7 +47,7 @@ def run(document: dict[str, Any]) -> dict[str, Any]:
 
 def _one_cycle(index: int, raw: Any, model: LoadModel, shedding: SheddingRun) -> ShedResult:
     where = f"cycles[{index}]"
-    cycle = mapping(raw, where)
+    cycle = mapping(raw, where, CYCLE_KEYS)
     now_ms = integer(cycle.get("now_ms"), f"{where}.now_ms")
     reports = {b: broker_report(b, r) for b, r in mapping(cycle.get("brokers", {}), "brokers").items()}
     bundles = {b: bundle_record(b, r) for b, r in mapping(cycle.get("bundles", {}), "bundles").items()}

@@ -14,10 +14,13 @@ from typing import Any
 from balancer.bundles import BundleId, topic_hash
 from balancer.errors import MalformedInput
 from balancer.split import TopicLoad, split_boundaries
-from lbctl.decide.inputs import config_from, integer, mapping, number
+from lbctl.decide.inputs import config_from, integer, known_keys, mapping, number
+
+TOP_KEYS = ("algorithm", "bundle", "config", "topics", "positions")
 
 
 def run(document: dict[str, Any]) -> dict[str, Any]:
+    known_keys(document, TOP_KEYS, "")
     config = config_from(document)
     algorithm = document.get("algorithm", config.default_namespace_bundle_split_algorithm)
     if not isinstance(algorithm, str):
@@ -36,13 +39,13 @@ def run(document: dict[str, Any]) -> dict[str, Any]:
 def _topics(raw: Any) -> list[TopicLoad]:
     if not isinstance(raw, list):
         raise MalformedInput(f"topics: expected a list, got {raw!r}", value="topics")
-    return [_topic(entry, f"topics[{i}]") for i, entry in enumerate(raw)]
+    return [topic_load(entry, f"topics[{i}]") for i, entry in enumerate(raw)]
 
 
-def _topic(raw: Any, where: str) -> TopicLoad:
+def topic_load(raw: Any, where: str) -> TopicLoad:
     if isinstance(raw, str):
         return TopicLoad.named(raw, has_stats=False)
-    record: Mapping[str, Any] = mapping(raw, where)
+    record: Mapping[str, Any] = mapping(raw, where, ("name", "hash", "msgRate", "throughput"))
     name, given_hash = record.get("name"), record.get("hash")
     if name is not None and not isinstance(name, str):
         raise MalformedInput(f"{where}.name: expected a topic name, got {name!r}", value=name)

@@ -157,3 +157,21 @@ def test_views_show_brokers_loads_moves_and_the_epoch() -> None:
     assert lines[0] == ("[00:02:05] transfer public/default/0x00000000_0x10000000  "
                         "broker-1 -> broker-2  Overloaded")
     assert lines[1].startswith("[00:05:00 / 01:00:00]") and "broker-1=77%(8)" in lines[1]
+
+
+def test_a_hundred_brokers_show_as_a_spread_with_the_busiest_and_idlest() -> None:
+    lines = [BrokerLine(f"broker-{i:03d}", i / 100, 655, 1000.0 * i) for i in range(1, 100)]
+    lines.append(BrokerLine("broker-new", None, 0, 0.0))
+    wide = Frame("inproc", "public/default", 60_000, 120_000, 5.0, 0.0, "leader", 1, lines, [], 0, 0)
+    out = io.StringIO()
+    PlainView(out).update(wide, [])
+    line = out.getvalue().splitlines()[0]
+    assert "100 brokers (99 reporting), 64845 bundles held" in line
+    assert "min 1% p50 50% p90 90% max 99%" in line
+    assert "busiest broker-099=99%(655)" in line and "idlest broker-001=1%(655)" in line
+    assert "broker-050=" not in line and "broker-new" not in line  # the middle stays off the line
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    console.print(render(wide))
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "broker-099" in screen and "broker-001" in screen and "broker-050" not in screen
+    assert "100 brokers (99 reporting)" in screen

@@ -1,0 +1,186 @@
+"""Incremental indexes for placement (issue 23): what a placement reads, kept per event.
+
+A plain ``ClusterView`` makes every placement walk every bundle (who owns what, how many bundles
+of a namespace a broker holds, a broker's long-term rate). These indexes keep those answers and
+are updated per change, so one placement costs the brokers, not the bundles.
+
+Invariants (an index is an optimisation, never a rule):
+- ``BundleIndex.bundles`` is exactly the dict a placing view would hold; ``bundles_of(b)`` is
+  ``ClusterView.bundles_of(b)`` (ascending ids); ``namespace_bundles(b, ns)`` the ids of ``ns``
+  that ``b`` holds;
+- ``long_term_rate(b)`` equals ``sum(d.long_term.msg_rate for d in bundles_of(b))`` bit for bit:
+  floating-point sums depend on their order, so a cached sum is extended only by a bundle that
+  sorts after every bundle already summed, and recomputed in ascending order after any other
+  change (``touch_owner`` after the caller mutated data in place);
+- ``Preallocations`` maps broker -> {bundle -> data} in ascending bundle ids, like the plain
+  ``ModularPlacement.preallocations()``, with the same exact-sum rule for ``long_term_rate``;
+- pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from balancer.load import BundleData
+
+
+def namespace_of(bundle: str) -> str:
+    return bundle.rsplit("/", 1)[0]
+
+
+class _RateSum:
+    """One broker's bundles with their exact ascending-order long-term rate sum."""
+
+    __slots__ = ("_last", "_sorted", "_sum", "items")
+
+    def __init__(self) -> None:
+        self.items: dict[str, BundleData] = {}
+        self._sorted: tuple[BundleData, ...] | None = ()
+        self._sum: float | None = 0  # sum() of nothing is the int 0: kept, scores print alike
+        self._last = ""
+
+    def put(self, bundle: str, data: BundleData) -> None:
+        known = bundle in self.items
+        self.items[bundle] = data
+        if not known and self._sum is not None and bundle > self._last:
+            # Appending after the largest id keeps the ascending-order sum exact.
+            self._sum = self._sum + data.long_term.msg_rate
+            self._last = bundle
+            self._sorted = None
+            return
+        self.dirty()
+
+    def remove(self, bundle: str) -> None:
+        if self.items.pop(bundle, None) is not None:
+            self.dirty()
+
+    def dirty(self) -> None:
+        self._sorted, self._sum = None, None
+
+    def ordered(self) -> tuple[BundleData, ...]:
+        if self._sorted is None:
+            self._sorted = tuple(self.items[b] for b in sorted(self.items))
+        return self._sorted
+
+    def rate(self) -> float:
+        if self._sum is None:
+            ordered = self.ordered()
+            self._sum = sum(d.long_term.msg_rate for d in ordered)
+            self._last = ordered[-1].bundle if ordered else ""
+        return self._sum
+
+
+class BundleIndex:
+    """The bundles a placing view holds, grouped by owner and by (owner, namespace)."""
+
+    def __init__(self) -> None:
+        self.bundles: dict[str, BundleData] = {}
+        self._owners: dict[str, _RateSum] = {}
+        self._namespaces: dict[str, dict[str, set[str]]] = {}
+        self.changed: set[str] = set()
+        """Bundles whose owner changed since the last ``take_changes`` (preallocation release)."""
+        self.generation = 0
+        """Counts re-puts of held bundles: data that may be shared elsewhere changed."""
+
+    def put(self, bundle: str, data: BundleData | None) -> None:
+        """``bundle`` is now held as ``data`` (its ``owner`` set), or not held (None)."""
+        old = self.bundles.get(bundle)
+        if old is not None and (data is None or old.owner != data.owner):
+            self._drop(bundle, old)
+        if data is None or data.owner is None:
+            self.bundles.pop(bundle, None)
+            return
+        self.bundles[bundle] = data
+        owner = data.owner
+        if old is not None:
+            self.generation += 1
+        if old is None or old.owner != owner:
+            self.changed.add(bundle)
+            self._namespaces.setdefault(owner, {}).setdefault(namespace_of(bundle), set()).add(bundle)
+        self._owners.setdefault(owner, _RateSum()).put(bundle, data)
+
+    def _drop(self, bundle: str, old: BundleData) -> None:
+        assert old.owner is not None
+        owned = self._owners.get(old.owner)
+        if owned is not None:
+            owned.remove(bundle)
+            if not owned.items:
+                del self._owners[old.owner]
+        spaces = self._namespaces.get(old.owner, {})
+        held = spaces.get(namespace_of(bundle))
+        if held is not None:
+            held.discard(bundle)
+            if not held:
+                del spaces[namespace_of(bundle)]
+        if not spaces:
+            self._namespaces.pop(old.owner, None)
+
+    def touch_owner(self, owner: str) -> None:
+        """Some of ``owner``'s data changed in place (a report): recompute its sums."""
+        owned = self._owners.get(owner)
+        if owned is not None:
+            owned.dirty()
+
+    def take_changes(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    # -- queries ----------------------------------------------------------------------------
+    def owners(self) -> list[str]:
+        return sorted(self._owners)
+
+    def bundles_of(self, owner: str) -> tuple[BundleData, ...]:
+        owned = self._owners.get(owner)
+        return () if owned is None else owned.ordered()
+
+    def long_term_rate(self, owner: str) -> float:
+        owned = self._owners.get(owner)
+        return 0 if owned is None else owned.rate()
+
+    def namespace_bundles(self, owner: str) -> Mapping[str, set[str]]:
+        """Namespace -> bundle ids ``owner`` holds (do not mutate)."""
+        return self._namespaces.get(owner, {})
+
+
+class Preallocations(Mapping[str, Mapping[str, BundleData]]):
+    """Broker -> {bundle -> data} placed on it and not yet in the view, kept per change."""
+
+    def __init__(self) -> None:
+        self._brokers: dict[str, _RateSum] = {}
+        self._generation = -1
+
+    def follow(self, generation: int) -> None:
+        """The view's data changed (``BundleIndex.generation``): a preallocated bundle's data may
+        be shared with it, so every cached sum is recomputed."""
+        if generation != self._generation:
+            self._generation = generation
+            for held in self._brokers.values():
+                held.dirty()
+
+    def add(self, broker: str, bundle: str, data: BundleData) -> None:
+        self._brokers.setdefault(broker, _RateSum()).put(bundle, data)
+
+    def remove(self, broker: str, bundle: str) -> None:
+        held = self._brokers.get(broker)
+        if held is not None:
+            held.remove(bundle)
+            if not held.items:
+                del self._brokers[broker]
+
+    def long_term_rate(self, broker: str) -> float:
+        held = self._brokers.get(broker)
+        return 0 if held is None else held.rate()
+
+    def bundles(self, broker: str) -> Mapping[str, BundleData]:
+        held = self._brokers.get(broker)
+        return {} if held is None else held.items
+
+    def __getitem__(self, broker: str) -> Mapping[str, BundleData]:
+        held = self._brokers[broker]
+        return {d.bundle: d for d in held.ordered()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._brokers))
+
+    def __len__(self) -> int:
+        return len(self._brokers)
