@@ -32,11 +32,12 @@ from typing import Any
 
 import msgpack
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from events.catalog import BundleAssigned, Message
 from events.codec import decode, encode
 from events.envelope import Envelope, seal
+from events.log import kafka_client
 from events.log._store import Entry
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_topics import ensure_topic, kafka_partition
@@ -131,9 +132,9 @@ async def _raw_kafka(servers: str, work: list[tuple[str, list[Message]]]) -> flo
     topic = f"benchraw{uuid.uuid4().hex[:8]}-events"
     partitions = await ensure_topic(servers, topic, partitions=3)
     payloads = [(key, [encode(sample_envelope(i, key)) for i, _ in enumerate(msgs)]) for key, msgs in work]
-    producer = AIOKafkaProducer(bootstrap_servers=servers, enable_idempotence=True, linger_ms=5,
+    producer = kafka_client.producer(servers, None, enable_idempotence=True, linger_ms=5,
                                 max_batch_size=1024 * 1024, max_request_size=1024 * 1024 + 65536)
-    consumer = AIOKafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False,
+    consumer = kafka_client.consumer(servers, None, enable_auto_commit=False,
                                 fetch_max_bytes=8 << 20, max_partition_fetch_bytes=8 << 20)
     await producer.start()
     await consumer.start()

@@ -28,13 +28,14 @@ from random import Random
 from typing import Any
 
 import ray
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from actors.api import Cluster
 from actors.settings import ActorSettings
 from actors.workload import Workload
 from balancer.bundles import BundleId
 from bench.eventlog import kafka_servers, machine, publish
+from events.log import kafka_client
 from events.log.kafka_topics import ensure_topic
 
 SESSION_MS = 3_000
@@ -153,8 +154,8 @@ async def kafka_round_trips(servers: str, n: int) -> list[float]:
     """Raw aiokafka: produce one record (acks=all) until a consumer of the topic has it, in ms."""
     topic = f"bench-rt-{uuid.uuid4().hex[:8]}"
     await ensure_topic(servers, topic, partitions=1, replication_factor=None, config={}, create=True)
-    producer = AIOKafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=servers, fetch_max_wait_ms=100,
+    producer = kafka_client.producer(servers, None, acks="all", linger_ms=0)
+    consumer = kafka_client.consumer(servers, None, fetch_max_wait_ms=100,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await producer.start()
     await consumer.start()

@@ -40,7 +40,8 @@ def _name(common: str) -> x509.Name:
 
 
 def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str,
-                 issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool) -> x509.Certificate:
+                 issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool,
+                 ips: tuple[str, ...] = ()) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
@@ -51,7 +52,8 @@ def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str,
     )
     if not ca:
         builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.DNSName("localhost"),
+            *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", *ips))]),
             critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
@@ -65,12 +67,14 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def make_certificates(directory: Path, server_cn: str = "127.0.0.1") -> dict[str, Path]:
-    """ca.pem, broker.pem (key + chain), broker-cert.pem, broker-key.pem, rogue-ca.pem."""
+def make_certificates(directory: Path, server_cn: str = "127.0.0.1",
+                      ips: tuple[str, ...] = ()) -> dict[str, Path]:
+    """ca.pem, broker.pem (key + chain), broker-cert.pem, broker-key.pem, rogue-ca.pem; the
+    certificate names 127.0.0.1, localhost and ``ips``."""
     ca_key, rogue_key, key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     ca = _certificate("bundle-balancer test CA", ca_key, "bundle-balancer test CA", ca_key, ca=True)
     rogue = _certificate("nobody's CA", rogue_key, "nobody's CA", rogue_key, ca=True)
-    cert = _certificate(server_cn, key, "bundle-balancer test CA", ca_key, ca=False)
+    cert = _certificate(server_cn, key, "bundle-balancer test CA", ca_key, ca=False, ips=ips)
     files = {"ca": directory / "ca.pem", "broker": directory / "broker.pem",
              "cert": directory / "broker-cert.pem", "key": directory / "broker-key.pem",
              "rogue": directory / "rogue-ca.pem"}

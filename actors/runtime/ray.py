@@ -24,7 +24,7 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -208,13 +208,38 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
     if address is None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cores = os.cpu_count() or 2
-        # Loopback only: Ray's ports run code for whoever reaches them (no dashboard either).
-        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False,
-                       _node_ip_address="127.0.0.1")
+        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False)
         # "local": a new Ray of our own, never a cluster some `ray start` left on this machine.
-        address = "local"
+        with loopback_only():
+            ray.init(address="local", **options)
+        return True
     ray.init(address=address, **options)
     return True
+
+
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for a single-node Ray: when false its node address is 127.0.0.1, and its GCS,
+raylet and worker servers listen on 127.0.0.1 only (otherwise on the machine's address)."""
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """A local Ray started inside is closed to the network: every port on 127.0.0.1. Set for
+    the processes Ray starts (they inherit it) and for this driver only while it starts them,
+    so a later ``ray.init`` of this process can still join a cluster on the network."""
+    from ray._private import ray_constants
+
+    before_env, before_flag = os.environ.get(LOOPBACK_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before_flag
+        if before_env is None:
+            os.environ.pop(LOOPBACK_ENV, None)
+        else:
+            os.environ[LOOPBACK_ENV] = before_env
 
 
 def gcs_address() -> str | None:

@@ -123,3 +123,14 @@ def test_lbctl_kafka_acls_prints_one_command_per_grant(
     assert "--allow-principal User:bb-leader --operation Write --operation Describe " \
            "--transactional-id prod-leader" in out
     assert "no principal for auditor" in out
+
+
+def test_every_aiokafka_client_is_made_by_kafka_client() -> None:
+    """One place builds producers, consumers and admin clients (bootstrap, security, errors)."""
+    root = Path(__file__).resolve().parents[2]
+    made = [f"{path.relative_to(root)}: {name}"
+            for package in ("actors", "bench", "events", "lbctl", "projections", "spark_replay")
+            for path in (root / package).rglob("*.py") if path.name != "kafka_client.py"
+            for name in ("AIOKafkaProducer(", "AIOKafkaConsumer(", "AIOKafkaAdminClient(")
+            if name in path.read_text()]
+    assert made == []
