@@ -96,7 +96,11 @@ class Follower:
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
         kind, payload = envelope.type, envelope.payload
-        self.by_broker.touch_all(touched(kind, payload), self.view.records)
+        bundle = payload.get("bundle")
+        if bundle is not None:
+            self.by_broker.touch(bundle, self.view.records.get(bundle))
+        elif kind == "SplitCompleted":
+            self.by_broker.touch_all(touched(kind, payload), self.view.records)
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
         if kind == "LeaderElected":

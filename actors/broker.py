@@ -45,6 +45,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.load import report_to_payload, stats_to_payload
+from projections.ownership_index import OwnershipIndex
 
 _WAITS = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested"})
 """The events that make a record wait for a broker's confirmation."""
@@ -61,6 +62,7 @@ class BrokerBody(Follower):
                  capacity: Capacity | None = None) -> None:
         super().__init__(config)
         self.broker_id = broker_id
+        self.by_broker = OwnershipIndex(only=broker_id)
         self.name = broker_body_name(broker_id)
         self.workload = workload
         self.settings = settings or ActorSettings()
@@ -90,7 +92,13 @@ class BrokerBody(Follower):
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
         if envelope.type in _WAITS:
-            self._waits_since[str(envelope.payload["bundle"])] = envelope.seq
+            # Kept only for bundles a wait ever named this broker in: a record waits on it only
+            # after such an event, so the seq read for a confirmation is the same (issue 23:
+            # a hundred brokers each holding every bundle's seq was a wall).
+            payload, me = envelope.payload, self.broker_id
+            bundle = str(payload["bundle"])
+            if payload.get("dst") == me or payload.get("src") == me or bundle in self._waits_since:
+                self._waits_since[bundle] = envelope.seq
         if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
             self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
             return

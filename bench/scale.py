@@ -32,6 +32,7 @@ import resource
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from random import Random
 from typing import Any
@@ -144,9 +145,10 @@ def history_records(count: int, bundles: int = 1024, brokers: int = 10) -> list[
     out = []
     for offset, envelope in enumerate(events):
         payload = envelope.payload
+        broker = names[zlib.crc32(str(payload.get("bundle")).encode()) % brokers]
         for field in ("dst", "owner", "src"):
             if payload.get(field) == "b1":
-                payload = {**payload, field: names[offset % brokers]}
+                payload = {**payload, field: broker}
         out.append(Record(0, offset, envelope._replace(payload=payload)))
     return out
 
