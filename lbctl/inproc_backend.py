@@ -49,6 +49,7 @@ from events.catalog import (
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
 from events.log.port import Record
+from events.report_parts import is_continuation
 from lbctl.backend import ClusterSpec, load_config
 from projections.ownership import OwnershipProjection
 
@@ -173,7 +174,8 @@ class InProcBackend:
 
     def load_report(self, broker: str) -> Mapping[str, Any] | None:
         for record in reversed(self.host.records):
-            if record.envelope.type == "LoadReported" and record.envelope.key == broker:
+            if (record.envelope.type == "LoadReported" and record.envelope.key == broker
+                    and not is_continuation(record.envelope.payload["broker_load"])):
                 payload: Mapping[str, Any] = record.envelope.payload
                 return payload
         return None
