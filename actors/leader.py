@@ -120,7 +120,7 @@ class LeaderBody(Follower):
         self.timers = _Timers()
         self.placing = BundleIndex()
         """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
-        self.outcomes = Outcomes()
+        self.outcomes = Outcomes(self.settings.outcomes_kept)
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
         self.folded_to: dict[int, int] = {}

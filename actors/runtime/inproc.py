@@ -367,7 +367,8 @@ def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfi
     load = workload or Workload([])
     shards = settings.namespace_shards
     for shard in range(shards):
-        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards))  # type: ignore[misc]
+        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards,  # type: ignore[misc]
+                                                   outcomes_kept=settings.outcomes_kept))
     host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
     ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
     for broker_id in ids:
