@@ -93,12 +93,14 @@ class SequenceTracker:
             self.dropped += excess
 
     def snapshot(self) -> dict[str, Any]:
-        return {
+        out = {
             "last_seq": {key: position[0] for key, position in self.positions.items()},
             "max_epoch": {key: position[1] for key, position in self.positions.items()},
             "anomalies": [a.to_dict() for a in self.anomalies],
-            "dropped": self.dropped,
         }
+        if self.dropped:  # the format stays as it was until anomalies were let go
+            out["dropped"] = self.dropped
+        return out
 
     @classmethod
     def restore(cls, data: Mapping[str, Any]) -> SequenceTracker:
