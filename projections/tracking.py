@@ -93,7 +93,7 @@ class SequenceTracker:
             self.dropped += excess
 
     def snapshot(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "last_seq": {key: position[0] for key, position in self.positions.items()},
             "max_epoch": {key: position[1] for key, position in self.positions.items()},
             "anomalies": [a.to_dict() for a in self.anomalies],
