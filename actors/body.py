@@ -129,5 +129,11 @@ class Follower:
 
 
 def _topic(type_name: str) -> str:
-    schema = SCHEMAS.get(type_name)
-    return schema.cls.TOPIC if schema is not None else EVENTS_TOPIC
+    topic = _TOPICS.get(type_name)
+    if topic is None:
+        schema = SCHEMAS.get(type_name)
+        topic = _TOPICS[type_name] = schema.cls.TOPIC if schema is not None else EVENTS_TOPIC
+    return topic
+
+
+_TOPICS: dict[str, str] = {}

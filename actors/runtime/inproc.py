@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
-from actors.effects import Effects
+from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, route
@@ -312,7 +312,9 @@ class InProcessHost:
         while name in self.bodies and self._cursor[name] < len(self.records):
             record = self.records[self._cursor[name]]
             self._cursor[name] += 1
-            self.apply(name, self.bodies[name].on_event(record, self.now_for(name)))
+            effects = self.bodies[name].on_event(record, self.now_for(name))
+            if effects is not NOTHING:  # most records change nothing to do (issue 23: 100 bodies)
+                self.apply(name, effects)
 
     def _schedule_pump(self) -> None:
         if not self._pump_due:
