@@ -7,9 +7,11 @@ STAMP    := $(VENV)/.installed
 CACHE    := $(CURDIR)/.cache
 KAFKA_LIBS := $(CACHE)/kafka-libs
 SPARK_JARS := $(CACHE)/spark-jars
+PULSAR_LIBS := $(CACHE)/pulsar-libs
+CONFORMANCE_CASES ?= 10000
 PYTEST_ARGS ?=
 
-.PHONY: run test install kafka-jars spark-jars lint typecheck unit bench clean
+.PHONY: run test install kafka-jars spark-jars pulsar-jars conformance lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,6 +40,18 @@ $(SPARK_JARS)/.fetched: conf/spark/pom.xml
 
 spark-jars: $(SPARK_JARS)/.fetched
 
+# Apache Pulsar 4.0's broker classes, the oracle of `make conformance` (docs/conformance.md): fetched once.
+$(PULSAR_LIBS)/.fetched: conf/pulsar/pom.xml
+	rm -rf $(PULSAR_LIBS) && mkdir -p $(PULSAR_LIBS)
+	mvn -q -B -f conf/pulsar/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(PULSAR_LIBS)
+	touch $@
+
+pulsar-jars: $(PULSAR_LIBS)/.fetched
+
+# Random inputs through `lbctl decide` and through Pulsar's own classes; CONFORMANCE_CASES per family.
+conformance: install pulsar-jars
+	PULSAR_LIBS=$(PULSAR_LIBS) $(BIN)/lbctl conformance --cases $(CONFORMANCE_CASES)
+
 run: install
 	BB_SPARK_JARS=$(SPARK_JARS) $(BIN)/lbctl run
 
@@ -47,8 +61,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy balancer events projections actors lbctl spark_replay
 
-test: install kafka-jars lint typecheck
-	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+test: install kafka-jars pulsar-jars lint typecheck
+	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

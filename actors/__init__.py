@@ -1,6 +1,6 @@
 """The live system: broker, namespace and leader actor bodies, their hosts (Ray, simulator) and the Cluster API.
 
-``from actors import Cluster`` loads the Ray-backed API lazily, so importing a body (which is
+``from actors import Cluster`` loads the client lazily, so importing a body (which is
 Ray-free) never imports Ray.
 """
 

@@ -1,9 +1,15 @@
-"""``Cluster``: the programmatic API of the live system (contracts §3), over the Ray host.
+"""``Cluster``: the one client of a live cluster (contracts §3), on any host.
 
     async with Cluster.start(conf="conf/broker.conf", brokers=3) as cluster:  # local Ray + embedded log
         await cluster.create_namespace("public/default", bundles=16)
         owner = await cluster.lookup("persistent://public/default/orders")
-    cluster = await Cluster.connect(log_dir=...)  # or ray_address= + ray_namespace=
+    async with Cluster.start(brokers=3, host="inproc") as cluster: ...        # one process, virtual clock
+    cluster = await Cluster.connect(log_dir=...)  # a running Ray cluster; or conf=, ray_namespace=
+    cluster = await Cluster.connect(state_dir=".lbctl")  # what `lbctl run --keep` recorded
+
+``lbctl``, the benchmarks and the tests use this class and nothing else to talk to a cluster;
+what differs between hosts is its ``Link`` (``actors.cluster``): Ray actors on the wall clock, or
+every body in this process on a virtual clock.
 
 Invariants:
 - the client keeps its own projection of the log (``ClientView``): the lookup of an owned bundle
@@ -14,9 +20,12 @@ Invariants:
   (commands are idempotent), a stale epoch once with a new id after catching up; any other error
   is raised as its ``balancer.errors`` type, and the cluster appended at most its CommandRejected;
 - a verb returns once its events are in the log and in the client's view; with ``wait`` (default)
-  once the bundles it moved have settled (no longer in flight);
-- a started cluster owns its actors, the Ray runtime it started and the temporary log directory
-  it made, and releases all of them on ``close``; a connected one owns nothing but its view.
+  once the bundles it moved have settled (no longer in flight); timeouts are seconds of the
+  link's clock (wall time on Ray, cluster time in process);
+- ``poll`` hands out every record the view folded since the last ``poll`` (from when the client
+  was made), once, in fold order;
+- a started cluster owns its actors and its log and releases them on ``close``; a connected one
+  owns nothing but its view.
 """
 
 from __future__ import annotations
@@ -26,43 +35,22 @@ import dataclasses
 import itertools
 import os
 import uuid
-from collections.abc import (
-    AsyncGenerator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.client import BrokerStatus, ClientView, LeaderStatus
+from actors.cluster.kept import ClusterSpec, open_kept
+from actors.cluster.link import Link
+from actors.cluster.options import ConfSource, Starting, broker_ids, load_config
 from actors.cluster_conf import ClusterConf
-from actors.deploy import (
-    ConfSource,
-    Fleet,
-    Launch,
-    Starting,
-    broker_ids,
-    load_config,
-    read_cluster_file,
-    remove_cluster_file,
-    write_cluster_file,
-)
 from actors.effects import Receipt
 from actors.precheck import check_input
-from actors.runtime.ray import (
-    Handle,
-    HostSpec,
-    RayTransport,
-    ensure_ray,
-    gcs_address,
-    lookup_actor,
-    shutdown_ray,
-)
-from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
+from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
-from balancer.config import LoadBalancerConfig
 from balancer.errors import (
     InvalidInput,
     StaleEpoch,
@@ -85,6 +73,8 @@ from events.log.port import Offsets, Record
 from projections.explain import MoveRecord, moves_of
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
 
+if TYPE_CHECKING:
+    from actors.cluster.ray_link import RayLink
 C = TypeVar("C", bound=Command)
 TIMEOUT_S = 30.0
 
@@ -100,45 +90,62 @@ class ActorView:
 class Cluster:
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
 
-    def __init__(self, *, view: ClientView, transport: RayTransport, host: HostSpec,
-                 config: LoadBalancerConfig, settings: ActorSettings, ray_namespace: str,
-                 ray_started: bool, fleet: Fleet | None = None) -> None:
-        self.view, self.transport, self.host = view, transport, host
-        self.config, self.settings = config, settings
-        self.ray_namespace, self._ray_started, self.fleet = ray_namespace, ray_started, fleet
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.view: ClientView = link.view
+        self.config, self.settings = link.config, link.settings
         self._prefix = f"client-{uuid.uuid4().hex[:8]}"
         self._ids = itertools.count(1)
+        self._polled: asyncio.Queue[Record] = self.view.listen()
         self._closed = False
+
+    @property
+    def kind(self) -> str:
+        """The host: ``ray`` or ``inproc``."""
+        return self.link.kind
+
+    @property
+    def virtual(self) -> bool:
+        """True when cluster time moves only when this client lets it (in process)."""
+        return self.link.virtual
 
     # -- life ------------------------------------------------------------------------------
     @classmethod
-    def start(cls, conf: ConfSource = None, brokers: int | Sequence[str] = 3, *,
+    def start(cls, conf: ConfSource = None, brokers: int | Sequence[str] = 3, *, host: str = "ray",
               overrides: Mapping[str, Any] | None = None, settings: ActorSettings | None = None,
               workload: Workload | None = None, clients: bool = False,
               domains: Mapping[str, str] | None = None, capacity: Capacity | None = None,
-              speed: float = 1.0, tick_s: float = 0.1, poll_s: float = 0.01, seed: int = 0,
-              log_dir: str | os.PathLike[str] | None = None, bootstrap: str | None = None,
-              cluster_name: str = "lb", partitions: int = 3, transactional: bool = True,
-              replication_factor: int | None = None, retention_ms: int | None = None,
-              fsync: bool = True, ray_address: str | None = None, ray_namespace: str | None = None,
-              num_cpus: int | None = None, max_restarts: int = -1, detached: bool = False,
-              actor_options: Mapping[str, Mapping[str, Any]] | None = None,
-              ready_timeout_s: float = 90.0) -> Starting[Cluster]:
-        """Start a cluster: Ray (local unless ``ray_address``), the log (a directory, a temporary
-        one by default, or Kafka at ``bootstrap``), and one actor per body.
+              seed: int = 0, log_dir: str | os.PathLike[str] | None = None,
+              **ray_options: Any) -> Starting[Cluster]:
+        """Start a cluster: the log and one body per namespace shard, leader and broker.
 
-        ``conf`` is a broker.conf path or a ``LoadBalancerConfig`` (``overrides``: Pulsar keys);
-        ``brokers`` a count or ids; ``domains`` broker -> failure domain at registration;
-        ``speed`` compresses time (60: a simulated hour in a minute; timers are cluster time);
-        ``actor_options`` body name -> extra Ray actor options (``resources`` to pin a node).
+        ``host`` is ``ray`` (Ray, local unless ``ray_address``; the log a directory, a temporary
+        one by default, or Kafka at ``bootstrap``) or ``inproc`` (this process, a virtual clock;
+        ``log_dir`` keeps the log there). ``conf`` is a broker.conf path or a
+        ``LoadBalancerConfig`` (``overrides``: Pulsar keys); ``brokers`` a count or ids;
+        ``domains`` broker -> failure domain at registration. Ray only (``ray_options``):
+        ``speed`` compresses time (60: a simulated hour in a minute), ``tick_s``, ``poll_s``,
+        ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``,
+        ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
+        ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
+        ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL).
         """
-        launch = Launch(
-            load_config(conf, overrides), settings or ActorSettings(), broker_ids(brokers),
-            workload, clients, dict(domains or {}), capacity, speed, tick_s, poll_s, seed, log_dir,
-            bootstrap, cluster_name, partitions, transactional, fsync, ray_address,
-            ray_namespace or f"bundle-balancer-{uuid.uuid4().hex[:10]}", num_cpus, max_restarts,
-            detached, dict(actor_options or {}), ready_timeout_s, replication_factor, retention_ms)
-        return Starting(lambda: cls._open(launch))
+        config = load_config(conf, overrides)
+        settings = settings or ActorSettings()
+        if host == "inproc":
+            if ray_options:
+                raise InvalidInput(f"host 'inproc' runs in this process on a virtual clock; "
+                                   f"{', '.join(sorted(ray_options))} apply to Ray only",
+                                   value=sorted(ray_options))
+            return Starting(lambda: cls._in_process(config, settings, brokers, workload, clients,
+                                                    domains, capacity, seed, log_dir))
+        if host != "ray":
+            raise InvalidInput(f"host {host!r}: expected ray or inproc", value=host)
+        from actors.cluster.ray_link import RayLink, launch
+
+        spec = launch(config, settings, brokers, workload, clients, domains, capacity, seed, log_dir,
+                      ray_options)
+        return Starting(lambda: cls._from(RayLink.start(spec)))
 
     @classmethod
     def deploy(cls, deployment: ClusterConf | str | os.PathLike[str], brokers: int | Sequence[str] = 3,
@@ -152,88 +159,54 @@ class Cluster:
                          cluster_name=found.name, partitions=found.kafka.partitions,
                          transactional=found.kafka.transactional,
                          replication_factor=found.kafka.replication_factor,
-                         retention_ms=found.kafka.retention_ms, ray_address=found.ray.address,
+                         retention_ms=found.kafka.retention_ms, security=found.kafka.security,
+                         ray_address=found.ray.address,
                          ray_namespace=found.ray.namespace, **options)
 
     @classmethod
-    async def _open(cls, launch: Launch) -> Cluster:
-        ray_started = ensure_ray(launch.ray_address, namespace=launch.ray_namespace,
-                                 num_cpus=launch.num_cpus)
-        fleet = launch.fleet()
-        cluster = cls(view=ClientView(launch.config, fleet.host.log.open(fleet.host.clock),
-                                      poll_s=launch.poll_s),
-                      transport=RayTransport(launch.ray_namespace), host=fleet.host,
-                      config=launch.config, settings=launch.settings,
-                      ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet)
-        try:
-            await cluster.view.start()  # first: it creates the Kafka topic the actors share
-            await fleet.start(launch.ready_timeout_s)
-            await cluster._wait_ready(launch.brokers, launch.ready_timeout_s)
-        except BaseException:
-            await cluster.close()
-            raise
-        return cluster
-
-    async def _wait_ready(self, brokers: Sequence[str], timeout_s: float) -> None:
-        def ready() -> bool:
-            return self.view.leader_id is not None and all(b in self.view.brokers for b in brokers)
-
-        if not await self.view.wait_for(ready, timeout_s):
-            raise Unavailable(f"no leader or not every broker registered within {timeout_s}s: "
-                              f"leader={self.view.leader_id}, brokers={sorted(self.view.brokers)}")
-        if self.host.log.directory is not None:
-            write_cluster_file(self.host.log.directory, {
-                "ray_address": gcs_address(), "ray_namespace": self.ray_namespace,
-                "log": self.host.log.describe(), "pid": os.getpid()})
+    async def _from(cls, link: Awaitable[Link]) -> Cluster:
+        return cls(await link)
 
     @classmethod
-    async def connect(cls, conf: str | None = None, *, ray_address: str | None = None,
-                      ray_namespace: str | None = None, log_dir: str | os.PathLike[str] | None = None,
-                      timeout_s: float = TIMEOUT_S) -> Cluster:
-        """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray address and
-        namespace), by its log directory (embedded: ``cluster.json`` there names Ray), or by Ray
-        address + namespace. The log and the config are the actors' own."""
-        if conf is not None:
-            deployment = ClusterConf.load(conf)
-            ray_address = ray_address or deployment.ray.address
-            ray_namespace = ray_namespace or deployment.ray.namespace
-        if log_dir is not None and ray_namespace is None:
-            info = read_cluster_file(log_dir)
-            ray_address = ray_address or info.get("ray_address")
-            ray_namespace = str(info["ray_namespace"])
-        if ray_namespace is None:
-            raise InvalidInput("connect needs log_dir= or ray_namespace= (and ray_address=)")
-        ray_started = ensure_ray(ray_address or "auto", namespace=ray_namespace)
-        try:
-            described = await _describe(ray_namespace, timeout_s)
-        except BaseException:
-            if ray_started:
-                shutdown_ray()
-            raise
-        host: HostSpec = described["host"]
-        config: LoadBalancerConfig = described["config"]
-        cluster = cls(view=ClientView(config, host.log.open(host.clock), poll_s=host.poll_s),
-                      transport=RayTransport(ray_namespace), host=host, config=config,
-                      settings=described["settings"], ray_namespace=ray_namespace,
-                      ray_started=ray_started)
-        await cluster.view.start()
-        return cluster
+    async def _in_process(cls, config: Any, settings: ActorSettings, brokers: int | Sequence[str],
+                          workload: Workload | None, clients: bool, domains: Mapping[str, str] | None,
+                          capacity: Capacity | None, seed: int,
+                          log_dir: str | os.PathLike[str] | None) -> Cluster:
+        from actors.cluster.inproc_link import InProcLink
+        from actors.runtime import build_cluster
+
+        host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
+                             workload=workload, clients=clients, domains=domains, capacity=capacity)
+        keep_in = Path(log_dir) if log_dir is not None else None
+        return cls(InProcLink.start(host, keep_in=keep_in))
+
+    @classmethod
+    async def connect(cls, conf: str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
+                      ray_address: str | None = None, ray_namespace: str | None = None,
+                      log_dir: str | os.PathLike[str] | None = None, timeout_s: float = TIMEOUT_S) -> Cluster:
+        """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray cluster), by
+        its embedded log directory (``cluster.json`` there names Ray), by Ray address +
+        namespace, or by the state directory ``lbctl run --keep`` recorded (``state_dir``: an
+        in-process cluster restarts from its log in this process). The log and the config are
+        the actors' own."""
+        if state_dir is not None:
+            return cls(await open_kept(Path(state_dir)))
+        from actors.cluster.ray_link import RayLink
+
+        return cls(await RayLink.connect(conf, ray_address=ray_address, ray_namespace=ray_namespace,
+                                         log_dir=log_dir, timeout_s=timeout_s))
+
+    def describe(self, spec: ClusterSpec) -> ClusterSpec:
+        """``spec`` completed with what another process needs to find this cluster."""
+        return dataclasses.replace(spec, **self.link.describe())
 
     async def close(self) -> None:
-        """Stop what this client owns: its view; for a started cluster, every actor too."""
+        """Stop what this client owns: its view; for a started cluster, every body too."""
         if self._closed:
             return
         self._closed = True
-        try:
-            if self.fleet is not None:
-                await self.fleet.close()
-                if self.host.log.directory is not None:
-                    remove_cluster_file(self.host.log.directory)
-            await self.view.close()
-            await self.transport.close()
-        finally:
-            if self._ray_started:
-                shutdown_ray()
+        self.view.unlisten(self._polled)
+        await self.link.close()
 
     async def __aenter__(self) -> Cluster:
         return self
@@ -248,39 +221,39 @@ class Cluster:
 
     async def _issue(self, cls: type[C], *, timeout_s: float = TIMEOUT_S, **fields: Any) -> Receipt:
         """Send one command (after catching up, so it carries the newest epoch) and wait."""
-        await self.view.catch_up()
+        await self.link.catch_up()
         command = cls(command_id=self._command_id(), epoch=self.view.epoch, **fields)
         check_input(self.view, command, self.now_ms())  # bad input appends nothing
         receipt = await self._deliver(command, timeout_s)
-        await self.view.catch_up()
+        await self.link.catch_up()
         return receipt
 
     async def _deliver(self, command: Command, timeout_s: float) -> Receipt:
-        loop = asyncio.get_running_loop()
-        deadline, pause, renewed = loop.time() + timeout_s, 0.05, False
+        clock = self.link.clock_s
+        deadline, pause, renewed = clock() + timeout_s, 0.05, False
         target = route(command, self.settings.namespace_shards)
         while True:
-            remaining = max(0.1, deadline - loop.time())
-            reply, error = await self.transport.call(target, command, timeout_s=remaining,
-                                                     after=dict(self.view.cursor.seen))
+            reply, error = await self.link.call(target, command, max(0.1, deadline - clock()))
             if error is None:
                 assert isinstance(reply, Receipt), reply
                 return reply
             if isinstance(error, StaleEpoch) and not renewed:
-                await self.view.catch_up()  # the client lagged behind an election: once more
+                await self.link.catch_up()  # the client lagged behind an election: once more
                 command = dataclasses.replace(command, command_id=self._command_id(),
                                               epoch=self.view.epoch)
                 renewed = True
                 continue
-            if not error.retriable or loop.time() + pause > deadline:
+            if not error.retriable or clock() + pause > deadline:
                 raise error
-            await asyncio.sleep(pause)
+            await self.link.pause(pause)
             pause = min(pause * 2, 1.0)
 
     # -- lookups -----------------------------------------------------------------------------
     async def lookup(self, topic: str, *, timeout_s: float = TIMEOUT_S) -> str:
         """The broker serving ``topic``: a read of the local view if its bundle is owned; else
         the leader places the bundle and this waits until the view shows its owner."""
+        if namespace_of_topic(topic) not in self.view.view.namespaces:
+            await self.link.catch_up()  # a namespace created moments ago: read the log once
         owner = self.owner_of(topic)
         if owner is not None:
             return owner
@@ -296,24 +269,21 @@ class Cluster:
         return view.lookup(topic)
 
     async def _place(self, topic: str, timeout_s: float) -> str:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        retry_s = max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
-        lagged = False
-        while loop.time() < deadline:
+        clock = self.link.clock_s
+        deadline, retry_s, lagged = clock() + timeout_s, self.link.retry_s(), False
+        while clock() < deadline:
             command = AssignBundle(command_id=self._command_id("lookup"), epoch=self.view.epoch,
                                    bundle=self.view.view.bundle_of_topic(topic), reason="lookup")
-            _, error = await self.transport.call(LEADER, command, timeout_s=timeout_s,
-                                                 after=dict(self.view.cursor.seen))
+            _, error = await self.link.call(LEADER, command, timeout_s)
             if isinstance(error, StaleEpoch | UnknownBundle) and not lagged:
                 # The view lagged behind an election or a split: catch up, ask again (once).
-                await self.view.catch_up()
+                await self.link.catch_up()
                 lagged = isinstance(error, UnknownBundle)
                 continue
             if error is not None and not error.retriable:
                 raise error
-            step = min(retry_s, max(0.0, deadline - loop.time()))
-            if await self.view.wait_for(lambda: self.view.view.lookup(topic) is not None, step):
+            step = min(retry_s, max(0.0, deadline - clock()))
+            if await self.link.wait_for(lambda: self.view.view.lookup(topic) is not None, step):
                 return str(self.view.view.lookup(topic))
         raise Unavailable(f"lookup of {topic}: still no owner after {timeout_s}s", value=topic)
 
@@ -361,7 +331,7 @@ class Cluster:
         return receipt
 
     async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
-        await self.view.catch_up()
+        await self.link.catch_up()
         info = self.view.view.namespaces.get(namespace)
         return await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
                                  isolation=info.isolation if info is not None else None)
@@ -379,7 +349,7 @@ class Cluster:
         def settled() -> bool:
             return not any(self.view.view.state(b).in_flight for b in bundles)
 
-        if not await self.view.wait_for(settled, timeout_s):
+        if not await self.link.wait_for(settled, timeout_s):
             raise Unavailable(f"{', '.join(bundles)} still in flight after {timeout_s}s",
                               value=list(bundles))
 
@@ -390,7 +360,7 @@ class Cluster:
                 return False
             return not any(BundleState(row.state).in_flight for row in view.bundles(namespace))
 
-        if not await self.view.wait_for(settled, timeout_s):
+        if not await self.link.wait_for(settled, timeout_s):
             raise Unavailable(f"the split of {parent} did not settle within {timeout_s}s", value=parent)
 
     # -- views -------------------------------------------------------------------------------
@@ -416,8 +386,8 @@ class Cluster:
         return LeaderStatus(self.view.leader_id, self.view.epoch)
 
     def now_ms(self) -> int:
-        """Cluster time (sped up by the time-compression factor)."""
-        return self.host.clock.now_ms()
+        """Cluster time (sped up by the time-compression factor on Ray; virtual in process)."""
+        return self.link.now_ms()
 
     def events(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
         """Every record folded from now on (``from_start``: the whole log first), of ``types``."""
@@ -430,84 +400,95 @@ class Cluster:
     async def actor_views(self, timeout_s: float = TIMEOUT_S) -> dict[str, ActorView]:
         """Each hosted body's live ownership view, once it has folded at least what the client
         has, with the log position it is a fold of (compare it with a replay up to there)."""
-        await self.view.catch_up()
-        target = dict(self.view.cursor.position)
-        names = self._names()
-        handles = [await self._handle(n) for n in names]
-        snaps: list[dict[str, Any]] = await asyncio.wait_for(
-            asyncio.gather(*(h.snapshot.remote(target) for h in handles)), timeout_s)
+        await self.link.catch_up()
+        snaps = await self._ray("actor_views").snapshots(dict(self.view.cursor.position), timeout_s)
         return {n: ActorView(OwnershipProjection.restore(s["view"]), dict(s["position"]))
-                for n, s in zip(names, snaps, strict=True)}
+                for n, s in snaps.items()}
 
     async def statuses(self) -> dict[str, dict[str, Any]]:
-        names = self._names()
-        handles = [await self._handle(n) for n in names]
-        found = await asyncio.gather(*(h.status.remote() for h in handles), return_exceptions=True)
-        return {n: s if isinstance(s, dict) else {"error": repr(s)}
-                for n, s in zip(names, found, strict=True)}
-
-    def _names(self) -> list[str]:
-        if self.fleet is not None:
-            return sorted(self.fleet.handles)
-        shards = [f"ns:{s}" for s in range(self.settings.namespace_shards)]
-        return [*shards, LEADER, *(broker_body_name(b) for b in sorted(self.view.brokers))]
-
-    async def _handle(self, name: str) -> Handle:
-        if self.fleet is not None and name in self.fleet.handles:
-            return self.fleet.handles[name]
-        return await self.transport.handle(name)
+        """Each hosted body's ``status()`` (Ray)."""
+        return await self._ray("statuses").statuses()
 
     # -- the actors' life (tests, ``lbctl run``) ------------------------------------------------
-    def _fleet(self) -> Fleet:
-        if self.fleet is None:
-            raise InvalidInput("only the process that started the cluster manages its actors")
-        return self.fleet
+    def _ray(self, what: str) -> RayLink:
+        from actors.cluster.ray_link import RayLink
+
+        if not isinstance(self.link, RayLink):
+            raise InvalidInput(f"{what}: a Ray-hosted cluster's operation; this one runs {self.kind}",
+                               value=what)
+        return self.link
 
     async def add_broker(self, broker_id: str | None = None, *, failure_domain: str | None = None,
                          capacity: Capacity | None = None, options: Mapping[str, Any] | None = None,
                          timeout_s: float = TIMEOUT_S) -> str:
         """Start one more broker (``broker-N``, the first N free); its id once it is registered."""
-        fleet = self._fleet()
-        broker_id = broker_id or fleet.new_broker_id()
-        fleet.spawn(fleet.layout.broker(broker_id, failure_domain, capacity), options)
-        if not await self.view.wait_for(lambda: broker_id in self.view.brokers, timeout_s):
+        broker_id = self._ray("add_broker").spawn_broker(broker_id, failure_domain, capacity, options)
+        if not await self.link.wait_for(lambda: broker_id in self.view.brokers, timeout_s):
             raise Unavailable(f"broker {broker_id} did not register within {timeout_s}s")
         return broker_id
 
     async def kill_broker(self, broker_id: str, *, restart: bool = False) -> None:
         """Hard-kill a broker's actor (a crash); ``restart``: Ray starts it again from the log."""
-        fleet = self._fleet()
-        fleet.broker(broker_id)
-        fleet.kill(broker_body_name(broker_id), restart=restart)
+        self._ray("kill_broker").kill(broker_body_name(broker_id), broker_id=broker_id, restart=restart)
 
     async def shutdown_broker(self, broker_id: str, *, timeout_s: float | None = None) -> None:
         """Graceful shutdown: the broker's bundles are transferred, it leaves, its actor ends."""
-        fleet = self._fleet()
-        await fleet.broker(broker_id).act.remote("shutdown")
-        drain_s = self.host.clock.wall_s(self.settings.drain_timeout_ms) + 10.0
-        if not await self.view.wait_for(lambda: broker_id not in self.view.brokers,
+        ray = self._ray("shutdown_broker")
+        await ray.ask_broker(broker_id, "shutdown")
+        drain_s = ray.host.clock.wall_s(self.settings.drain_timeout_ms) + 10.0
+        if not await self.link.wait_for(lambda: broker_id not in self.view.brokers,
                                         drain_s if timeout_s is None else timeout_s):
             raise Unavailable(f"broker {broker_id} did not leave in time")
-        await fleet.retire(broker_body_name(broker_id))
+        await ray.retire(broker_body_name(broker_id))
 
     async def kill_leader(self, *, restart: bool = True) -> None:
         """Hard-kill the leader's actor; Ray restarts it and it campaigns for a new epoch."""
-        self._fleet().kill(LEADER, restart=restart)
+        self._ray("kill_leader").kill(LEADER, restart=restart)
+
+    # -- waiting on the cluster -------------------------------------------------------------
+    async def wait_ready(self, brokers: int, timeout_s: float = TIMEOUT_S) -> None:
+        """Until a leader is elected and ``brokers`` brokers are registered, looking every 200 ms
+        of cluster time (on the virtual clock, the moment a run starts from is part of its seed)."""
+        deadline = self.link.clock_s() + timeout_s
+        while len(self.view.brokers) < brokers or self.view.epoch == 0:
+            if self.link.clock_s() > deadline:
+                raise Unavailable(f"{len(self.view.brokers)} of {brokers} broker(s) registered and "
+                                  f"leader epoch {self.view.epoch} after {timeout_s:g} s")
+            await self.link.sleep(200)
+
+    async def catch_up(self) -> None:
+        """Fold everything the log holds now into the view (reads the log, sends nothing)."""
+        await self.link.catch_up()
+
+    def poll(self) -> list[Record]:
+        """Every record folded since the last ``poll`` (from when this client was made), in order."""
+        out: list[Record] = []
+        while not self._polled.empty():
+            out.append(self._polled.get_nowait())
+        return out
+
+    async def sleep(self, ms: int) -> None:
+        """Let ``ms`` of cluster time pass (in process: at once; on Ray: ``ms / speed`` wall)."""
+        await self.link.sleep(ms)
+
+    async def next_record(self, match: Callable[[Record], bool], *, timeout_s: float = TIMEOUT_S,
+                          what: str = "the cluster") -> Record:
+        """The first record, from the next ``poll`` on, that ``match``es (``match`` sees every
+        record once, in order, so it may keep state); ``Unavailable`` naming ``what`` once
+        ``timeout_s`` of the link's clock have passed."""
+        deadline = self.link.clock_s() + timeout_s
+        while True:
+            for record in self.poll():
+                if match(record):
+                    return record
+            if self.link.clock_s() >= deadline:
+                clock = "cluster time" if self.virtual else "wall time"
+                raise Unavailable(f"{what}: not done after {timeout_s:g} s of {clock} "
+                                  "(it was accepted; see `lbctl log tail`)")
+            await self.link.sleep(100)
 
     async def explain(self, bundle: str) -> list[MoveRecord]:
         """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""
-        return moves_of(bundle, (await self.view.log.read()).records)
+        return moves_of(bundle, await self.link.history())
 
 
-async def _describe(ray_namespace: str, timeout_s: float) -> dict[str, Any]:
-    """How the cluster in ``ray_namespace`` is built, from the first actor that answers."""
-    failures = []
-    for name in (LEADER, namespace_body_name(0)):  # the leader may be restarting
-        try:
-            handle = await lookup_actor(name, ray_namespace)
-            described: dict[str, Any] = await asyncio.wait_for(handle.describe.remote(), timeout_s)
-            return described
-        except Exception as exc:
-            failures.append(f"{name}: {exc!r}")
-    raise Unavailable(f"no cluster in Ray namespace {ray_namespace!r}: {'; '.join(failures)}",
-                      value=ray_namespace)

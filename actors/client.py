@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from actors.body import Follower
 from actors.runtime.live import LogCursor, read_new, subscribe
@@ -47,8 +47,9 @@ class BrokerStatus:
     """Bundles it owns now."""
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderStatus:
+class LeaderStatus(NamedTuple):
+    """The newest election the view has folded: ``leader_id, epoch = cluster.leader()``."""
+
     leader_id: str | None
     epoch: int
 
@@ -107,6 +108,10 @@ class ClientView(Follower):
             except Exception:
                 logger.exception("client view: following the log failed; resubscribing")
                 await asyncio.sleep(0.5)
+
+    def take(self, records: list[Record]) -> None:
+        """Fold ``records`` handed over by a host that feeds the view itself (in-process)."""
+        self._take(records)
 
     def _take(self, records: list[Record]) -> None:
         folded = [r for r in records if self.fold(r)]

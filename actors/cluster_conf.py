@@ -24,7 +24,9 @@ from typing import Any
 
 import yaml
 
+from actors.cluster_security import parse_security
 from balancer.errors import ConfigError
+from events.log.kafka_client import KafkaSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,8 @@ class KafkaConf:
     transactional: bool = True
     retention_ms: int = -1
     """Of the ``{name}-events`` topic; -1: forever (audits and replays read the whole history)."""
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    """``kafka.security``: TLS, SASL, whose credentials (``actors.cluster_security``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +98,11 @@ class ClusterConf:
         broker_conf = top.get("broker_conf")
         if broker_conf is not None and base is not None:
             broker_conf = str((base / str(broker_conf)).resolve())
+        name = _text(top.get("name", "lb"), "name", source)
+        security = parse_security(kafka.pop("security", None), source=source, cluster=name, base=base)
         return cls(
-            kafka=KafkaConf(**_typed(kafka, KafkaConf, "kafka", source)),
-            name=_text(top.get("name", "lb"), "name", source),
+            kafka=KafkaConf(**_typed(kafka, KafkaConf, "kafka", source), security=security),
+            name=name,
             broker_conf=broker_conf,
             ray=RayConf(**_typed(_section(top.get("ray"), "ray", source, RayConf.__dataclass_fields__),
                                  RayConf, "ray", source)),

@@ -21,11 +21,10 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -34,37 +33,11 @@ from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import ConfigError, InvalidInput, Unavailable, UnknownBroker
+from balancer.errors import InvalidInput, Unavailable, UnknownBroker
+from events.log.kafka_client import ROLES, KafkaSecurity
+from events.log.kafka_topics import ensure_topic
 
-ConfSource = str | os.PathLike[str] | LoadBalancerConfig | None
 CLUSTER_FILE = "cluster.json"
-
-
-def load_config(conf: ConfSource, overrides: Mapping[str, Any] | None = None) -> LoadBalancerConfig:
-    """A config from a broker.conf path or object (defaults when None), with Pulsar-key overrides."""
-    if isinstance(conf, LoadBalancerConfig):
-        config = conf
-    elif conf is None:
-        config = LoadBalancerConfig()
-    else:
-        path = Path(conf)
-        if not path.is_file():
-            raise ConfigError(f"broker.conf {str(path)!r} does not exist", value=str(path))
-        config = LoadBalancerConfig.from_broker_conf(path.read_text())
-    return config.with_overrides(overrides) if overrides else config
-
-
-def broker_ids(brokers: int | Sequence[str]) -> tuple[str, ...]:
-    """``3`` -> broker-1..broker-3; a list of ids is kept as given (no duplicates)."""
-    if isinstance(brokers, int):
-        if brokers < 0:
-            raise InvalidInput(f"brokers={brokers}: a count must be >= 0", value=brokers)
-        return tuple(f"broker-{i}" for i in range(1, brokers + 1))
-    ids = tuple(str(b) for b in brokers)
-    if len(set(ids)) != len(ids) or any(not b or "/" in b for b in ids):
-        raise InvalidInput(f"broker ids {list(ids)}: must be distinct, non-empty, without '/'",
-                           value=list(ids))
-    return ids
 
 
 @dataclass(frozen=True)
@@ -169,27 +142,6 @@ class Closable(Protocol):
 T = TypeVar("T", bound=Closable)
 
 
-class Starting(Generic[T]):
-    """What ``Cluster.start(...)`` returns: ``async with`` it (closed on the way out), or
-    ``await`` it (the caller closes)."""
-
-    def __init__(self, launch: Callable[[], Awaitable[T]]) -> None:
-        self._launch = launch
-        self._started: T | None = None
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._launch().__await__()
-
-    async def __aenter__(self) -> T:
-        self._started = await self._launch()
-        return self._started
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        if self._started is not None:
-            await self._started.close()
-
-
 @dataclass(frozen=True)
 class Launch:
     """What ``Cluster.start`` was asked for (see its docstring for each option)."""
@@ -220,13 +172,14 @@ class Launch:
     ready_timeout_s: float = 90.0
     replication_factor: int | None = None
     retention_ms: int | None = None
+    security: KafkaSecurity | None = None
 
     def fleet(self) -> Fleet:
         """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
                                  partitions=self.partitions, transactional=self.transactional,
                                  fsync=self.fsync, replication_factor=self.replication_factor,
-                                 retention_ms=self.retention_ms)
+                                 retention_ms=self.retention_ms, security=self.security)
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
@@ -236,15 +189,15 @@ class Launch:
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,
              partitions: int, transactional: bool, fsync: bool,
-             replication_factor: int | None = None,
-             retention_ms: int | None = None) -> tuple[LogSpec, str | None]:
+             replication_factor: int | None = None, retention_ms: int | None = None,
+             security: KafkaSecurity | None = None) -> tuple[LogSpec, str | None]:
     """The log (Kafka if ``bootstrap``, else a directory) and the temp dir made for it, if any."""
     if bootstrap is not None and log_dir is not None:
         raise InvalidInput("pass log_dir= (embedded log) or bootstrap= (Kafka), not both")
     if bootstrap is not None:
         return LogSpec(bootstrap=bootstrap, cluster=cluster, partitions=partitions,
                        transactional=transactional, replication_factor=replication_factor,
-                       retention_ms=retention_ms), None
+                       retention_ms=retention_ms, security=security), None
     made = None if log_dir is not None else tempfile.mkdtemp(prefix="bundle-balancer-")
     directory = str(Path(log_dir if log_dir is not None else str(made)).resolve())
     Path(directory).mkdir(parents=True, exist_ok=True)
@@ -271,3 +224,16 @@ def read_cluster_file(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 def remove_cluster_file(directory: str) -> None:
     (Path(directory) / CLUSTER_FILE).unlink(missing_ok=True)
+
+
+async def check_roles(log: LogSpec) -> None:
+    """Each actor role with Kafka credentials of its own can log in and see the events topic:
+    a wrong password or a missing ACL is one ``KafkaRefused`` now, before any actor starts."""
+    if log.bootstrap is None or log.security is None:
+        return
+    topic = f"{log.cluster}-events"
+    bootstrap = log.bootstrap
+    await asyncio.gather(*(
+        ensure_topic(bootstrap, topic, partitions=log.partitions, create=False,
+                     security=log.security.for_role(role))
+        for role in ROLES if role in dict(log.security.roles)))

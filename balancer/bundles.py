@@ -121,11 +121,12 @@ FULL_RANGE = HashRange(0, HASH_MAX)
 
 
 def validate_namespace(namespace: str) -> str:
-    """``tenant/ns``: exactly two non-empty names of ``[-=:.\\w]``; anything else names itself."""
+    """``tenant/ns`` or the v1 form ``property/cluster/ns`` (Pulsar's NamespaceName takes both):
+    two or three non-empty names of ``[-=:.\\w]``; anything else names itself."""
     parts = namespace.split("/") if isinstance(namespace, str) else []
-    if len(parts) != 2 or not all(_NAME_RE.fullmatch(part) for part in parts):
-        raise InvalidBundle(f"{namespace!r} is not a namespace; expected tenant/namespace",
-                            value=namespace)
+    if len(parts) not in (2, 3) or not all(_NAME_RE.fullmatch(part) for part in parts):
+        raise InvalidBundle(f"{namespace!r} is not a namespace; expected tenant/namespace "
+                            "(or the v1 property/cluster/namespace)", value=namespace)
     return namespace
 
 

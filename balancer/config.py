@@ -1,7 +1,10 @@
 """Load balancer configuration: Pulsar ``broker.conf`` keys, defaults and validation.
 
 Invariants:
-- every key of behaviour §7 is accepted, with Pulsar's default; nothing else is;
+- every key of behaviour §7 is accepted, with Pulsar's default; another key of Pulsar 4.0's
+  broker.conf (balancer/pulsar_keys.py) is ignored and counted in ``ignored``, a deprecated one
+  listed in ``deprecated`` (Pulsar's loader takes both); any other key is refused, naming the closest;
+- numbers are finite; percentages are not capped at 100 (Pulsar does not cap them);
 - a ``LoadBalancerConfig`` is immutable and always valid (validation happens on construction);
 - strategy and class values are stored in their short form (``ThresholdShedder``), whatever
   spelling came in (short name, ``impl.X``/``ext.X`` or a full Pulsar class name).
@@ -11,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.errors import ConfigError
+from balancer.pulsar_keys import DEPRECATED, PULSAR_KEYS
 
 _IMPL = "org.apache.pulsar.broker.loadbalance.impl."
 _EXT = "org.apache.pulsar.broker.loadbalance.extensions."
@@ -99,7 +104,9 @@ def _number(kind: type, low: float | None, high: float | None) -> Parser:
             raise ConfigError(f"{key}: {raw!r} is not a number", key=key, value=raw)
         try:
             value = kind(float(raw)) if kind is float else _to_int(raw)
-        except (TypeError, ValueError):
+            if not math.isfinite(value):
+                raise ValueError(raw)
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(
                 f"{key}: {raw!r} is not {'an integer' if kind is int else 'a number'}",
                 key=key,
@@ -182,7 +189,7 @@ def _assigner(key: str, raw: Any) -> str:
     return _ASSIGNER
 
 
-PCT = _number(float, 0, 100)
+PCT = _number(float, 0, None)  # Pulsar caps no percentage (its own tests use 400)
 NONNEG_F = _number(float, 0, None)
 NONNEG_I = _number(int, 0, None)
 POS_I = _number(int, 1, None)
@@ -391,6 +398,10 @@ class LoadBalancerConfig:
     load_balancer_plan_max_moves_per_cycle: int = 100
     load_balancer_plan_make_room_trigger_percentage: float = 25.0
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    ignored: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """Keys of other broker components that were read and ignored (Pulsar's loader takes them)."""
+    deprecated: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """Keys Pulsar 4.0 marks deprecated that were read; those not in §7 have no effect."""
 
     def __post_init__(self) -> None:
         if (self.load_balancer_load_placement_strategy == "AvgShedder"
@@ -439,11 +450,8 @@ class LoadBalancerConfig:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> LoadBalancerConfig:
         """Build from Pulsar keys (``{"loadBalancerBrokerLoadTargetStd": 0.25}``)."""
-        parsed: dict[str, Any] = {}
-        for raw_key, raw_value in values.items():
-            key = _lookup_key(str(raw_key).strip())
-            parsed[key.attr] = key.parse(key.name, raw_value)
-        return cls(**parsed)
+        parsed, ignored, deprecated = _parse_keys(values)
+        return cls(**parsed, ignored=ignored, deprecated=deprecated)
 
     @classmethod
     def from_broker_conf(cls, text: str) -> LoadBalancerConfig:
@@ -463,15 +471,40 @@ class LoadBalancerConfig:
 
     def with_overrides(self, values: Mapping[str, Any]) -> LoadBalancerConfig:
         """A copy with some Pulsar keys changed (validated like ``from_mapping``)."""
-        parsed: dict[str, Any] = {}
-        for raw_key, raw_value in values.items():
-            key = _lookup_key(str(raw_key).strip())
-            parsed[key.attr] = key.parse(key.name, raw_value)
-        return dataclasses.replace(self, **parsed)
+        parsed, ignored, deprecated = _parse_keys(values)
+        return dataclasses.replace(self, **parsed, ignored=self.ignored + ignored,
+                                   deprecated=self.deprecated + deprecated)
+
+    def notice(self) -> str | None:
+        """One line on what was read but not used (None if nothing), for the CLI to print."""
+        parts = []
+        if self.ignored:
+            parts.append(f"{len(self.ignored)} keys outside load balancing ignored")
+        if self.deprecated:
+            parts.append(f"deprecated: {', '.join(sorted(set(self.deprecated)))}")
+        return "; ".join(parts) or None
 
     def to_mapping(self) -> dict[str, Any]:
         """Pulsar key -> value, for every key (round-trips through ``from_mapping``)."""
         return {key.name: getattr(self, key.attr) for key in KEYS}
+
+
+def _parse_keys(values: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """(attribute -> parsed value, ignored keys, deprecated keys) of Pulsar keys."""
+    parsed: dict[str, Any] = {}
+    ignored: list[str] = []
+    deprecated: list[str] = []
+    for raw_key, raw_value in values.items():
+        name = str(raw_key).strip()
+        if name in DEPRECATED:
+            deprecated.append(name)
+        if ALIASES.get(name, name) not in KEY_BY_NAME and name in PULSAR_KEYS:
+            if name not in DEPRECATED:
+                ignored.append(name)
+            continue
+        key = _lookup_key(name)
+        parsed[key.attr] = key.parse(key.name, raw_value)
+    return parsed, tuple(ignored), tuple(deprecated)
 
 
 def _lookup_key(name: str) -> ConfigKey:
@@ -479,7 +512,8 @@ def _lookup_key(name: str) -> ConfigKey:
     found = KEY_BY_NAME.get(name)
     if found is not None:
         return found
-    close = difflib.get_close_matches(name, list(KEY_BY_NAME) + list(ALIASES), n=1, cutoff=0.6)
+    known = list(KEY_BY_NAME) + list(ALIASES) + sorted(PULSAR_KEYS)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown configuration key {name!r}{hint}", key=name, value=None)
 
@@ -488,7 +522,8 @@ def render_broker_conf() -> str:
     """The shipped ``conf/broker.conf``: every key, its default and a one-line comment."""
     lines = [
         "# bundle-balancer load balancer settings: Pulsar broker.conf keys and defaults.",
-        "# Unknown keys are rejected. Strategy values take short or Pulsar class names.",
+        "# Other keys of Pulsar's broker.conf are ignored (and counted), misspelled ones rejected.",
+        "# Strategy values take short or Pulsar class names.",
         "",
     ]
     for key in KEYS:

@@ -158,12 +158,6 @@ def weighted_max_usage(
     return max(_weighted_terms(report, weights, extensible)) / 100.0
 
 
-def weighted_max_usage_within_limit(report: BrokerReport, weights: ResourceWeights) -> float:
-    """The modular weighted max ignoring every term above 100 (0 if all are)."""
-    kept = [term for term in _weighted_terms(report, weights, False) if term <= 100.0]
-    return (max(kept) if kept else 0.0) / 100.0
-
-
 def ema(previous: float | None, sample: float, history: float) -> float:
     """Exponential moving average: the first sample is taken as is."""
     if previous is None:

@@ -50,7 +50,7 @@ ACTIVE: frozenset[BundleState] = IN_FLIGHT | {BundleState.OWNED}
 SEMI_TERMINAL: frozenset[BundleState] = frozenset({BundleState.FREE, BundleState.DELETED})
 
 TRANSITIONS: Mapping[BundleState, frozenset[BundleState]] = MappingProxyType({
-    BundleState.INIT: frozenset(BundleState),
+    BundleState.INIT: frozenset(BundleState) - {BundleState.INIT},
     BundleState.FREE: frozenset({BundleState.ASSIGNING, BundleState.INIT}),
     BundleState.OWNED: frozenset({BundleState.SPLITTING, BundleState.RELEASING}),
     BundleState.ASSIGNING: frozenset({BundleState.OWNED}),
@@ -61,7 +61,7 @@ TRANSITIONS: Mapping[BundleState, frozenset[BundleState]] = MappingProxyType({
 """from -> allowed next states (compacted mode)."""
 
 STRICT_INIT_TRANSITIONS: frozenset[BundleState] = frozenset({BundleState.ASSIGNING})
-"""Strict mode narrows Init (or no record) to Assigning."""
+"""Strict mode narrows Init and Free to Assigning (Pulsar's ServiceUnitState, MetadataStore)."""
 
 
 class AcceptMode(StrEnum):
@@ -85,7 +85,7 @@ class AcceptMode(StrEnum):
 
 def transition_allowed(current: BundleState, incoming: BundleState,
                        mode: AcceptMode = AcceptMode.COMPACTED) -> bool:
-    if current is BundleState.INIT and mode is AcceptMode.STRICT:
+    if mode is AcceptMode.STRICT and current in (BundleState.INIT, BundleState.FREE):
         return incoming in STRICT_INIT_TRANSITIONS
     return incoming in TRANSITIONS[current]
 
@@ -197,8 +197,8 @@ def accept(current: OwnershipRecord | None, incoming: OwnershipRecord | None,
         return True
     if current is None:
         if mode is AcceptMode.STRICT:
-            return incoming.version == 1 and (incoming.force or incoming.state is BundleState.ASSIGNING)
-        return True  # Init may become any state in compacted mode
+            return incoming.version == 1  # the version rule decides alone (behaviour §6.1 step 2)
+        return incoming.force or incoming.state in NEXT_VERSION_RULES[mode][None]
     held, offered = current.version, incoming.version
     if not (held == VERSION_MAX and offered == VERSION_MIN):
         if held >= offered:
@@ -214,8 +214,10 @@ def accept(current: OwnershipRecord | None, incoming: OwnershipRecord | None,
 def _judge_version(current: OwnershipRecord | None, incoming: OwnershipRecord,
                    mode: AcceptMode) -> Verdict | None:
     if current is None:
-        if mode is AcceptMode.STRICT and incoming.version != 1:
-            return Verdict(False, f"strict mode: a first record has version 1, not {incoming.version}")
+        if mode is AcceptMode.STRICT:
+            if incoming.version != 1:
+                return Verdict(False, f"strict mode: a first record has version 1, not {incoming.version}")
+            return Verdict(True, "strict mode: a first record of version 1")
         return None
     if current.version == VERSION_MAX and incoming.version == VERSION_MIN:
         return None  # the 64-bit wrap counts as the next version
@@ -291,6 +293,9 @@ def _next_version_rules(mode: AcceptMode) -> NextVersionRules:
         table[before] = {
             after: True if before is None else _BROKER_RULES.get((before, after), True)
             for after in BundleState if transition_allowed(held, after, mode)}
+    if mode is AcceptMode.STRICT:
+        # No record, strict: version 1 is accepted whatever its state (behaviour §6.1 step 2).
+        table[None] = dict.fromkeys(BundleState, True)
     return table
 
 

@@ -1,1 +1,1 @@
-"""Benchmarks: scenarios and the runner that prints ratio tables (shared/bench/README.md)."""
+"""Benchmarks: scenarios and the runner that prints ratio tables (docs/spec/bench.md)."""

@@ -1,4 +1,4 @@
-"""Benchmarks A5-A8 (shared/bench/README.md): the live system on real Ray, over Kafka.
+"""Benchmarks A5-A8 (docs/spec/bench.md): the live system on real Ray, over Kafka.
 
 Every figure is measured beside its reference in the same run on the same machine:
 - A5  lookup of an owned topic via ``Cluster.lookup``   vs a dict lookup of the same key (µs);
@@ -103,7 +103,7 @@ async def a6_assignment(cluster: Cluster, load: Workload, log_kind: str) -> Row:
         t0 = time.perf_counter()
         await cluster.lookup(topic)
         ours.append((time.perf_counter() - t0) * 1000)
-    handle = await cluster.transport.handle("ns:0")
+    handle = await cluster.link.transport.handle("ns:0")
     ref: list[float] = []
     for _ in range(max(50, len(wanted))):
         t0 = time.perf_counter()

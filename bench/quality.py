@@ -6,7 +6,7 @@ defaults, except: TransferShedder runs under ExtensibleLoadManagerImpl (it exist
 and AvgShedder with PIP-364's recommended pairing (AvgShedder placement, maxUnloadPercentage
 0.5). Placement is the configured load manager's (``pulsar_placer``).
 
-Metrics (bench/README.md, section B), per row:
+Metrics (docs/spec/bench.md, section B), per row:
 
 - ``max/mean``, ``std``: median over the settled window (the scenario's last hour; day 2 for
   diurnal) of the per-cycle max/mean and population std of broker usage (0..1);
@@ -16,7 +16,7 @@ Metrics (bench/README.md, section B), per row:
 - ``moved``: load that changed owner from the disturbance on, each move as a fraction of the
   cluster's load at its cycle; crash re-placement counts (the crashed brokers' load in the cycle
   before). "x min" is it over "the minimum any strategy must move to reach the same balance"
-  (bench/README.md): where nothing must move whatever the balance (steady-zipf, diurnal,
+  (docs/spec/bench.md): where nothing must move whatever the balance (steady-zipf, diurnal,
   scale-out, idle-broker: ``Scenario.by_balance``), the start layout's ``scenarios.shortfall``
   at the row's own settled max/mean and min/mean - what brokers above that max must give up
   (each may keep its largest bundle) or those below that min must receive, whichever is more;

@@ -1,4 +1,4 @@
-"""Benchmarks A10, A11 (shared/bench/README.md): Spark replay on local[2], driver at 1 GiB.
+"""Benchmarks A10, A11 (docs/spec/bench.md): Spark replay on local[2], driver at 1 GiB.
 
 - A10  audit of N events (all checks)      vs ``count()`` over the same Parquet data: events/s, ratio
        (after one untimed audit of 100k events that warms the JVM; 1M: the best of 3);

@@ -1,4 +1,4 @@
-"""The whole benchmark suite (shared/bench/README.md): every bench module, one combined result.
+"""The whole benchmark suite (docs/spec/bench.md): every bench module, one combined result.
 
 Each module runs in its own process (``python -m bench.X [--quick]``), so Ray, the Kafka client
 and Spark never share an interpreter and a crash or a hang costs one table, not the run. The

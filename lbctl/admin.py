@@ -1,4 +1,4 @@
-"""The ``pulsar-admin``-like verbs of contracts §4, against a live cluster (``lbctl.backend``).
+"""The ``pulsar-admin``-like verbs of contracts §4, against a live cluster (``actors.api.Cluster``).
 
     lbctl namespaces create tenant/ns [--bundles N]
     lbctl namespaces bundles tenant/ns
@@ -31,15 +31,17 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from actors.api import Cluster
+from actors.cluster.kept import FINDING_HELP
 from actors.effects import Receipt
 from balancer.bundles import validate_namespace
-from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownNamespace
+from balancer.errors import MalformedInput, Unavailable, UnknownNamespace
 from balancer.load import max_usage
 from events.log.port import Record
-from lbctl.backend import FINDING_HELP, Backend, session, wait_for
+from lbctl.attach import session
 from projections.load import report_from_payload
 
-Verb = Callable[[Backend, argparse.Namespace], Awaitable[int]]
+Verb = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,9 +116,10 @@ def _verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
 def _handler(verb: Verb) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
         async def go() -> int:
-            async with session(args.state_dir, getattr(args, "cluster_conf", None)) as backend:
-                backend.poll()  # what happened before this command is not its completion
-                return await verb(backend, args)
+            async with session(args.state_dir, getattr(args, "cluster_conf", None)) as cluster:
+                await cluster.catch_up()
+                cluster.poll()  # what happened before this command is not its completion
+                return await verb(cluster, args)
 
         return asyncio.run(go())
 
@@ -126,8 +129,8 @@ def _handler(verb: Verb) -> Callable[[argparse.Namespace], int]:
 # -- namespaces -------------------------------------------------------------------------------
 
 
-async def _create(backend: Backend, args: argparse.Namespace) -> int:
-    receipt = await backend.create_namespace(args.namespace, bundles=args.bundles)
+async def _create(cluster: Cluster, args: argparse.Namespace) -> int:
+    receipt = await cluster.create_namespace(args.namespace, bundles=args.bundles)
     created = _event(receipt, "NamespaceCreated")
     count = len(created["boundaries"]) - 1
     _emit(args, {"namespace": args.namespace, "numBundles": count},
@@ -135,9 +138,9 @@ async def _create(backend: Backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _bundles(backend: Backend, args: argparse.Namespace) -> int:
-    namespace = _known_namespace(backend, args.namespace)
-    rows = list(backend.ownership().bundles(namespace))
+async def _bundles(cluster: Cluster, args: argparse.Namespace) -> int:
+    namespace = _known_namespace(cluster, args.namespace)
+    rows = list(cluster.ownership().bundles(namespace))
     ranges = [row.bundle.rsplit("/", 1)[1] for row in rows]
     document = {
         "numBundles": len(rows),
@@ -150,13 +153,14 @@ async def _bundles(backend: Backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _split(backend: Backend, args: argparse.Namespace) -> int:
-    algorithm = args.algorithm or backend.config.default_namespace_bundle_split_algorithm
-    receipt = await backend.split_bundle(args.namespace, bundle=args.bundle, algorithm=algorithm,
-                                         positions=_positions(args.split_boundaries), unload=args.unload)
+async def _split(cluster: Cluster, args: argparse.Namespace) -> int:
+    algorithm = args.algorithm or cluster.config.default_namespace_bundle_split_algorithm
+    receipt = await cluster.split_bundle(args.namespace, args.bundle, algorithm,
+                                         _positions(args.split_boundaries), args.unload, wait=False,
+                                         timeout_s=args.timeout)
     target = str(_event(receipt, "SplitRequested")["bundle"])
-    done = (await wait_for(backend, _is("SplitCompleted", "parent", target), max_ms=_ms(args),
-                           what=f"split of {target}")).envelope.payload
+    done = (await cluster.next_record(_is("SplitCompleted", "parent", target), timeout_s=args.timeout,
+                                      what=f"split of {target}")).envelope.payload
     children = [str(c) for c in done["children"]]
     if children == [target]:
         text = f"{target}: {algorithm} found no boundary; not split (owner {done['owner']})"
@@ -169,17 +173,18 @@ async def _split(backend: Backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _unload(backend: Backend, args: argparse.Namespace) -> int:
+async def _unload(cluster: Cluster, args: argparse.Namespace) -> int:
     if args.destination is not None and args.bundle is None:
         raise MalformedInput(f"-d {args.destination}: a destination needs a bundle (-b RANGE)",
                              value=args.destination)
-    receipt = await backend.unload(args.namespace, bundle=args.bundle, destination=args.destination)
+    receipt = await cluster.unload(args.namespace, args.bundle, args.destination, wait=False,
+                                   timeout_s=args.timeout)
     if args.destination is not None:
         move = _event(receipt, "TransferPrepared")
         bundle, src = str(move["bundle"]), str(move["src"])
-        await wait_for(backend, lambda r: _is("BundleOwned", "bundle", bundle)(r)
-                       and r.envelope.payload.get("owner") == args.destination,
-                       max_ms=_ms(args), what=f"transfer of {bundle}")
+        await cluster.next_record(lambda r: _is("BundleOwned", "bundle", bundle)(r)
+                                  and r.envelope.payload.get("owner") == args.destination,
+                                  timeout_s=args.timeout, what=f"transfer of {bundle}")
         _emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
               f"transferred {bundle} from {src} to {args.destination}")
         return 0
@@ -192,7 +197,8 @@ async def _unload(backend: Backend, args: argparse.Namespace) -> int:
         return not pending
 
     if pending:
-        await wait_for(backend, all_released, max_ms=_ms(args), what=f"unload of {len(pending)} bundle(s)")
+        await cluster.next_record(all_released, timeout_s=args.timeout,
+                                  what=f"unload of {len(pending)} bundle(s)")
     moved = [{"bundle": str(p["bundle"]), "src": str(p["src"])} for p in unloads]
     if args.bundle is not None:
         text = f"unloaded {moved[0]['bundle']} from {moved[0]['src']}"
@@ -203,8 +209,8 @@ async def _unload(backend: Backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _affinity(backend: Backend, args: argparse.Namespace) -> int:
-    receipt = await backend.set_anti_affinity_group(args.namespace, args.group)
+async def _affinity(cluster: Cluster, args: argparse.Namespace) -> int:
+    receipt = await cluster.set_anti_affinity_group(args.namespace, args.group)
     policy = _event(receipt, "NamespacePolicySet")
     _emit(args, dict(policy), f"{args.namespace}: anti-affinity group {args.group}")
     return 0
@@ -213,34 +219,34 @@ async def _affinity(backend: Backend, args: argparse.Namespace) -> int:
 # -- clusters, topics, brokers ------------------------------------------------------------------
 
 
-async def _create_domain(backend: Backend, args: argparse.Namespace) -> int:
+async def _create_domain(cluster: Cluster, args: argparse.Namespace) -> int:
     brokers = [b.strip() for b in args.broker_list.split(",") if b.strip()]
     if not brokers:
         raise MalformedInput(f"--broker-list {args.broker_list!r}: expected broker ids, e.g. b1,b2",
                              value=args.broker_list)
-    receipt = await backend.set_failure_domain(args.domain_name, brokers)
+    receipt = await cluster.set_failure_domain(args.domain_name, brokers)
     event = _event(receipt, "FailureDomainSet")
     _emit(args, dict(event), f"failure domain {args.domain_name}: {', '.join(brokers)}")
     return 0
 
 
-async def _lookup(backend: Backend, args: argparse.Namespace) -> int:
-    owner = await backend.lookup(args.topic)
-    if owner is None:
-        raise Unavailable(f"{args.topic}: no broker owns it yet; try again")
-    url = str(backend.brokers().get(owner, {}).get("url", ""))
-    bundle = backend.ownership().bundle_of_topic(args.topic)
+async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
+    owner = await cluster.lookup(args.topic, timeout_s=args.timeout)
+    url = str(cluster.view.brokers.get(owner, {}).get("url", ""))
+    bundle = cluster.ownership().bundle_of_topic(args.topic)
     _emit(args, {"broker": owner, "brokerUrl": url, "bundle": bundle}, f"{owner}\t{url}")
     return 0
 
 
-async def _list_brokers(backend: Backend, args: argparse.Namespace) -> int:
-    owners = backend.ownership().owners()
-    leader_id, epoch = backend.leader()
+async def _list_brokers(cluster: Cluster, args: argparse.Namespace) -> int:
+    owners = cluster.ownership().owners()
+    leader = cluster.leader()
+    leader_id, epoch = leader.leader_id, leader.epoch
     rows: list[dict[str, Any]] = []
-    for broker, info in sorted(backend.brokers().items()):
-        report = backend.load_report(broker)
-        usage = max_usage(report_from_payload(broker, report["broker_load"])) if report else None
+    for broker, info in sorted(cluster.view.brokers.items()):
+        report = cluster.load_report(broker)
+        load = report["broker_load"]
+        usage = max_usage(report_from_payload(broker, load)) if load is not None else None
         rows.append({"broker": broker, "url": info.get("url"), "failureDomain": info.get("failure_domain"),
                      "bundles": sum(1 for o in owners.values() if o == broker),
                      "maxResourceUsage": usage})
@@ -253,24 +259,21 @@ async def _list_brokers(backend: Backend, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _load_report(backend: Backend, args: argparse.Namespace) -> int:
-    brokers = backend.brokers()
-    if args.broker not in brokers:
-        raise UnknownBroker(f"broker {args.broker!r} is not registered; registered: "
-                            f"{', '.join(sorted(brokers)) or 'none'}", value=args.broker)
-    report = backend.load_report(args.broker)
-    if report is None:
+async def _load_report(cluster: Cluster, args: argparse.Namespace) -> int:
+    report = cluster.load_report(args.broker)  # an unregistered broker is named
+    if report["ts_ms"] is None:
         raise Unavailable(f"broker {args.broker} has not reported its load yet")
-    print(json.dumps(report, indent=None if args.json else 2, sort_keys=True))
+    payload = {k: v for k, v in report.items() if k != "ts_ms"}  # the LoadReported payload
+    print(json.dumps(payload, indent=None if args.json else 2, sort_keys=True))
     return 0
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _known_namespace(backend: Backend, namespace: str) -> str:
+def _known_namespace(cluster: Cluster, namespace: str) -> str:
     validate_namespace(namespace)
-    known = backend.ownership().namespaces
+    known = cluster.ownership().namespaces
     if namespace not in known:
         raise UnknownNamespace(f"namespace {namespace!r} does not exist; known: "
                                f"{', '.join(sorted(known)) or 'none'}", value=namespace)
@@ -286,10 +289,6 @@ def _event(receipt: Receipt, kind: str) -> Mapping[str, Any]:
 
 def _is(kind: str, field: str, value: str) -> Callable[[Record], bool]:
     return lambda r: r.envelope.type == kind and r.envelope.payload.get(field) == value
-
-
-def _ms(args: argparse.Namespace) -> int:
-    return int(args.timeout * 1000)
 
 
 def _positions(raw: str | None) -> list[int] | None:

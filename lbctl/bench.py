@@ -1,6 +1,6 @@
 """``lbctl bench [--quick] [--only A1,B]`` and ``lbctl bench --compare OLD.json NEW.json``.
 
-Runs the tables of shared/bench/README.md through ``bench.runner`` (each module in its own
+Runs the tables of docs/spec/bench.md through ``bench.runner`` (each module in its own
 process), shows progress while it runs (rich; plain lines when stdout is not a terminal), prints
 the header (machine, versions) and every table, and writes one combined, timestamped run file
 to ``bench/results/``. ``--compare`` prints the change of every headline figure between two run

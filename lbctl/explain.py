@@ -10,11 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from actors.cluster_conf import ClusterConf
+from actors.cluster.kept import LOG_SUBDIR, state_dir
 from events.codec import to_json_value
 from events.log.port import Record
-from lbctl.backend import state_dir
-from lbctl.inproc_backend import LOG_SUBDIR
 from lbctl.log import open_log
 from projections.explain import moves_of, render
 
@@ -34,12 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 async def _read(args: argparse.Namespace) -> list[Record]:
     deployment = getattr(args, "cluster_conf", None)
-    if args.log_dir is None and args.bootstrap is None and deployment is not None:
-        found = ClusterConf.load(deployment)  # the deployment's Kafka (lbctl --cluster FILE)
-        args.bootstrap, args.cluster = found.kafka.bootstrap_servers, found.name
-    elif args.log_dir is None and args.bootstrap is None:
+    if args.log_dir is None and args.bootstrap is None and deployment is None:
         args.log_dir = str(state_dir(args.state_dir) / LOG_SUBDIR)
-    log = open_log(args)
+    log = open_log(args)  # lbctl --cluster FILE: the deployment's Kafka, with its security
     try:
         await log.start()
         return list((await log.read()).records)

@@ -15,11 +15,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from actors.cluster_conf import ClusterConf
 from balancer.errors import MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item
+from events.times import iso
+from lbctl.timearg import instant_arg
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner, view_as_of
 
@@ -35,8 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _source_arguments(tail)
     tail.add_argument("--from-offset", action="append", default=[], metavar="PARTITION:OFFSET",
                       help="start here (repeatable; other partitions start at 0)")
-    tail.add_argument("--from-ts", type=int, default=None, metavar="MS",
-                      help="start at the first entry with ts_ms >= MS")
+    tail.add_argument("--from-ts", type=instant_arg, default=None, metavar="TIME",
+                      help="start at the first entry at or after TIME (ISO-8601 or epoch ms)")
     tail.add_argument("--limit", type=int, default=None, help="at most this many entries")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
     tail.set_defaults(handler=_tail)
@@ -44,8 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _source_arguments(view)
     view.add_argument("--as-of-offset", action="append", default=[], metavar="PARTITION:OFFSET",
                       help="fold only entries before this offset (repeatable)")
-    view.add_argument("--as-of-ts", type=int, default=None, metavar="MS",
-                      help="fold only events with ts_ms <= MS")
+    view.add_argument("--as-of-ts", type=instant_arg, default=None, metavar="TIME",
+                      help="fold only events at or before TIME (ISO-8601 or epoch ms)")
     view.add_argument("--namespace", default=None, help="only this namespace")
     view.set_defaults(handler=_ownership)
     anomalies = verbs.add_parser("anomalies", help="what the ownership fold refused: gaps, "
@@ -55,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _source_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()  # or `lbctl --cluster FILE`: its Kafka
     source.add_argument("--log-dir", help="an embedded log directory")
     source.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
     parser.add_argument("--cluster", default="lb", help="cluster name, the topic prefix (Kafka)")
@@ -64,14 +67,23 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_log(args: argparse.Namespace) -> EventLog:
-    """The log named by ``--log-dir`` or ``--bootstrap``, opened read-only in spirit."""
+    """The log named by ``--log-dir`` or ``--bootstrap``, or the Kafka of ``lbctl --cluster
+    FILE`` (with its security settings), opened read-only in spirit."""
     if args.log_dir is not None:
         directory = Path(args.log_dir)
         if not (directory / "LOCK").exists():
             raise MalformedInput(f"--log-dir {args.log_dir!r}: not an event log directory "
                                  "(expected one written by LocalEventLog)", value=args.log_dir)
         return LocalEventLog(directory, name=args.topic)
-    return KafkaEventLog(args.bootstrap, cluster=args.cluster, name=args.topic, create_topic=False)
+    deployment = getattr(args, "cluster_conf", None)
+    found = ClusterConf.load(deployment) if deployment is not None else None
+    if found is not None and args.bootstrap is None:
+        args.bootstrap, args.cluster = found.kafka.bootstrap_servers, found.name
+    if args.bootstrap is None:
+        raise MalformedInput("no log: give --log-dir, --bootstrap or lbctl --cluster FILE",
+                             value="--log-dir")
+    return KafkaEventLog(args.bootstrap, cluster=args.cluster, name=args.topic, create_topic=False,
+                         security=found.kafka.security if found is not None else None)
 
 
 def parse_offsets(values: list[str]) -> dict[int, int]:
@@ -101,7 +113,7 @@ def item_line(item: Item, as_json: bool) -> str:
         return to_json(item.envelope).decode()
     env = item.envelope
     return (f"{item.partition}:{item.offset}\t{env.type} v{env.version}\tkey={env.key}\t"
-            f"seq={env.seq}\tepoch={env.epoch}\tts={env.ts_ms}")
+            f"seq={env.seq}\tepoch={env.epoch}\tts={iso(env.ts_ms)}")
 
 
 async def _list_dead(args: argparse.Namespace) -> int:

@@ -1,18 +1,23 @@
 """lbctl entry point: parses the verb and hands off to its module.
 
-Invariants: any ``InvalidInput`` (and malformed JSON) prints one line naming the bad value on
-stderr and exits with status 2; other ``LoadBalancerError``s exit with status 1; a closed
+Invariants (the exit statuses the README lists): any ``InvalidInput`` (and malformed JSON) or
+``Unavailable`` prints one line naming the bad value or the unreachable part on stderr and exits
+with status 2; other ``LoadBalancerError``s (a refused change) exit with status 1, as does a verb
+that ran and found something wrong; anything else is a bug: its traceback and status 3; a closed
 stdout pipe (``| head``) ends quietly with status 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 
-from balancer.errors import InvalidInput, LoadBalancerError
+from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
 
 Handler = Callable[[argparse.Namespace], int]
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -24,7 +29,7 @@ def _registrars() -> list[Registrar]:
 
     registrars: list[Registrar] = [decide.register]
     for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
-                        "lbctl.explain"):
+                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka"):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as exc:
@@ -43,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("LBCTL_CLUSTER"),
                         help="a deployment's conf/cluster.yaml (Kafka + a Ray cluster): `run` starts "
                              "the actors there, the admin verbs attach to them (env LBCTL_CLUSTER)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for register in _registrars():
@@ -50,7 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    try:
+        return version("bundle-balancer")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # aiokafka logs each failed connection; lbctl says why in one line of its own (exit 2).
+    logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
@@ -58,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except InvalidInput as exc:
         print(f"lbctl: error: {exc.message}", file=sys.stderr)
+        return 2
+    except Unavailable as exc:
+        print(f"lbctl: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
     except LoadBalancerError as exc:
         print(f"lbctl: {exc.code}: {exc.message}", file=sys.stderr)
@@ -69,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`lbctl ... | head`): not an error; silence the final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception:
+        traceback.print_exc()
+        print("lbctl: internal error (a bug): the traceback above says where", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

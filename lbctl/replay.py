@@ -1,7 +1,9 @@
-"""``lbctl replay audit|timeline|whatif|import-pulsar``: Spark jobs over a recorded event log.
+"""``lbctl replay audit|timeline|whatif|export-parquet|import-pulsar``: Spark jobs over a log.
 
-Invariants: a source is ``kafka://HOST:PORT`` (with ``--topic``), a LocalEventLog directory or a
-Parquet export; a corrupt record is reported with its offset and skipped, never a crash; an
+Invariants: a source is ``kafka://HOST:PORT`` (with ``--topic``; ``--starting-offsets`` and
+``--ending-offsets`` bound the read as Spark's Kafka source does), a LocalEventLog directory or a
+Parquet export; ``--master`` defaults to ``local[2]``, or to what ``spark-submit`` set when the
+job runs through ``bin/spark-replay.py``; a corrupt record is reported with its offset and skipped, never a crash; an
 unknown strategy or broker.conf key in a grid is an ``InvalidInput`` naming it (exit 2) and is
 found before Spark starts; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
 long work shows a progress spinner on stderr (plain lines when stderr is not a terminal).
@@ -12,8 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,12 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
+from events.times import iso
+
+SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +56,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     whatif.add_argument("--report", default=None, metavar="DIR", help="write PNG plots and report.html")
     whatif.add_argument("--seed", type=int, default=0)
     whatif.set_defaults(handler=_whatif)
+    export = verbs.add_parser("export-parquet", help="write the decoded log as Parquet")
+    _source(export)
+    export.add_argument("out", metavar="OUT", help="the Parquet folder to write (replaced)")
+    export.set_defaults(handler=_export)
     imp = verbs.add_parser("import-pulsar", help="Pulsar load reports -> LoadReported events")
     imp.add_argument("files", nargs="+", metavar="FILE")
     imp.add_argument("--log-dir", required=True, help="the embedded log directory to write")
@@ -56,12 +67,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="kafka://HOST:PORT, a log directory or a Parquet path")
+    parser.add_argument("source", nargs="?", default=None,
+                        help="kafka://HOST:PORT, a log directory or a Parquet path (default with "
+                             "lbctl --cluster FILE: its Kafka's events topic, with its security)")
     parser.add_argument("--topic", action="append", default=[], help="Kafka topic(s) to read")
     parser.add_argument("--conf", default=None, help="broker.conf of the recorded cluster")
-    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--starting-offsets", default=None, metavar="SPEC",
+                        help="Kafka only: earliest (default), latest or Spark's per-partition JSON")
+    parser.add_argument("--ending-offsets", default=None, metavar="SPEC",
+                        help="Kafka only: latest (default) or Spark's per-partition JSON")
+    parser.add_argument("--master", default=None,
+                        help="Spark master (default local[2], or spark-submit's)")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
+
+def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Offset bounds on a source that has none are refused before Spark (and its spinner) start."""
+    def checked(args: argparse.Namespace) -> int:
+        from spark_replay.sources import check_bounds
+
+        if args.source is not None:  # none: lbctl --cluster's Kafka, which takes bounds
+            check_bounds(args.source, args.starting_offsets, args.ending_offsets)
+        return handler(args)
+
+    return checked
 
 
 @contextmanager
@@ -88,9 +118,34 @@ def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
     from spark_replay.sources import read_source
 
-    spark = session(args.master, driver_memory=args.driver_memory)
+    options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
+    submitted = os.environ.get(SUBMITTED) == "1"
+    spark = session(args.master or (None if submitted else "local[2]"), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
-    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw)
+    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
+                              starting=args.starting_offsets, ending=args.ending_offsets,
+                              kafka_options=options)
+
+
+def _kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka source's security options from ``lbctl --cluster FILE`` (which also names the
+    source, its Kafka's ``{name}-events``, when none is given), checked with one fetch."""
+    from actors.cluster_conf import ClusterConf
+    from events.log.kafka_client import check_readable
+
+    deployment = getattr(args, "cluster_conf", None)
+    found = ClusterConf.load(deployment) if deployment is not None else None
+    if args.source is None:
+        if found is None:
+            raise MalformedInput("no source: give kafka://HOST:PORT, a log directory or a Parquet "
+                                 "path, or lbctl --cluster FILE", value="source")
+        args.source = f"kafka://{found.kafka.bootstrap_servers}"
+        args.topic = args.topic or [f"{found.name}-events"]
+    if found is None or not args.source.startswith("kafka://"):
+        return {}
+    security = found.kafka.security
+    asyncio.run(check_readable(args.source.removeprefix("kafka://"), args.topic, security))
+    return security.spark_options()
 
 
 def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]], title: str) -> None:
@@ -105,6 +160,7 @@ def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]
         console.print(table(title, pd.DataFrame(rows)) if rows else f"{title}: none")
 
 
+@_bounds_checked
 def _audit(args: argparse.Namespace) -> int:
     from spark_replay.audit import audit, move_stats
     from spark_replay.report import audit_table
@@ -126,6 +182,20 @@ def _audit(args: argparse.Namespace) -> int:
     return 0 if report.clean else 1
 
 
+@_bounds_checked
+def _export(args: argparse.Namespace) -> int:
+    from spark_replay.sources import export_parquet
+
+    with _progress(Console(stderr=True)) as step:
+        _, df = _frame(args, step)
+        step(f"writing {args.out}")
+        export_parquet(df, args.out)
+        count = df.sparkSession.read.parquet(args.out).count()
+    print(f"exported {count} record(s) to {args.out}")
+    return 0
+
+
+@_bounds_checked
 def _timeline(args: argparse.Namespace) -> int:
     from spark_replay.audit import timeline
 
@@ -136,9 +206,18 @@ def _timeline(args: argparse.Namespace) -> int:
         frame = timeline(df)
         if args.bundle:
             frame = frame.where(frame.bundle == args.bundle)
-        rows = [r.asDict() for r in frame.collect()]
+        rows = [_with_times(r.asDict(), keep_ms=args.json) for r in frame.collect()]
     _print(console, args, rows, "ownership timeline")
     return 0
+
+
+def _with_times(row: dict[str, Any], *, keep_ms: bool) -> dict[str, Any]:
+    """An interval with its instants as ISO-8601 UTC (``from``, ``to``); the epoch ms stay in
+    JSON (``from_ts``, ``to_ts``) and leave the table, which has no room for both."""
+    ends = {k: iso(row[f"{k}_ts"]) if row.get(f"{k}_ts") is not None else None for k in ("from", "to")}
+    shown = {"bundle": row["bundle"], "owner": row["owner"], **ends, "ended_by": row["ended_by"],
+             "from_offset": row["from_offset"], "to_offset": row["to_offset"]}
+    return {**shown, "from_ts": row["from_ts"], "to_ts": row["to_ts"]} if keep_ms else shown
 
 
 def _base(args: argparse.Namespace) -> dict[str, Any]:
@@ -161,6 +240,7 @@ def _conf_pairs(text: str) -> list[tuple[str, str]]:
             (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))]
 
 
+@_bounds_checked
 def _whatif(args: argparse.Namespace) -> int:
     from spark_replay.report import whatif_table, write_report
     from spark_replay.whatif import whatif

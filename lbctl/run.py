@@ -30,20 +30,15 @@ import textwrap
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
+from actors.api import Cluster
+from actors.cluster.kept import FINDING_HELP, HOSTS, LOG_SUBDIR, ClusterSpec, state_dir, write_spec
+from actors.cluster.options import load_config
 from actors.cluster_conf import ClusterConf
 from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
-from balancer.errors import MalformedInput, Unavailable
-from lbctl.backend import (
-    FINDING_HELP,
-    HOSTS,
-    Backend,
-    ClusterSpec,
-    load_config,
-    state_dir,
-    write_spec,
-)
+from balancer.errors import MalformedInput
 from lbctl.live import BrokerLine, Frame, PlainView, RichView, View
 from lbctl.procmem import MemorySampler
 from lbctl.runstats import Move, RunStats
@@ -52,7 +47,8 @@ from lbctl.summary import summary
 DEFAULT_CONF = "conf/broker.conf"
 FRAME_S = 0.25
 FAST_STEP_MS = 10_000
-READY_WALL_S = 120.0
+READY_S = 120.0
+"""How long the brokers have to register and a leader to be elected (the host's own clock)."""
 
 
 DESCRIPTION = """\
@@ -99,10 +95,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def default_host() -> str:
-    """Ray when ``actors.api`` (the Ray ``Cluster``) is installed, else the in-process host
-    (looked up, not imported: building the parser must not import Ray)."""
+    """Ray when it is installed, else the in-process host (looked up, not imported: building the
+    parser must not import Ray)."""
     try:
-        found = importlib.util.find_spec("actors.api") is not None
+        found = importlib.util.find_spec("ray") is not None
     except ImportError:
         found = False
     return "ray" if found else "inproc"
@@ -138,89 +134,84 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
 def _handle(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     config = load_config(spec.conf)
+    notice = config.notice()  # keys of other broker components ignored, deprecated ones named
+    if notice is not None:
+        print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
     return asyncio.run(run(spec, config, args))
 
 
-async def start_backend(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None) -> Backend:
+async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None) -> Cluster:
+    options: dict[str, Any] = {"workload": spec.workload(), "clients": True, "seed": spec.seed}
     if spec.host == "inproc":
-        from lbctl.inproc_backend import InProcBackend
-
-        return InProcBackend.start(spec, config=config, log_dir=keep_in)
-    from lbctl.ray_backend import RayBackend
-
-    return await RayBackend.start(spec, config=config, keep_in=keep_in)
+        kept = keep_in / LOG_SUBDIR if keep_in is not None else None
+        return await Cluster.start(config, spec.brokers, host="inproc", log_dir=kept, **options)
+    if spec.deployment is not None:  # its Kafka and its Ray cluster
+        return await Cluster.deploy(spec.deployment, spec.brokers, conf=config, speed=spec.speed, **options)
+    log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
+    return await Cluster.start(config, spec.brokers, log_dir=log_dir, fsync=False, speed=spec.speed,
+                               **options)
 
 
 async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace) -> int:
     sampler = MemorySampler().start()
     wall0 = time.monotonic()
     keep_in = state_dir(args.state_dir) if args.keep else None
-    backend = await start_backend(spec, config, keep_in)
+    cluster = await start_cluster(spec, config, keep_in)
     try:
-        await wait_ready(backend, spec.brokers)
-        await backend.create_namespace(spec.namespace, bundles=args.bundles)
-        stats = RunStats(start_ms=backend.now_ms())
+        await cluster.wait_ready(spec.brokers, READY_S)
+        await cluster.create_namespace(spec.namespace, bundles=args.bundles)
+        stats = RunStats(start_ms=cluster.now_ms())
         view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()
         try:
-            await drive(backend, stats, view, spec, int(args.minutes * 60_000))
+            await drive(cluster, stats, view, spec, int(args.minutes * 60_000))
         finally:
             view.close()
-        print(summary(stats, spec, config, backend, time.monotonic() - wall0, sampler.stop(),
+        print(summary(stats, spec, config, cluster, time.monotonic() - wall0, sampler.stop(),
                       bundles=args.bundles))
         if keep_in is not None:
-            await keep(backend, spec, keep_in)
+            await keep(cluster, spec, keep_in)
     finally:
-        await backend.close()
+        await cluster.close()
     return 0
 
 
-async def wait_ready(backend: Backend, brokers: int) -> None:
-    """Until a leader is elected and ``brokers`` brokers registered."""
-    deadline = time.monotonic() + READY_WALL_S
-    while len(backend.brokers()) < brokers or backend.leader()[1] == 0:
-        if time.monotonic() > deadline:
-            raise Unavailable(f"{len(backend.brokers())} of {brokers} broker(s) registered and "
-                              f"leader epoch {backend.leader()[1]} after {READY_WALL_S:g} s")
-        await backend.sleep(200)
-
-
-async def drive(backend: Backend, stats: RunStats, view: View, spec: ClusterSpec, total_ms: int) -> None:
+async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec, total_ms: int) -> None:
     """Let ``total_ms`` of cluster time pass, paced to ``spec.speed``, feeding the view."""
     wall0 = next_frame = time.monotonic()
     recent: deque[Move] = deque(maxlen=10)
     while True:
-        fresh = stats.fold(backend.poll())
+        fresh = stats.fold(cluster.poll())
         recent.extend(fresh)
-        elapsed = stats.tick(backend.now_ms())
+        elapsed = stats.tick(cluster.now_ms())
         stats.sample()
-        view.update(frame(backend, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent), fresh)
+        view.update(frame(cluster, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent), fresh)
         if elapsed >= total_ms:
             return
         step = FAST_STEP_MS if spec.speed <= 0 else max(1, int(FRAME_S * 1000 * spec.speed))
-        await backend.sleep(min(step, total_ms - elapsed))
+        await cluster.sleep(min(step, total_ms - elapsed))
         if spec.speed > 0:
             next_frame += FRAME_S
             await asyncio.sleep(max(0.0, next_frame - time.monotonic()))
 
 
-def frame(backend: Backend, stats: RunStats, spec: ClusterSpec, elapsed: int, total: int,
+def frame(cluster: Cluster, stats: RunStats, spec: ClusterSpec, elapsed: int, total: int,
           wall_s: float, recent: deque[Move]) -> Frame:
     counts: dict[str, int] = {}
-    for owner in backend.ownership().owners().values():
+    for owner in cluster.ownership().owners().values():
         counts[owner] = counts.get(owner, 0) + 1
     lines = [BrokerLine(b, stats.loads.get(b), counts.get(b, 0), stats.msg_rates.get(b, 0.0))
-             for b in sorted(backend.brokers())]
-    leader, epoch = backend.leader()
+             for b in sorted(cluster.view.brokers)]
+    leader, epoch = cluster.leader()
     return Frame(spec.host, spec.namespace, min(elapsed, total), total, wall_s, spec.speed, leader,
                  epoch, lines, list(recent), stats.start_ms, len(stats.moves))
 
 
-async def keep(backend: Backend, spec: ClusterSpec, directory: Path) -> None:
-    path = write_spec(directory, backend.describe(spec))
+async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
+    path = write_spec(directory, cluster.describe(spec))
     hint = f"lbctl namespaces bundles {spec.namespace} --state-dir {directory}"
     if spec.deployment is not None:
         hint = f"lbctl --cluster {spec.deployment} namespaces bundles {spec.namespace}"
-    if backend.kind == "inproc":
+    if cluster.kind == "inproc":
         print(f"kept: {path} (the log is in {directory}/log); try `{hint}`")
         return
     print(f"kept: {path}; the cluster and its workload keep running (at --speed {spec.speed:g}) "

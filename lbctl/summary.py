@@ -6,18 +6,19 @@ Invariants: plain text (the same on a terminal and in a log), one fact per line,
 
 from __future__ import annotations
 
+from actors.api import Cluster
+from actors.cluster.kept import ClusterSpec
 from balancer.config import LoadBalancerConfig
-from lbctl.backend import Backend, ClusterSpec
 from lbctl.live import clock
 from lbctl.procmem import MemoryPeak
 from lbctl.runstats import RunStats
 
 
-def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, backend: Backend,
+def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, cluster: Cluster,
             wall_s: float, peak: MemoryPeak, *, bundles: int) -> str:
     hours = max(stats.elapsed_ms(), 1) / 3_600_000
     speed = f"{spec.speed:g}x" if spec.speed > 0 else "max speed"
-    leader, epoch = backend.leader()
+    leader, epoch = cluster.leader()
     lines = [
         f"summary: {spec.brokers} brokers on {spec.host}; {spec.namespace}: {bundles} bundles, "
         f"{spec.topics} topics, {spec.rate:,.0f} msg/s (zipf, seed {spec.seed})",
@@ -25,7 +26,7 @@ def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, back
         f"leader {leader or '-'}, epoch {epoch}",
         f"  {config.load_manager_class_name}: shedding {config.load_balancer_load_shedding_strategy}, "
         f"placement {config.load_balancer_load_placement_strategy}",
-        *balance_lines(stats, backend),
+        *balance_lines(stats, cluster),
         *move_lines(stats, hours),
         f"  events: {sum(stats.types.values())} ("
         + ", ".join(f"{kind} {n}" for kind, n in stats.types.most_common(4)) + ")",
@@ -34,7 +35,7 @@ def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, back
     return "\n".join(lines)
 
 
-def balance_lines(stats: RunStats, backend: Backend) -> list[str]:
+def balance_lines(stats: RunStats, cluster: Cluster) -> list[str]:
     lines = ["  balance (broker load = max resource usage of its latest report):"]
     now = stats.balance()
     if now is None:
@@ -46,7 +47,7 @@ def balance_lines(stats: RunStats, backend: Backend) -> list[str]:
         lines.append(f"    over the run  max/mean {sum(b.max_over_mean for b in stats.balances) / n:.2f}  "
                      f"std {sum(b.std for b in stats.balances) / n:.3f}  (mean of {n} samples)")
     counts: dict[str, int] = {}
-    for owner in backend.ownership().owners().values():
+    for owner in cluster.ownership().owners().values():
         counts[owner] = counts.get(owner, 0) + 1
     for broker, load in sorted(stats.loads.items()):
         lines.append(f"    {broker:<12} {100 * load:5.1f}%  {counts.get(broker, 0)} bundles  "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from events.log.port import Record
+from events.times import iso
 
 MOVE_EVENTS = ("UnloadRequested", "TransferPrepared")
 
@@ -65,7 +66,7 @@ def render(bundle: str, moves: list[MoveRecord]) -> str:
     lines = [f"{bundle}: {len(moves)} move(s)"]
     for number, move in enumerate(moves, start=1):
         decision = move.decision
-        lines.append(f"#{number} {move.partition}:{move.offset} ts={move.ts_ms} epoch={move.epoch} "
+        lines.append(f"#{number} {move.partition}:{move.offset} ts={iso(move.ts_ms)} epoch={move.epoch} "
                      f"{move.event}: {move.src or '-'} -> {move.dst or '(placement)'} "
                      f"reason={move.reason}")
         if decision:

@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ import pyarrow as pa
 
 from balancer.errors import DecodeError, MalformedInput
 from events.codec import decode, reason_of
-from events.log.local import END_FLAG, INDEX, POSITION_MASK, unframe
+from events.log._segment import Segment
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -159,28 +160,23 @@ def decode_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def segment_rows(data_path: str, index_path: str, base: int, topic: str,
                  raw: bool = False) -> Iterator[dict[str, Any]]:
-    """The committed records of one LocalEventLog segment, decoded, in offset order."""
-    with open(index_path, "rb") as f:
-        index = f.read()
-    index = index[: len(index) - len(index) % INDEX.size]
-    entries = list(INDEX.iter_unpack(index))
-    last_end = max((i for i, (p, _) in enumerate(entries) if p & END_FLAG), default=-1)
-    with open(data_path, "rb") as f:
-        data = f.read()
-    for i, (position, ts_ms) in enumerate(entries[: last_end + 1]):
-        at = position & POSITION_MASK
-        try:
-            entry, _, ok = unframe(data, at)
-        except Exception:  # a frame header cut short by a lost tail of the data file
-            ok, entry = False, None
-        if ok and entry is not None:
-            row = decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
-            if raw:
-                row["value"] = entry.raw
-            yield row
-        else:
-            yield {"topic": topic, "partition": 0, "offset": base + i, "ts": ts_ms,
-                   "error": "corrupt: stored frame fails its crc check"}
+    """The committed records of one LocalEventLog segment, decoded, in offset order (read the
+    way the log reads them: from the data, the index only where it agrees)."""
+    path = Path(data_path)
+    segment = Segment(path.parent, base)
+    try:
+        segment.refresh()
+        for i, entry in enumerate(segment.fetch(0, segment.count) if segment.count else []):
+            if not entry.damaged:
+                row = decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
+                if raw:
+                    row["value"] = entry.raw
+                yield row
+            else:
+                yield {"topic": topic, "partition": 0, "offset": base + i, "ts": segment.max_ts[i],
+                       "error": f"corrupt: {path}: offset {base + i}: stored frame fails its crc check"}
+    finally:
+        segment.close()
 
 
 def read_segments(batches: Iterator[pa.RecordBatch], raw: bool = False) -> Iterator[pa.RecordBatch]:
@@ -208,16 +204,19 @@ def read_segments_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], *,
-               starting: str | None = None, ending: str | None = None, raw: bool = False) -> DataFrame:
+               starting: str | None = None, ending: str | None = None, raw: bool = False,
+               options: Mapping[str, str] | None = None) -> DataFrame:
     """Topics through Spark's Kafka source (batch); ``starting``/``ending`` are Spark's offset
     specs (``earliest``/``latest`` or per-partition JSON) for reproducible audits; ``raw`` keeps
-    the stored bytes (``RAW_KEPT``)."""
+    the stored bytes (``RAW_KEPT``); ``options`` more ``kafka.*`` options (security:
+    ``KafkaSecurity.spark_options()``)."""
     reader = (
         spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", ",".join(topics))
         .option("startingOffsets", starting or "earliest").option("endingOffsets", ending or "latest")
         # Transactional writers leave offsets to commit markers: gaps are not data loss.
         .option("failOnDataLoss", "false").option("kafka.isolation.level", "read_committed")
+        .options(**dict(options or {}))
     )
     records = reader.load().selectExpr(
         "topic", "partition", "offset", "CAST(key AS STRING) AS key",
@@ -237,8 +236,8 @@ def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
                              "written by LocalEventLog)", value=str(directory))
     found = []
     for data in sorted(root.glob("*.log")):
-        index = data.with_suffix(".idx")
-        if index.exists():
+        if re.fullmatch(r"\d{20}\.log", data.name):  # other files are no segments
+            index = data.with_suffix(".idx")
             found.append((int(data.stem), str(data.resolve()), str(index.resolve())))
     return found
 
@@ -275,14 +274,25 @@ def export_parquet(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
+def check_bounds(source: str, starting: str | None, ending: str | None) -> None:
+    """Offset bounds name Kafka partitions: on another source they are a mistake, named."""
+    if not source.startswith("kafka://") and (starting is not None or ending is not None):
+        raise MalformedInput(f"source {source!r}: offset bounds apply to a Kafka source only",
+                             value=starting if starting is not None else ending)
+
+
 def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None,
-                raw: bool = False) -> DataFrame:
-    """One string names any source: ``kafka://HOST:PORT`` (with ``topics``), a LocalEventLog
-    directory, or a Parquet file/folder (``raw``: keep the stored bytes where there are some)."""
+                raw: bool = False, starting: str | None = None, ending: str | None = None,
+                kafka_options: Mapping[str, str] | None = None) -> DataFrame:
+    """One string names any source: ``kafka://HOST:PORT`` (with ``topics``; ``starting`` and
+    ``ending`` bound the read, ``kafka_options`` are its security), a LocalEventLog directory, or
+    a Parquet file/folder (``raw``: keep the stored bytes where there are some)."""
     if source.startswith("kafka://"):
         if not topics:
             raise MalformedInput("a Kafka source needs --topic (one or more topic names)", value=source)
-        return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw)
+        return read_kafka(spark, source.removeprefix("kafka://"), topics, raw=raw,
+                          starting=starting, ending=ending, options=kafka_options)
+    check_bounds(source, starting, ending)
     path = Path(source)
     if (path / "LOCK").exists():
         return read_local(spark, path, topic=(topics or ["events"])[0], raw=raw)

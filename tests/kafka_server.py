@@ -39,7 +39,11 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from events.log.kafka_client import KafkaSecurity
+    from tests.kafka_secure import SecureSetup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LIBS = REPO_ROOT / ".cache" / "kafka-libs"
@@ -113,8 +117,10 @@ def new_cluster_id() -> str:
             return cid
 
 
-def render_properties(broker_port: int, controller_port: int, log_dir: Path) -> str:
-    """server.properties for a combined broker+controller node on 127.0.0.1."""
+def render_properties(broker_port: int, controller_port: int, log_dir: Path,
+                      overrides: dict[str, str] | None = None) -> str:
+    """server.properties for a combined broker+controller node on 127.0.0.1 (``overrides``:
+    e.g. a SASL_SSL listener from ``tests.kafka_secure``)."""
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -143,6 +149,7 @@ def render_properties(broker_port: int, controller_port: int, log_dir: Path) -> 
         "num.network.threads": "2",
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "2",
+        **(overrides or {}),
     }
     return "".join(f"{key}={value}\n" for key, value in props.items())
 
@@ -153,11 +160,12 @@ def run_in_private_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return pool.submit(lambda: asyncio.run(factory())).result()
 
 
-async def probe_metadata(bootstrap_servers: str, timeout_s: float = 5.0) -> bool:
+async def probe_metadata(bootstrap_servers: str, timeout_s: float = 5.0,
+                         security: KafkaSecurity | None = None) -> bool:
     """True if the broker answers a metadata request listing at least one live broker."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    from events.log import kafka_client
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+    admin = kafka_client.admin(bootstrap_servers, security, request_timeout_ms=3000)
     try:
         async with asyncio.timeout(timeout_s):
             await admin.start()
@@ -218,8 +226,10 @@ class KafkaServer:
 
     restartable = True
 
-    def __init__(self, libs: Path | None = None) -> None:
+    def __init__(self, libs: Path | None = None, secure: SecureSetup | None = None) -> None:
         self.libs = libs or kafka_libs_dir()
+        self.secure = secure
+        """A SASL_SSL listener (certificates, SCRAM users, the authorizer) instead of PLAINTEXT."""
         self.java = java_executable()
         self.data_dir = Path(tempfile.mkdtemp(prefix="kafka-test-"))
         self.broker_port, self.controller_port = free_ports(2)
@@ -299,12 +309,14 @@ class KafkaServer:
 
     def _format(self) -> None:
         log_dir = self.data_dir / "kraft-logs"
+        overrides = self.secure.properties(self.broker_port, self.controller_port) if self.secure else None
         self.properties.write_text(
-            render_properties(self.broker_port, self.controller_port, log_dir)
+            render_properties(self.broker_port, self.controller_port, log_dir, overrides)
         )
         cmd = self._java_cmd(
             "kafka.tools.StorageTool", "format", "--standalone",
             "-t", new_cluster_id(), "-c", str(self.properties),
+            *(self.secure.format_args() if self.secure else []),
         )  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
@@ -324,11 +336,12 @@ class KafkaServer:
             )
 
     def _wait_ready(self, deadline: float) -> None:
+        security = self.secure.security() if self.secure else None
         while time.monotonic() < deadline:
             if not self.running:
                 self._fail("broker process exited during startup")
             if self._port_open() and run_in_private_loop(
-                lambda: probe_metadata(self.bootstrap_servers)
+                lambda: probe_metadata(self.bootstrap_servers, security=security)
             ):
                 return
             time.sleep(0.1)

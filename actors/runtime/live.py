@@ -53,6 +53,7 @@ from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
 from events.catalog import Command, Event
 from events.envelope import Envelope, Stamper
 from events.log.kafka import KafkaEventLog
+from events.log.kafka_client import KafkaSecurity
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
 
@@ -103,6 +104,9 @@ class LogSpec:
     """Kafka: of the topic it creates (None: min(3, Kafka brokers))."""
     retention_ms: int | None = None
     """Kafka: of the topic it creates (None: forever)."""
+    security: KafkaSecurity | None = None
+    """Kafka: TLS/SASL settings; ``open(role=...)`` uses that role's credentials. Holds where
+    the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -113,8 +117,9 @@ class LogSpec:
     def kind(self) -> str:
         return "local" if self.directory is not None else "kafka"
 
-    def open(self, clock: Clock, *, writer: str | None = None) -> EventLog:
-        """A handle on the log; ``writer`` names a transactional writer (Kafka)."""
+    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
+        """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
+        kind of actor whose Kafka credentials it uses (None: the process's own)."""
         stamper = Stamper(clock_ms=clock.now_ms)
         if self.directory is not None:
             return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
@@ -122,7 +127,8 @@ class LogSpec:
         writer_id = writer.replace(":", "-") if writer and self.transactional else None
         return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
                              replication_factor=self.replication_factor,
-                             retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper)
+                             retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
+                             security=self.security.for_role(role) if self.security else None)
 
     def describe(self) -> str:
         if self.directory is not None:

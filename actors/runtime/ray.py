@@ -73,8 +73,8 @@ class BodyActor:
         logging.basicConfig(level=logging.WARNING)
         self.spec, self.body_spec = spec, body
         writer = body.name if body.transactional else None
-        self.host = LiveHost(body.build(), spec.log.open(spec.clock, writer=writer), spec.clock,
-                             RayTransport(namespace), shards=spec.namespace_shards,
+        log = spec.log.open(spec.clock, writer=writer, role=body.kind)
+        self.host = LiveHost(body.build(), log, spec.clock, RayTransport(namespace), shards=spec.namespace_shards,
                              tick_s=spec.tick_s, poll_s=spec.poll_s)
         await self.host.start()
         # Everything alive now (Ray, aiokafka, the replayed history) lives as long as the actor.
@@ -208,7 +208,9 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
     if address is None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cores = os.cpu_count() or 2
-        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False)
+        # Loopback only: Ray's ports run code for whoever reaches them (no dashboard either).
+        options.update(num_cpus=num_cpus or max(4, cores), include_dashboard=False,
+                       _node_ip_address="127.0.0.1")
         # "local": a new Ray of our own, never a cluster some `ray start` left on this machine.
         address = "local"
     ray.init(address=address, **options)

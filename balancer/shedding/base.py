@@ -106,6 +106,16 @@ class ClusterView:
             return self.index.bundles_of(broker)
         return self.bundles_by_owner.get(broker, ())
 
+    def bundle_count(self, broker: str) -> int:
+        """How many bundles the broker owns: those with load data, or its report's count if higher.
+
+        Pulsar's "more than one bundle" checks count the broker's own bundle list
+        (``LocalBrokerData.getBundles()``), load data or not.
+        """
+        owned = len(self.bundles_of(broker))
+        data = self.brokers.get(broker)
+        return owned if data is None else max(owned, data.report.bundles)
+
     def policy(self, namespace: str) -> NamespacePolicy:
         return self.namespaces.get(namespace) or NamespacePolicy(namespace)
 

@@ -22,6 +22,8 @@ from balancer.shedding.base import ClusterView
 
 JAVA_INT_MIN = -(2**31)
 JAVA_INT_MAX = 2**31 - 1
+UNIFORM_DELTA = 1000
+"""UniformLoadShedder's slack on the remainder (Pulsar's ``1000/* delta */``)."""
 
 
 class Candidate(NamedTuple):
@@ -50,6 +52,11 @@ def java_int(value: float) -> int:
     if value <= JAVA_INT_MIN:
         return JAVA_INT_MIN
     return int(value)
+
+
+def java_int_add(a: int, b: int) -> int:
+    """Java's ``int + int``: wraps around at 32 bits (a saturated remainder + 1000 goes negative)."""
+    return (a + b + 2**31) % 2**32 - 2**31
 
 
 def ranked(view: ClusterView, broker: str, value: Callable[[BundleData], float]) -> list[Candidate]:
@@ -82,19 +89,21 @@ def take_until_covered(candidates: Sequence[Candidate], need: float) -> list[Can
 def take_fitting_int(
     candidates: Sequence[Candidate], required: int, cap: int
 ) -> tuple[list[Candidate], int]:
-    """UniformLoadShedder's selection (§4.3.5): a bundle goes if it fits the remainder.
+    """UniformLoadShedder's selection (§4.3.5): a bundle goes if it fits the remainder + 1000.
 
-    The remainder is an int, as Pulsar's ``MutableInt``: each selected value is truncated
-    before it is subtracted. ``cap`` = -1 means no cap. Returns the selection and what is left.
+    Pulsar 4.0 compares with ``remainder + 1000 /* delta */`` (msg/s or bytes/s alike). The
+    remainder is an int, as Pulsar's ``MutableInt``: each selected value is truncated
+    before it is subtracted, and int arithmetic wraps (a remainder saturated at 2^31 - 1
+    plus the delta is negative: nothing fits). ``cap`` = -1 means no cap. Returns the selection and what is left.
     """
     taken: list[Candidate] = []
     remainder = required
     for candidate in candidates:
         if cap != -1 and len(taken) >= cap:
             break
-        if candidate.value <= remainder:
+        if candidate.value <= java_int_add(remainder, UNIFORM_DELTA):
             taken.append(candidate)
-            remainder -= java_int(candidate.value)
+            remainder = java_int_add(remainder, -java_int(candidate.value))
     return taken, remainder
 
 
@@ -159,7 +168,7 @@ def shed_greedy(
     A broker owning a sole bundle keeps it (Pulsar only warns): moving it would move the
     hot spot, not spread it.
     """
-    if len(view.bundles_of(broker)) <= 1:
+    if view.bundle_count(broker) <= 1:
         return []
     chosen = take_until_covered(ranked(view, broker, short_term_throughput), need)
     return to_decisions(

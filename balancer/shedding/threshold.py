@@ -3,7 +3,8 @@
 Invariants:
 - each run updates every broker's usage EMA exactly once, and a second time when the lower
   boundary pass runs (Pulsar's double update, behaviour §8, reproduced);
-- usage is the modular weighted max, replaced by its within-limit value when above 1.0;
+- usage is the modular weighted max, used as is even above 1.0 (the within-limit fallback of Pulsar
+  PR #16937 was removed by PR #18645, issue #18598);
 - a broker sheds only when its EMA is at least avg + t and its need passes the minimum
   throughput gate; it then "meets the condition" (NoBundles rather than Balanced if nothing
   goes);
@@ -25,7 +26,6 @@ from balancer.load import (
     ResourceWeights,
     ema,
     weighted_max_usage,
-    weighted_max_usage_within_limit,
 )
 from balancer.shedding.base import ClusterView
 from balancer.shedding.selection import shed_greedy
@@ -54,11 +54,8 @@ class ThresholdShedder:
         self.emas: dict[str, float] = {}
 
     def usage(self, report: BrokerReport) -> float:
-        """The sample fed into the EMA: weighted max, or within-limit when above 1.0."""
-        value = weighted_max_usage(report, self.weights)
-        if value > 1.0:
-            value = weighted_max_usage_within_limit(report, self.weights)
-        return value
+        """The sample fed into the EMA: the weighted max, uncapped (behaviour §4.1)."""
+        return weighted_max_usage(report, self.weights)
 
     def shed(self, view: ClusterView) -> ShedResult:
         self.emas = {b: v for b, v in self.emas.items() if b in view.brokers}
@@ -149,7 +146,7 @@ class ThresholdShedder:
         below = False
         for broker in sorted(view.brokers):
             current = self.emas.get(broker, 0.0)
-            if current > best and len(view.bundles_of(broker)) > 1:
+            if current > best and view.bundle_count(broker) > 1:
                 best, source = current, broker
             if current < bound:
                 below = True

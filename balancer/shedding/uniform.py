@@ -116,7 +116,7 @@ class UniformLoadShedder:
         if required < minimum or source is None:
             return ShedResult.skipped(Reason.BALANCED, **inputs)
         # The condition is met from here on: an empty selection is NoBundles.
-        if len(view.bundles_of(source)) <= 1:
+        if view.bundle_count(source) <= 1:
             return ShedResult.skipped(Reason.NO_BUNDLES, **inputs)
         value = short_term_rate if by_rate else short_term_throughput
         cap = self.config.max_unload_bundle_num_per_shedding

@@ -11,6 +11,8 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -18,7 +20,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import NamedTuple, Self
 
-from balancer.errors import StateConflict, WriterFenced
+from balancer.errors import LoadBalancerError, StateConflict, WriterFenced
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -55,6 +57,32 @@ class Heads:
             self.observe(item.envelope)
 
 
+class _GroupHeads(Heads):
+    """The heads as they will be once the appends ahead in a group commit are written."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, base: Heads) -> None:
+        super().__init__()
+        self._base = base
+
+    def get(self, key: str) -> tuple[int, int]:
+        return self._heads.get(key) or self._base.get(key)
+
+
+class _Pending(NamedTuple):
+    key: str
+    messages: Sequence[Message]
+    epoch: int
+    expected_seq: int | None
+    causation_id: str | None
+    correlation_id: str | None
+    future: asyncio.Future[list[Record]] | concurrent.futures.Future[list[Record]]
+
+
+_Accepted = tuple[_Pending, list[Envelope], list[Entry]]
+
+
 def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None) -> int:
     """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead."""
     seq, newest = heads.get(key)
@@ -88,6 +116,10 @@ class Store(ABC):
     def write(self, partition: int, entries: Sequence[Entry]) -> int:
         """Append entries as one unit (call inside ``locked``); returns the first offset."""
 
+    def write_group(self, partition: int, groups: Sequence[Sequence[Entry]]) -> list[int]:
+        """Several appends, each one unit, stored together (one fsync where there is one)."""
+        return [self.write(partition, entries) for entries in groups]
+
     @abstractmethod
     def end(self, partition: int) -> int: ...
 
@@ -108,6 +140,10 @@ class Store(ABC):
     async def wait_for_change(self, seen: Offsets, timeout_s: float) -> None:
         """Return when some partition may have grown past ``seen`` (or after the timeout)."""
 
+    def damage(self, partition: int, offset: int) -> str:
+        """What is wrong with the damaged entry at ``offset``, naming where it is stored."""
+        return f"partition {partition} offset {offset}: stored frame fails its crc check"
+
     def poll(self) -> None:  # noqa: B027 - most stores have no other writers to take in
         """Take in what other processes wrote."""
 
@@ -118,11 +154,15 @@ class Store(ABC):
 class StoreLog:
     """The async ``EventLog`` API over a ``Store``; memory and local adapters subclass it."""
 
-    def __init__(self, name: str, store: Store, stamper: Stamper | None = None) -> None:
+    def __init__(self, name: str, store: Store, stamper: Stamper | None = None,
+                 *, group_commit: bool = False) -> None:
         self.name = name
+        self.group_commit = group_commit  # off where a caller drives append() without waiting
         self.partitions = store.partitions
         self._store = store
         self._stamper = stamper or Stamper()
+        self._pending: list[_Pending] = []
+        self._committing = False
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -147,19 +187,64 @@ class StoreLog:
         expected_seq: int | None = None, causation_id: str | None = None,
         correlation_id: str | None = None,
     ) -> list[Record]:
-        partition = self.partition_for(key)
+        """Appends that arrive while one is being committed wait and are committed together
+        (group commit): each keeps its own all-or-nothing, seq and fencing."""
+        try:
+            future: asyncio.Future[list[Record]] = asyncio.get_running_loop().create_future()
+            if not self.group_commit:
+                raise RuntimeError("group commit is off")
+        except RuntimeError:  # off, or driven without a loop (the in-process host): commit now
+            now: concurrent.futures.Future[list[Record]] = concurrent.futures.Future()
+            self._commit([_Pending(key, messages, epoch, expected_seq, causation_id, correlation_id, now)])
+            return now.result()
+        self._pending.append(_Pending(key, messages, epoch, expected_seq, causation_id,
+                                      correlation_id, future))
+        if not self._committing:
+            self._committing = True
+            try:
+                await asyncio.sleep(0)  # appends already on their way join this group
+            finally:
+                while self._pending:
+                    group, self._pending = self._pending, []
+                    self._commit(group)
+                self._committing = False
+        return await future
+
+    def _commit(self, group: list[_Pending]) -> None:
         with self._store.locked() as heads:
-            seq = check_append(heads, key, epoch, expected_seq)
-            envelopes = [
-                self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
-                                   causation_id=causation_id, correlation_id=correlation_id)
-                for i, m in enumerate(messages, start=1)
-            ]
-            entries = [Entry(encode(env), key, env.ts_ms) for env in envelopes]
-            base = self._store.write(partition, entries)
-            for env in envelopes:
-                heads.observe(env)
-        return [Record(partition, base + i, env) for i, env in enumerate(envelopes)]
+            ahead = _GroupHeads(heads)
+            accepted: list[_Accepted] = []
+            for p in group:
+                try:
+                    seq = check_append(ahead, p.key, p.epoch, p.expected_seq)
+                    envelopes = [self._stamper.seal(m, key=p.key, seq=seq + i, epoch=p.epoch,
+                                                    causation_id=p.causation_id,
+                                                    correlation_id=p.correlation_id)
+                                 for i, m in enumerate(p.messages, start=1)]
+                    entries = [Entry(encode(env), p.key, env.ts_ms) for env in envelopes]
+                except (LoadBalancerError, ValueError, TypeError, OverflowError) as exc:
+                    p.future.set_exception(exc)
+                    continue
+                for env in envelopes:
+                    ahead.observe(env)
+                accepted.append((p, envelopes, entries))
+            self._write_accepted(heads, accepted)
+
+    def _write_accepted(self, heads: Heads, accepted: list[_Accepted]) -> None:
+        by_partition: dict[int, list[_Accepted]] = {}
+        for item in accepted:
+            by_partition.setdefault(self.partition_for(item[0].key), []).append(item)
+        for partition, items in by_partition.items():
+            try:
+                bases = self._store.write_group(partition, [entries for _, _, entries in items])
+            except Exception as exc:  # the disk refused: nothing of this group was committed
+                for p, _, _ in items:
+                    p.future.set_exception(exc)
+                continue
+            for (p, envelopes, _), base in zip(items, bases, strict=True):
+                for env in envelopes:
+                    heads.observe(env)
+                p.future.set_result([Record(partition, base + i, env) for i, env in enumerate(envelopes)])
 
     async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
         stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms
@@ -190,7 +275,7 @@ class StoreLog:
             for i, entry in enumerate(self._store.fetch(p, begin[p], stop), start=begin[p]):
                 if entry.damaged:
                     items.append(DeadLetter(p, i, entry.key, entry.raw, "corrupt",
-                                            "stored frame fails its crc check", entry.ts_ms))
+                                            self._store.damage(p, i), entry.ts_ms))
                 else:
                     items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms))
             nxt[p] = stop

@@ -37,7 +37,9 @@ from balancer.errors import InvalidInput, Unavailable, WriterFenced
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
+from events.log import kafka_client
 from events.log._store import Heads, check_append
+from events.log.kafka_client import DENIED, KafkaSecurity
 from events.log.kafka_topics import (
     SkipEarly,
     ensure_topic,
@@ -65,8 +67,10 @@ class KafkaEventLog:
         writer_id: str | None = None, stamper: Stamper | None = None,
         append_timeout_s: float = 60.0, read_timeout_s: float = 60.0,
         linger_ms: int = 5, max_batch_bytes: int = 1024 * 1024, create_topic: bool = True,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = kafka_client.for_cluster(security, cluster)
         self.cluster, self.name = cluster, name
         self.topic = topic_name(cluster, name)
         self.partitions = partitions
@@ -109,6 +113,7 @@ class KafkaEventLog:
             self.bootstrap_servers, self.topic, partitions=self.partitions,
             replication_factor=self.replication_factor,
             config=stream_config(self.name, self.retention_ms), create=self._create_topic,
+            security=self.security,
         )
         self._started = True
         if self.transactional_id is not None:
@@ -132,19 +137,14 @@ class KafkaEventLog:
         if self._fenced is not None:
             raise self._fenced
         if self._producer is None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap_servers, enable_idempotence=True,
+            producer = kafka_client.producer(
+                self.bootstrap_servers, self.security, enable_idempotence=True,
                 transactional_id=self.transactional_id, linger_ms=self._linger_ms,
                 max_batch_size=self._max_batch_bytes, max_request_size=self._max_batch_bytes + 65536,
                 request_timeout_ms=int(min(self.append_timeout_s, 30) * 1000),
             )
-            try:
-                await producer.start()
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    await producer.stop()
-                raise Unavailable(f"Kafka producer for {self.topic} cannot start: {exc!r}") from exc
-            self._producer = producer
+            self._producer = await kafka_client.started(
+                producer, self.bootstrap_servers, self.security, f"write to {self.topic}")
         return self._producer
 
     async def _drop_producer(self) -> None:
@@ -212,6 +212,10 @@ class KafkaEventLog:
                     writer=self.transactional_id,
                 )
                 raise self._fenced from exc
+            except DENIED as exc:
+                await self._drop_producer()
+                raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
+                                           f"write to {self.topic}") from None
             except (KafkaError, OSError, TimeoutError, Unavailable) as exc:
                 await self._drop_producer()
                 if loop.time() > deadline:
@@ -299,6 +303,10 @@ class KafkaEventLog:
                 if offsets:
                     self._note_written(partition, offsets[-1])
                     await self._wait_visible(partition)
+            except DENIED as exc:
+                await self._drop_producer()
+                raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
+                                           f"write to {self.topic}") from None
             except BaseException:
                 await self._drop_producer()
                 raise
@@ -311,8 +319,8 @@ class KafkaEventLog:
     # -- reading ----------------------------------------------------------------------------
 
     def _consumer(self, group_id: str | None = None) -> AIOKafkaConsumer:
-        return AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, group_id=group_id,
+        return kafka_client.consumer(
+            self.bootstrap_servers, self.security, group_id=group_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
             isolation_level="read_committed", fetch_max_bytes=_FETCH_BYTES,
             max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_wait_ms=100,
@@ -320,13 +328,8 @@ class KafkaEventLog:
 
     async def _open_reader(self) -> AIOKafkaConsumer:
         if self._reader is None:
-            reader = self._consumer()
-            try:
-                await reader.start()
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    await reader.stop()
-                raise Unavailable(f"Kafka consumer for {self.topic} cannot start: {exc!r}") from exc
+            reader = await kafka_client.started(
+                self._consumer(), self.bootstrap_servers, self.security, f"read {self.topic}")
             reader.assign(self._tps)
             self._reader = reader
         return self._reader
@@ -350,6 +353,9 @@ class KafkaEventLog:
             consumer = await self._open_reader()
             try:
                 return await self._fetch(consumer, begin, limit, partitions, from_ts_ms)
+            except DENIED as exc:
+                raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
+                                           f"read {self.topic}") from None
             except (KafkaError, OSError) as exc:
                 raise Unavailable(f"reading {self.topic} failed: {exc!r}") from exc
 
@@ -426,8 +432,8 @@ class KafkaEventLog:
         poll_ms: int = 500,
     ) -> AsyncIterator[Item]:
         await self.start()
-        consumer = self._consumer()
-        await consumer.start()
+        consumer = await kafka_client.started(
+            self._consumer(), self.bootstrap_servers, self.security, f"read {self.topic}")
         try:
             consumer.assign(self._tps)
             begin = await self._begin(consumer, start, from_ts_ms)
@@ -462,13 +468,9 @@ class KafkaEventLog:
     async def _checkpointer(self, name: str) -> AIOKafkaConsumer:
         consumer = self._checkpointers.get(name)
         if consumer is None:
-            consumer = self._consumer(group_id=f"{self.cluster}-{self.name}-{name}")
-            try:
-                await consumer.start()
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
-                raise Unavailable(f"Kafka group for checkpoint {name!r} unreachable: {exc!r}") from exc
+            consumer = await kafka_client.started(
+                self._consumer(group_id=f"{self.cluster}-{self.name}-{name}"), self.bootstrap_servers,
+                self.security, f"use the group of checkpoint {name!r}")
             consumer.assign(self._tps)
             self._checkpointers[name] = consumer
         return consumer

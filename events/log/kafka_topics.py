@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgpack
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, TopicAuthorizationFailedError
 from aiokafka.partitioner import murmur2
 
 from balancer.errors import InvalidInput, Unavailable
+from events.log import kafka_client
+from events.log.kafka_client import DENIED, KafkaSecurity
 
 OWNERSHIP_STREAM = "ownership"
 TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
@@ -38,24 +40,37 @@ def topic_name(cluster: str, stream: str) -> str:
 async def ensure_topic(
     bootstrap_servers: str, topic: str, *, partitions: int, replication_factor: int | None = None,
     config: Mapping[str, str] | None = None, timeout_s: float = 30.0, create: bool = True,
+    security: KafkaSecurity | None = None,
 ) -> int:
     """Create ``topic`` unless it exists (or, with ``create=False``, refuse a missing one with
     ``InvalidInput``); returns its partition count once every partition has a leader."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15000)
+    admin = kafka_client.admin(bootstrap_servers, security, request_timeout_ms=15000)
+    what = f"describe or create topic {topic}"
     try:
         async with asyncio.timeout(timeout_s):
-            await admin.start()
+            await kafka_client.started(admin, bootstrap_servers, security, what)
             if topic not in await admin.list_topics():
                 if not create:
-                    raise InvalidInput(f"no topic {topic!r} at {bootstrap_servers}", topic=topic)
+                    raise _missing(topic, bootstrap_servers, security)
                 await _create(admin, topic, partitions, replication_factor, dict(config or {}))
             return await _wait_for_leaders(admin, topic)
+    except DENIED as exc:
+        raise kafka_client.refused(exc, bootstrap_servers, security or kafka_client.PLAINTEXT,
+                                   what) from None
     except (KafkaError, OSError, TimeoutError) as exc:
         raise Unavailable(f"cannot create or describe topic {topic!r} at {bootstrap_servers}: {exc!r}",
                           topic=topic) from exc
     finally:
         with contextlib.suppress(Exception):
             await admin.close()
+
+
+def _missing(topic: str, bootstrap_servers: str, security: KafkaSecurity | None) -> InvalidInput:
+    if security is None or security.protocol == "PLAINTEXT":
+        return InvalidInput(f"no topic {topic!r} at {bootstrap_servers}", topic=topic)
+    return kafka_client.KafkaRefused(
+        f"Kafka cluster {security.cluster!r} at {bootstrap_servers}: no topic {topic!r} visible to "
+        f"{security.principal} (missing, or no DESCRIBE ACL on it)", value=topic)
 
 
 async def _create(
@@ -69,6 +84,8 @@ async def _create(
         config.setdefault("min.insync.replicas", "2")
     response = await admin.create_topics([NewTopic(topic, partitions, replication, topic_configs=config)])
     for _name, code, *rest in response.topic_errors:
+        if code == TopicAuthorizationFailedError.errno:
+            raise TopicAuthorizationFailedError(topic)
         if code not in (0, TOPIC_ALREADY_EXISTS):
             raise KafkaError(f"create_topics({topic}) failed with error {code}: {rest}")
 
@@ -76,6 +93,8 @@ async def _create(
 async def _wait_for_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
     while True:
         described: list[Any] = await admin.describe_topics([topic])
+        if described and described[0]["error_code"] == TopicAuthorizationFailedError.errno:
+            raise TopicAuthorizationFailedError(topic)
         parts = described[0]["partitions"] if described and described[0]["error_code"] == 0 else []
         if parts and all(p["leader"] >= 0 for p in parts):
             return len(parts)
@@ -128,8 +147,10 @@ class OwnershipSnapshots:
     Values are msgpack maps (the projection's record of a bundle); ``None`` writes a tombstone.
     """
 
-    def __init__(self, bootstrap_servers: str, *, cluster: str = "lb", partitions: int = 1) -> None:
+    def __init__(self, bootstrap_servers: str, *, cluster: str = "lb", partitions: int = 1,
+                 security: KafkaSecurity | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = kafka_client.for_cluster(security, cluster)
         self.topic = topic_name(cluster, OWNERSHIP_STREAM)
         self.partitions = partitions
         self._producer: AIOKafkaProducer | None = None
@@ -137,12 +158,12 @@ class OwnershipSnapshots:
     async def start(self) -> None:
         self.partitions = await ensure_topic(
             self.bootstrap_servers, self.topic, partitions=self.partitions,
-            config=stream_config(OWNERSHIP_STREAM),
+            config=stream_config(OWNERSHIP_STREAM), security=self.security,
         )
         if self._producer is None:
-            self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers,
-                                              enable_idempotence=True)
-            await self._producer.start()
+            self._producer = await kafka_client.started(
+                kafka_client.producer(self.bootstrap_servers, self.security, enable_idempotence=True),
+                self.bootstrap_servers, self.security, f"write to {self.topic}")
 
     async def close(self) -> None:
         if self._producer is not None:
@@ -165,9 +186,10 @@ class OwnershipSnapshots:
 
     async def load(self, timeout_s: float = 30.0) -> dict[str, dict[str, Any]]:
         """Every bundle's latest record (tombstoned bundles are absent)."""
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
-                                    isolation_level="read_committed")
-        await consumer.start()
+        consumer = await kafka_client.started(
+            kafka_client.consumer(self.bootstrap_servers, self.security, enable_auto_commit=False,
+                                  isolation_level="read_committed"),
+            self.bootstrap_servers, self.security, f"read {self.topic}")
         try:
             tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
             consumer.assign(tps)

@@ -44,14 +44,26 @@ def test_kafka_is_a_three_node_kraft_quorum_with_consistent_listeners() -> None:
         assert set(env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")) == voters
         assert f"INTERNAL://{name}:19092" in env["KAFKA_ADVERTISED_LISTENERS"]
         external = re.search(r"EXTERNAL://localhost:(\d+)", env["KAFKA_ADVERTISED_LISTENERS"])
-        assert external is not None and f"{external[1]}:{external[1]}" in found[name]["ports"]
+        assert external is not None and f"{external[1]}:{external[1]}" in host_ports(found[name])
         assert found[name]["image"].startswith("apache/kafka:")
     assert len({found[n]["environment"]["CLUSTER_ID"] for n in KAFKA}) == 1
 
 
+def host_ports(service: dict[str, Any]) -> list[str]:
+    """``HOST_PORT:CONTAINER_PORT`` of each published port (the bind address left out)."""
+    return [":".join(str(p).rsplit(":", 2)[-2:]) for p in service.get("ports", [])]
+
+
 def test_host_ports_are_unique() -> None:
-    published = [p.split(":")[0] for s in services().values() for p in s.get("ports", [])]
+    published = [p.split(":")[0] for s in services().values() for p in host_ports(s)]
     assert len(published) == len(set(published)), published
+
+
+def test_every_port_is_published_on_loopback_unless_asked() -> None:
+    """Ray's GCS and client port run code for whoever reaches them, Kafka takes any append:
+    by default the host publishes them on 127.0.0.1 only (BB_PUBLISH_HOST widens it)."""
+    ports = [str(p) for s in services().values() for p in s.get("ports", [])]
+    assert ports and all(p.startswith("${BB_PUBLISH_HOST:-127.0.0.1}:") for p in ports), ports
 
 
 def test_the_nodes_build_the_projects_image_and_the_dockerfile_copies_what_exists() -> None:

@@ -2,7 +2,8 @@
 
 What a user notices: after the crash the log opens, every append that returned is there, no
 append is half there, nothing undecodable appears, and the next writer carries on with the
-next seq. The torn bytes the dead writer left are cut from the files on open.
+next seq. A reader leaves the torn bytes a dead writer left where they are; the next writer
+moves them to ``quarantine/`` and says so.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ WRITER = textwrap.dedent(
 TORN = textwrap.dedent(
     """
     import asyncio, os, signal, sys
+    import events.log._segment as segment
     import events.log.local as local
     from events.catalog import BundleAssigned
 
     stage = sys.argv[2]
-    real_write = local._write_all
+    real_write = segment.write_all
 
     def dying_write(fd, data, offset):
         is_index = fd == log.store._segments[-1].index_fd
@@ -68,7 +70,7 @@ TORN = textwrap.dedent(
     async def main():
         global log
         log = local.LocalEventLog(sys.argv[1], fsync=False)
-        local._write_all = dying_write
+        segment.write_all = dying_write
         await log.append("t/a", [BundleAssigned(bundle="t/a/0x00000000_0x00000001", dst="x")] * 40, epoch=1)
 
     asyncio.run(main())
@@ -152,23 +154,28 @@ async def test_two_writer_processes_share_one_log_without_losing_or_reusing_a_se
     assert sum(counts.values()) >= BATCH * sum(_appends(p) for p in progress)
 
 
-async def test_a_torn_tail_is_cut_on_open_and_the_next_writer_carries_on(tmp_path: Path) -> None:
+async def test_a_torn_tail_is_kept_by_readers_and_moved_aside_by_the_next_writer(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     seed = LocalEventLog(directory, fsync=False)
     await seed.append("t/a", [BundleAssigned(bundle="t/a/0x00000000_0x00000001", dst="x")] * 10, epoch=1)
     await seed.close()
     committed = _sizes(directory)
-    for stage in ("data", "index"):
+    # data: half the frames of an append reach the file, so it never committed;
+    # index: every frame reached the data file (committed), the index entries are torn.
+    for stage, seqs in (("data", 10), ("index", 50)):
         crashed = _run(TORN, str(directory), stage)
         assert crashed.wait(30) == -signal.SIGKILL
         torn = _sizes(directory)
         assert torn[0] > committed[0], "the dying writer left bytes behind"
         log = LocalEventLog(directory, fsync=False)
-        assert _sizes(directory) == committed, "open did not cut the torn tail"
-        assert [r.seq for r in (await log.read()).records] == list(range(1, 11))
+        assert [r.seq for r in (await log.read()).records] == list(range(1, seqs + 1))
+        assert _sizes(directory) == torn, "a reader changed the files"
         await log.close()
     log = LocalEventLog(directory, fsync=False)
     more = await log.append("t/a", [BundleAssigned(bundle="t/a/0x00000000_0x00000001", dst="y")], epoch=1)
-    assert (more[0].seq, more[0].offset) == (11, 10)
-    assert _sizes(directory)[1] == 11 * INDEX.size
+    assert (more[0].seq, more[0].offset) == (51, 50)
+    assert _sizes(directory)[1] == 51 * INDEX.size
+    moved = list((directory / "quarantine").iterdir())
+    assert len(moved) == 2  # the torn data of the first crash, the torn index of the second
+    assert any("moved to" in note and str(moved[0].parent) in note for note in log.store.notes)
     await log.close()

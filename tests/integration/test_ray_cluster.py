@@ -95,14 +95,14 @@ async def test_lookup_of_an_owned_topic_is_a_local_read(cluster: Cluster,
     async def no_round_trip(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("an owned lookup must not call any actor")
 
-    monkeypatch.setattr(cluster.transport, "call", no_round_trip)
+    monkeypatch.setattr(cluster.link.transport, "call", no_round_trip)
     assert expected is not None and await cluster.lookup(topic) == expected
 
 
 async def test_a_second_client_connects_by_ray_namespace(cluster: Cluster) -> None:
-    other = await Cluster.connect(ray_namespace=cluster.ray_namespace)
+    other = await Cluster.connect(ray_namespace=cluster.link.ray_namespace)
     try:
-        assert other.host.log == cluster.host.log and other.config == cluster.config
+        assert other.link.host.log == cluster.link.host.log and other.config == cluster.config
         assert other.ownership().state_equals(cluster.ownership())
         topic = topic_in(LOAD, bundles(cluster, "public/b")[3])
         assert await other.lookup(topic) == await cluster.lookup(topic)
@@ -282,5 +282,5 @@ async def test_a_killed_broker_bundles_are_owned_elsewhere_within_the_session(cl
 
 async def test_verbs_on_a_missing_actor_are_unavailable_not_hung(cluster: Cluster) -> None:
     command = UnloadBundle(command_id="to-nobody", epoch=0, bundle="public/a/0x00000000_0xffffffff")
-    reply, error = await cluster.transport.call("broker:nobody", command, timeout_s=2)
+    reply, error = await cluster.link.transport.call("broker:nobody", command, timeout_s=2)
     assert reply is None and isinstance(error, Unavailable)

@@ -96,7 +96,7 @@ async def test_a_killed_leader_is_replaced_with_a_higher_epoch_and_sheds_nothing
                 decision = record.envelope.payload["decision"]
                 assert decision["destination"] == record.envelope.payload["dst"] and decision["inputs"]
         zombie = UnloadBundle(command_id="zombie-1", epoch=1, bundle=bundles(cluster)[0])
-        reply, error = await cluster.transport.call("ns:0", zombie)
+        reply, error = await cluster.link.transport.call("ns:0", zombie)
         assert reply is None and isinstance(error, StaleEpoch)
         rejected = [r for r in await since(cluster) if r.envelope.type == "CommandRejected"]
         assert [r.envelope.payload["command_id"] for r in rejected][-1:] == ["zombie-1"]

@@ -1,4 +1,4 @@
-"""Benchmark B: scenarios are deterministic, and the metrics say what bench/README.md defines."""
+"""Benchmark B: scenarios are deterministic, and the metrics say what docs/spec/bench.md defines."""
 
 from __future__ import annotations
 

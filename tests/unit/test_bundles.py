@@ -77,9 +77,17 @@ def test_bundle_id_round_trips_and_sorts_as_text() -> None:
     assert [str(b) for b in sorted(ids)] == sorted(str(b) for b in ids)
 
 
+def test_v1_namespaces_are_bundles_too() -> None:
+    # Pulsar's NamespaceName takes property/cluster/namespace (v1); its topics hash with the cluster.
+    bundle = BundleId.parse("prop/cluster/ns/0x00000000_0x40000000")
+    assert bundle.namespace == "prop/cluster/ns"
+    layout = NamespaceBundles.initial("prop/cluster/ns", 4)
+    assert layout.bundle_of("persistent://prop/cluster/ns/t") == "prop/cluster/ns/0x00000000_0x40000000"
+
+
 @pytest.mark.parametrize(
     "text",
-    ["public/0x00000000_0x40000000", "a/b/c/0x00000000_0x40000000", "public//0x00000000_0x40000000",
+    ["public/0x00000000_0x40000000", "a/b/c/d/0x00000000_0x40000000", "public//0x00000000_0x40000000",
      "public/def ault/0x00000000_0x40000000", "public/default/0x00000000_0xzzzzzzzz", "no-slash"],
 )
 def test_bad_bundle_ids_are_named(text: str) -> None:

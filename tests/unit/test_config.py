@@ -58,10 +58,52 @@ def test_unknown_key_names_it_and_the_closest_valid_one() -> None:
 
 def test_bad_value_names_key_value_and_range() -> None:
     with pytest.raises(ConfigError) as raised:
-        LoadBalancerConfig.from_mapping({"loadBalancerBrokerOverloadedThresholdPercentage": 250})
+        LoadBalancerConfig.from_mapping({"loadBalancerBrokerOverloadedThresholdPercentage": -5})
     message = str(raised.value)
     assert "loadBalancerBrokerOverloadedThresholdPercentage" in message
-    assert "250" in message and "[0, 100]" in message
+    assert "-5" in message and "[0, inf]" in message
+
+
+def test_percentages_are_not_capped_at_100() -> None:
+    # Pulsar caps none of them; its own tests set 400.
+    config = LoadBalancerConfig.from_mapping({"loadBalancerBrokerOverloadedThresholdPercentage": 400,
+                                              "loadBalancerBrokerThresholdShedderPercentage": 250})
+    assert config.overload_threshold == 4.0
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e999"])
+def test_non_finite_numbers_are_named(raw: str) -> None:
+    with pytest.raises(ConfigError, match=rf"loadBalancerHistoryResourcePercentage: '{raw}' is not a number"):
+        LoadBalancerConfig.from_broker_conf(f"loadBalancerHistoryResourcePercentage={raw}")
+
+
+REAL_BROKER_CONF = """
+# a few lines of Pulsar 4.0's own conf/broker.conf
+metadataStoreUrl=zk:localhost:2181
+clusterName=standalone
+brokerServicePort=6650
+webServicePort=8080
+managedLedgerDefaultEnsembleSize=2
+loadBalancerEnabled=true
+loadBalancerBrokerOverloadedThresholdPercentage=85
+loadBalancerBrokerComfortLoadLevelPercentage=65
+loadBalancerPlacementStrategy=weightedRandomSelection
+loadManagerClassName=org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl
+"""
+
+
+def test_a_real_pulsar_broker_conf_loads() -> None:
+    config = LoadBalancerConfig.from_broker_conf(REAL_BROKER_CONF)
+    assert config.load_balancer_broker_overloaded_threshold_percentage == 85
+    assert sorted(config.ignored) == ["brokerServicePort", "clusterName", "managedLedgerDefaultEnsembleSize",
+                                      "metadataStoreUrl", "webServicePort"]
+    assert config.notice() == ("5 keys outside load balancing ignored; deprecated: "
+                               "loadBalancerBrokerComfortLoadLevelPercentage, loadBalancerPlacementStrategy")
+
+
+def test_a_misspelled_key_is_still_refused_with_the_closest_one() -> None:
+    with pytest.raises(ConfigError, match=r"'clusterNme'.*'clusterName'"):
+        LoadBalancerConfig.from_broker_conf("clusterNme=standalone")
 
 
 def test_not_a_number_is_rejected() -> None:

@@ -1,4 +1,4 @@
-"""The admin verbs of contracts §4 over the in-process backend: output, and bad input.
+"""The admin verbs of contracts §4 on an in-process ``Cluster``: output, and bad input.
 
 Bad input (an unknown namespace, bundle or broker, a split of an unsplittable bundle, a transfer
 to the current owner, ...) is one line on stderr naming the bad value, exit status 2, nothing on
@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from actors.api import Cluster
+from actors.cluster.inproc_link import InProcLink
+from actors.cluster.kept import LOG_SUBDIR, ClusterSpec, write_spec
 from actors.runtime import InProcessHost, run_sync
 from balancer.errors import Unavailable
 from balancer.ownership import BundleState
 from events.catalog import CreateNamespace, SetNamespacePolicy
 from events.log.local import LocalEventLog
-from lbctl.backend import ClusterSpec, using
-from lbctl.inproc_backend import InProcBackend
+from lbctl.attach import using
 from lbctl.main import main
 from tests.unit.cluster_scenarios import (
     assert_consistent,
@@ -41,7 +43,7 @@ def host() -> Iterator[InProcessHost]:
     cluster = make_host()
     call(cluster, CreateNamespace, namespace="public/tiny", boundaries=[0, 1, 0xFFFFFFFF])
     place_all(cluster)
-    with using(InProcBackend(cluster)):
+    with using(Cluster(InProcLink(cluster))):
         yield cluster
     assert_consistent(cluster)
 
@@ -264,13 +266,19 @@ def test_a_kept_inproc_cluster_serves_the_verbs(tmp_path: Path, capsys: pytest.C
 
 def test_a_kept_cluster_is_used_by_one_process_at_a_time(tmp_path: Path) -> None:
     spec = ClusterSpec(host="inproc", conf=CONF, topics=50)
-    first = InProcBackend.start(spec, log_dir=tmp_path)
-    try:
-        with pytest.raises(Unavailable, match="in use by another lbctl process"):
-            InProcBackend.resume(spec, tmp_path)
-    finally:
-        asyncio.run(first.close())
-    asyncio.run(InProcBackend.resume(spec, tmp_path).close())
+    write_spec(tmp_path, spec)
+
+    async def go() -> None:
+        first = await Cluster.start(CONF, spec.brokers, host="inproc", workload=spec.workload(),
+                                    clients=True, log_dir=tmp_path / LOG_SUBDIR)
+        try:
+            with pytest.raises(Unavailable, match="in use by another lbctl process"):
+                await Cluster.connect(state_dir=tmp_path)
+        finally:
+            await first.close()
+        await (await Cluster.connect(state_dir=tmp_path)).close()
+
+    asyncio.run(go())
 
 
 def _types(log_dir: Path) -> list[str]:

@@ -44,7 +44,7 @@ def rec(state: BundleState, dst: str | None = None, src: str | None = None, vers
 
 def test_transition_table_is_the_one_of_the_spec() -> None:
     expected = {
-        S.INIT: set(S),
+        S.INIT: set(S) - {S.INIT},
         S.FREE: {S.ASSIGNING, S.INIT},
         S.OWNED: {S.SPLITTING, S.RELEASING},
         S.ASSIGNING: {S.OWNED},
@@ -54,6 +54,7 @@ def test_transition_table_is_the_one_of_the_spec() -> None:
     }
     assert {k: set(v) for k, v in TRANSITIONS.items()} == expected
     assert [transition_allowed(S.INIT, s, STRICT) for s in S] == [s is S.ASSIGNING for s in S]
+    assert [transition_allowed(S.FREE, s, STRICT) for s in S] == [s is S.ASSIGNING for s in S]
 
 
 def test_state_groups() -> None:
@@ -129,11 +130,17 @@ def test_version_rules() -> None:
     assert not accept(top, rec(S.RELEASING, "b2", "d", version=VERSION_MIN + 1), STRICT)
 
 
-def test_no_record_in_strict_mode_takes_version_one_assigning_only() -> None:
+def test_no_record_in_strict_mode_the_version_decides_alone() -> None:
     assert accept(None, rec(S.ASSIGNING, "d"), STRICT)
-    assert not accept(None, rec(S.OWNED, "d"), STRICT)
+    assert accept(None, rec(S.OWNED, "d"), STRICT)  # no transition check follows
     assert not accept(None, rec(S.ASSIGNING, "d", version=2), STRICT)
     assert accept(None, rec(S.OWNED, "d", version=2), COMPACTED)
+
+
+def test_no_record_in_compacted_mode_refuses_init() -> None:
+    assert not accept(None, rec(S.INIT, "d"), COMPACTED)
+    assert accept(None, rec(S.INIT, "d", force=True), COMPACTED)
+    assert not accept(rec(S.INIT, "d"), rec(S.INIT, "d", version=2), COMPACTED)
 
 
 def test_tombstone_and_force() -> None:
@@ -202,7 +209,8 @@ def test_accept_never_takes_an_older_version(current: OwnershipRecord | None, in
         if mode is STRICT:
             assert wrapped or incoming.version == current.version + 1
     gap = current is not None and mode is COMPACTED and current.version < incoming.version - 1
-    if not incoming.force and not gap:
+    strict_first = current is None and mode is STRICT
+    if not incoming.force and not gap and not strict_first:
         before = current.state if current is not None else S.INIT
         assert transition_allowed(before, incoming.state, mode)
 
@@ -211,6 +219,11 @@ def test_accept_never_takes_an_older_version(current: OwnershipRecord | None, in
 @given(st.one_of(st.none(), records()), records())
 def test_strict_accepts_only_what_compacted_accepts(current: OwnershipRecord | None,
                                                     incoming: OwnershipRecord) -> None:
+    # Without a current record strict mode lets the version rule decide alone (behaviour §6.1
+    # step 2): a version-1 record of any state is accepted there, while compacted mode goes on
+    # to the transition check (no record = Init, and Init -> Init is refused).
+    if current is None and incoming.version == 1:
+        return
     if accept(current, incoming, STRICT):
         assert accept(current, incoming, COMPACTED)
 

@@ -169,15 +169,16 @@ def test_threshold_ema_carries_history_so_the_broker_sheds_again() -> None:
     assert {d.source for d in result.decisions} == {"a"}
 
 
-def test_threshold_usage_above_100_percent_falls_back_to_signals_within_limit() -> None:
+def test_threshold_usage_above_100_percent_counts_as_it_is() -> None:
+    # Pulsar PR #18645 (issue #18598) removed the within-limit fallback of PR #16937.
     cluster = Cluster().broker("a", cpu=1000, bw=99.9, tput=110 * MIB).broker("b")
     for index in range(10):
         cluster.own("a", bundle_id("t/a", index), (index + 1) * 2 * MIB)
     harness = Harness("ThresholdShedder")
     result = harness.cycle(cluster)
-    assert harness.strategy.emas["a"] == pytest.approx(0.999, abs=1e-6)
-    # need = (0.999 - 0.4995 - 0.1 + 0.05) x 110 MiB/s = 49.4 MiB/s: 20 + 18 + 16.
-    assert [d.bundle for d in result.decisions] == [bundle_id("t/a", i) for i in (9, 8, 7)]
+    assert harness.strategy.emas["a"] == pytest.approx(10.0, abs=1e-6)
+    # need = (10 - 5 - 0.1 + 0.05) x 110 MiB/s, more than the broker has: all ten bundles go.
+    assert sorted(d.bundle for d in result.decisions) == [bundle_id("t/a", i) for i in range(10)]
 
 
 def test_threshold_need_below_the_minimum_throughput_is_balanced() -> None:
@@ -308,8 +309,9 @@ def test_uniform_required_throughput_is_truncated_to_an_int() -> None:
     for index in range(10):
         cluster.own("broker-1", bundle_id("t/b1", index), (index + 1) * 2 * MIB)
     result = Harness("UniformLoadShedder").cycle(cluster)
-    # int((115343360 - 1) x 0.2) = 23068671: 20 MiB fits, the 2 MiB bundle misses by one byte.
-    assert [d.bundle for d in result.decisions] == [bundle_id("t/b1", 9)]
+    # int((115343360 - 1) x 0.2) = 23068671: 20 MiB fits, the 2 MiB bundle misses by one byte,
+    # but Pulsar 4.0 compares with the remainder + 1000 (its "delta"): it goes too.
+    assert [d.bundle for d in result.decisions] == [bundle_id("t/b1", 9), bundle_id("t/b1", 0)]
     assert result.decisions[0].inputs["required"] == 23068671
 
 

@@ -1,0 +1,117 @@
+"""A kept cluster: what ``lbctl run --keep`` records so that other processes find the cluster.
+
+``<state-dir>/cluster.json`` (``ClusterSpec``) names the host. For Ray it names the log
+directory (``<state-dir>/log``, where the Ray address is written) and the Ray namespace of the
+cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the log in
+``<state-dir>/log``, from which each process restarts the recorded cluster (every body rebuilds
+its state from the log), runs, and leaves.
+
+Invariants: a spec round-trips through JSON unchanged; a file that is not a spec, or a missing
+one, is ``MalformedInput`` naming the path and how to make one; the state directory is
+``--state-dir``, else ``$LBCTL_STATE_DIR``, else ``.lbctl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from actors.cluster.link import Link
+from actors.cluster.options import load_config
+from actors.workload import Workload
+from balancer.errors import InvalidInput, MalformedInput
+
+DEFAULT_STATE_DIR = ".lbctl"
+STATE_FILE = "cluster.json"
+LOG_SUBDIR = "log"
+HOSTS = ("ray", "inproc")
+FINDING_HELP = (
+    "Finding the cluster: `lbctl run --keep [--state-dir DIR]` records it in DIR/cluster.json "
+    "(DIR: --state-dir, else $LBCTL_STATE_DIR, else .lbctl). Ray: that `lbctl run` keeps the "
+    "cluster alive until Ctrl-C/SIGTERM, and verbs attach to it. inproc: the event log stays "
+    "in DIR/log and each verb restarts the cluster from it in its own process (every actor "
+    "rebuilds its state from the log; the leader takes a new epoch), one process at a time.")
+
+
+@dataclass
+class ClusterSpec:
+    """What ``cluster.json`` records: enough to rebuild (inproc) or reach (Ray) the cluster."""
+
+    host: str
+    brokers: int = 3
+    conf: str | None = None
+    seed: int = 0
+    namespace: str = "public/default"
+    topics: int = 2000
+    rate: float = 120_000.0
+    speed: float = 60.0
+    ray_address: str | None = None
+    ray_namespace: str | None = None
+    log_dir: str | None = None
+    deployment: str | None = None
+    """A conf/cluster.yaml: the actors run on its Ray cluster over its Kafka."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> ClusterSpec:
+        try:
+            data = json.loads(text)
+            return cls(**data)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise MalformedInput(f"{where}: not a cluster file written by `lbctl run --keep` ({exc})",
+                                 value=where) from None
+
+    def workload(self) -> Workload:
+        """The run's synthetic load: ``topics`` Zipf topics in ``namespace``."""
+        return Workload.zipf(Random(self.seed), [self.namespace], topics_per_namespace=self.topics,
+                             total_msg_rate=self.rate)
+
+
+def state_dir(value: str | os.PathLike[str] | None) -> Path:
+    return Path(value or os.environ.get("LBCTL_STATE_DIR") or DEFAULT_STATE_DIR)
+
+
+def write_spec(directory: Path, spec: ClusterSpec) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / STATE_FILE
+    path.write_text(spec.to_json() + "\n", encoding="utf-8")
+    return path
+
+
+def read_spec(directory: Path) -> ClusterSpec:
+    path = directory / STATE_FILE
+    if not path.is_file():
+        raise MalformedInput(
+            f"--state-dir {str(directory)!r}: no {STATE_FILE} there; start a cluster with "
+            "`lbctl run --keep` (or pass the --state-dir it used)", value=str(directory))
+    return ClusterSpec.from_json(path.read_text(encoding="utf-8"), str(path))
+
+
+async def open_kept(directory: Path) -> Link:
+    """The link to the cluster recorded under ``directory``: an in-process one restarts from its
+    log here; a Ray one is attached to (by its deployment file or its log directory)."""
+    spec = read_spec(state_dir(directory))
+    if spec.host == "inproc":
+        from actors.cluster.inproc_link import InProcLink
+        from actors.runtime import build_cluster
+
+        def build(start_ms: int | None) -> Any:
+            options: dict[str, Any] = {} if start_ms is None else {"start_ms": start_ms}
+            return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
+                                 workload=spec.workload(), clients=True, **options)
+
+        return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR)
+    if spec.host == "ray":
+        from actors.cluster.ray_link import RayLink
+
+        if spec.deployment is None and spec.log_dir is None:
+            raise InvalidInput("the cluster file names no log directory; was it written by "
+                               "`lbctl run --host ray --keep`?", value=spec.host)
+        return await RayLink.connect(spec.deployment, log_dir=spec.log_dir)
+    raise InvalidInput(f"{directory}: host {spec.host!r}; accepted: {', '.join(HOSTS)}", value=spec.host)

@@ -1,0 +1,71 @@
+"""The seam between ``Cluster`` and the actors it drives: one ``Link`` per host.
+
+A ``Cluster`` writes every verb once; a link is what differs between hosts: how a command
+reaches a body, how the client's view is fed, and what a second is. ``RayLink`` runs each body as
+a Ray actor on the wall clock (sped up by ``speed``); ``InProcLink`` runs every body in this
+process on a virtual clock, so a simulated hour costs seconds.
+
+Invariants:
+- a link owns the client's view (``ClientView``): a fold of a prefix of the log, in log order,
+  each record once; every record it folds also reaches the view's listeners;
+- ``call`` delivers one command to one body and returns ``(reply, error)``: a body's refusal is
+  returned, never raised, so the caller decides what to retry;
+- ``clock_s`` and ``pause`` are the link's own seconds: wall seconds on Ray, cluster seconds on
+  the virtual clock; a verb's ``timeout_s`` is measured on that clock;
+- ``sleep(ms)`` lets ``ms`` of cluster time pass (virtual: at once; Ray: ``ms / speed`` of wall
+  time, at least a few milliseconds so waiting loops never spin);
+- ``wait_for(predicate, timeout_s)`` is True as soon as the predicate holds on the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from actors.client import ClientView
+from actors.settings import ActorSettings
+from balancer.config import LoadBalancerConfig
+from balancer.errors import LoadBalancerError
+from events.catalog import Command
+from events.log.port import Record
+
+
+class Link(Protocol):
+    """What a ``Cluster`` needs of the host its actors run on."""
+
+    kind: str
+    """``ray`` or ``inproc``."""
+    virtual: bool
+    """True when cluster time moves only through ``sleep``/``pause``/``wait_for`` (inproc)."""
+    view: ClientView
+    config: LoadBalancerConfig
+    settings: ActorSettings
+
+    async def call(self, target: str, command: Command,
+                   timeout_s: float) -> tuple[object | None, LoadBalancerError | None]: ...
+
+    async def catch_up(self) -> None: ...
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool: ...
+
+    def clock_s(self) -> float: ...
+
+    async def pause(self, seconds: float) -> None: ...
+
+    async def sleep(self, ms: int) -> None: ...
+
+    def now_ms(self) -> int: ...
+
+    def retry_s(self) -> float:
+        """How long a lookup waits for its bundle's owner before asking the leader again."""
+        ...
+
+    async def history(self) -> list[Record]:
+        """Every record of the log, read back from the log."""
+        ...
+
+    def describe(self) -> Mapping[str, Any]:
+        """What another process needs to reach this cluster (kept clusters)."""
+        ...
+
+    async def close(self) -> None: ...

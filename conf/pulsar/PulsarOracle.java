@@ -1,0 +1,459 @@
+/*
+ * The oracle of `make conformance` (docs/conformance.md): Apache Pulsar 4.0's own classes, no mocks.
+ *
+ * JSON lines in, JSON lines out: each request is {"command": "shed" | "accept" | "split" | "bundle" |
+ * "place", "input": <what `lbctl decide <command>` reads>, "follow": [...] (place only)} and each answer
+ * is the output `lbctl decide` prints for it (decisions as sets, see lbctl/conformance/compare.py), or
+ * {"error": "..."} when Pulsar's code throws. One JVM answers thousands of cases.
+ *
+ * Two pieces of Pulsar need a running broker to be constructed: NamespaceBundleFactory (it registers on
+ * the metadata store) and NamespaceService (it asks the broker for a bundle's topics). The factory is
+ * allocated without its constructor and given its two fields (CRC-32 and the consistent-hashing
+ * assigner, what its constructor sets); NamespaceService is subclassed to hand over the topic list of
+ * the input. Every decision itself is Pulsar's code.
+ *
+ * Compile once: javac -cp '.cache/pulsar-libs/*' -d .cache/pulsar-oracle conf/pulsar/PulsarOracle.java
+ */
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.common.collect.Multimap;
+import com.google.common.collect.Range;
+import com.google.common.collect.BoundType;
+import com.google.common.hash.Hashing;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.loadbalance.LoadData;
+import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.ModularLoadManagerStrategy;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitState;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateData;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateDataConflictResolver;
+import org.apache.pulsar.broker.loadbalance.impl.AvgShedder;
+import org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate;
+import org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight;
+import org.apache.pulsar.broker.loadbalance.impl.OverloadShedder;
+import org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder;
+import org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder;
+import org.apache.pulsar.broker.namespace.NamespaceService;
+import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
+import org.apache.pulsar.common.naming.BundleSplitOption;
+import org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner;
+import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitOption;
+import org.apache.pulsar.common.naming.NamespaceBundle;
+import org.apache.pulsar.common.naming.NamespaceBundleFactory;
+import org.apache.pulsar.common.naming.NamespaceBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.NamespaceBundles;
+import org.apache.pulsar.common.naming.NamespaceName;
+import org.apache.pulsar.common.naming.RangeEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.SpecifiedPositionsBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.TopicCountEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.TopicName;
+import org.apache.pulsar.common.policies.data.BundlesData;
+import org.apache.pulsar.common.policies.data.PoliciesUtil;
+import org.apache.pulsar.common.policies.data.stats.TopicStatsImpl;
+import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.BundleData;
+import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
+import org.apache.pulsar.policies.data.loadbalancer.ResourceUsage;
+
+public class PulsarOracle {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static final String[] RESOURCES = {"cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"};
+
+    public static void main(String[] args) throws Exception {
+        PrintStream out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, "UTF-8");
+        System.setOut(System.err); // whatever Pulsar's classes print stays off the answers
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            JsonNode answer;
+            try {
+                JsonNode request = JSON.readTree(line);
+                answer = dispatch(request.path("command").asText(), request.path("input"), request.path("follow"));
+            } catch (Throwable t) {
+                Throwable cause = t.getCause() != null && t instanceof java.util.concurrent.CompletionException
+                        ? t.getCause() : t;
+                answer = JSON.createObjectNode().put("error", cause.getClass().getSimpleName() + ": "
+                        + cause.getMessage());
+            }
+            out.println(JSON.writeValueAsString(answer));
+            out.flush();
+        }
+    }
+
+    static JsonNode dispatch(String command, JsonNode input, JsonNode follow) throws Exception {
+        switch (command) {
+            case "shed": return shed(input);
+            case "accept": return accept(input);
+            case "split": return split(input);
+            case "bundle": return bundle(input);
+            case "place": return place(input, follow);
+            default: throw new IllegalArgumentException("unknown command " + command);
+        }
+    }
+
+    // -- configuration: Pulsar's own loader over the input's broker.conf keys --------------------------
+
+    static ServiceConfiguration config(JsonNode raw) throws Exception {
+        Properties props = new Properties();
+        Iterator<Map.Entry<String, JsonNode>> fields = raw.fields();
+        while (fields.hasNext()) {
+            Map.Entry<String, JsonNode> e = fields.next();
+            JsonNode v = e.getValue();
+            String text = v.isArray() ? joined(v) : v.isNull() ? "" : v.asText();
+            props.setProperty(e.getKey(), text);
+        }
+        return PulsarConfigurationLoader.create(props, ServiceConfiguration.class);
+    }
+
+    static String joined(JsonNode array) {
+        List<String> parts = new ArrayList<>();
+        array.forEach(x -> parts.add(x.asText()));
+        return String.join(",", parts);
+    }
+
+    // -- shed: the four modular strategies, one findBundlesForUnloading per cycle --------------------
+
+    static LoadSheddingStrategy shedder(String name) {
+        String simple = name.substring(name.lastIndexOf('.') + 1);
+        switch (simple) {
+            case "ThresholdShedder": return new ThresholdShedder();
+            case "OverloadShedder": return new OverloadShedder();
+            case "UniformLoadShedder": return new UniformLoadShedder();
+            case "AvgShedder": return new AvgShedder();
+            default: throw new IllegalArgumentException("no oracle for strategy " + name);
+        }
+    }
+
+    static JsonNode shed(JsonNode input) throws Exception {
+        ServiceConfiguration conf = config(input.path("config"));
+        String name = input.path("strategy").asText(conf.getLoadBalancerLoadSheddingStrategy());
+        LoadSheddingStrategy strategy = shedder(name);
+        LoadData loadData = new LoadData();
+        ArrayNode cycles = JSON.createArrayNode();
+        for (JsonNode cycle : input.path("cycles")) {
+            cycles.add(shedCycle(cycle, conf, strategy, loadData));
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("cycles", cycles);
+        return out;
+    }
+
+    static ObjectNode shedCycle(JsonNode cycle, ServiceConfiguration conf, LoadSheddingStrategy strategy,
+                                LoadData loadData) {
+        long now = cycle.path("now_ms").asLong();
+        Map<String, Set<String>> owned = applyBundles(cycle.path("bundles"), loadData);
+        Set<String> brokers = applyBrokers(cycle.path("brokers"), owned, loadData);
+        strategy.onActiveBrokersChange(brokers);
+        Map<String, Long> recent = loadData.getRecentlyUnloadedBundles();
+        cycle.path("recentlyUnloaded").fields() // merged as `lbctl decide shed` does: the later time wins
+                .forEachRemaining(e -> recent.merge(e.getKey(), e.getValue().asLong(), Math::max));
+        long timeout = now - conf.getLoadBalancerSheddingGracePeriodMinutes() * 60_000L;
+        recent.keySet().removeIf(b -> recent.get(b) < timeout);
+        ArrayNode decisions = JSON.createArrayNode();
+        if (brokers.size() > 1) { // ModularLoadManagerImpl.doLoadShedding: nothing with one broker
+            Multimap<String, String> selected = strategy.findBundlesForUnloading(loadData, conf);
+            for (Map.Entry<String, String> e : selected.entries()) {
+                ObjectNode d = decisions.addObject().put("bundle", e.getValue()).put("source", e.getKey());
+                if (strategy instanceof AvgShedder avg) {
+                    BundleData data = loadData.getBundleData().get(e.getValue());
+                    d.put("destination", avg.selectBroker(brokers, data, loadData, conf).orElse(null));
+                } else {
+                    d.putNull("destination");
+                }
+                recent.put(e.getValue(), now);
+            }
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("decisions", decisions);
+        return out;
+    }
+
+    /** One sample per bundle per cycle (BundleData.update); bundles nobody reports are forgotten. */
+    static Map<String, Set<String>> applyBundles(JsonNode bundles, LoadData loadData) {
+        Map<String, Set<String>> owned = new HashMap<>();
+        Set<String> seen = new HashSet<>();
+        bundles.fields().forEachRemaining(e -> {
+            JsonNode b = e.getValue();
+            BundleData data = loadData.getBundleData().computeIfAbsent(e.getKey(), k -> new BundleData(10, 1000));
+            data.update(bundleStats(b));
+            seen.add(e.getKey());
+            if (b.hasNonNull("owner")) {
+                owned.computeIfAbsent(b.get("owner").asText(), k -> new TreeSet<>()).add(e.getKey());
+            }
+        });
+        loadData.getBundleData().keySet().retainAll(seen);
+        return owned;
+    }
+
+    static NamespaceBundleStats bundleStats(JsonNode b) {
+        NamespaceBundleStats stats = new NamespaceBundleStats();
+        stats.msgRateIn = b.path("msgRateIn").asDouble();
+        stats.msgRateOut = b.path("msgRateOut").asDouble();
+        stats.msgThroughputIn = b.path("msgThroughputIn").asDouble();
+        stats.msgThroughputOut = b.path("msgThroughputOut").asDouble();
+        stats.topics = b.path("topics").asLong();
+        stats.producerCount = b.path("producers").asInt();
+        stats.consumerCount = b.path("consumers").asInt();
+        return stats;
+    }
+
+    static Set<String> applyBrokers(JsonNode brokers, Map<String, Set<String>> owned, LoadData loadData) {
+        Set<String> ids = new TreeSet<>();
+        brokers.fields().forEachRemaining(e -> {
+            ids.add(e.getKey());
+            loadData.getBrokerData().put(e.getKey(), new BrokerData(localData(e.getKey(), e.getValue(), owned)));
+        });
+        loadData.getBrokerData().keySet().retainAll(ids);
+        return ids;
+    }
+
+    /** The broker's report; its bundle set is what it owns, padded to its reported bundle count. */
+    static LocalBrokerData localData(String id, JsonNode r, Map<String, Set<String>> owned) {
+        LocalBrokerData data = new LocalBrokerData();
+        data.setCpu(usage(r.path("cpu")));
+        data.setMemory(usage(r.path("memory")));
+        data.setDirectMemory(usage(r.path("directMemory")));
+        data.setBandwidthIn(usage(r.path("bandwidthIn")));
+        data.setBandwidthOut(usage(r.path("bandwidthOut")));
+        data.setMsgRateIn(r.path("msgRateIn").asDouble());
+        data.setMsgRateOut(r.path("msgRateOut").asDouble());
+        data.setMsgThroughputIn(r.path("msgThroughputIn").asDouble());
+        data.setMsgThroughputOut(r.path("msgThroughputOut").asDouble());
+        Set<String> bundles = new HashSet<>(owned.getOrDefault(id, Set.of()));
+        for (int i = 0; bundles.size() < r.path("bundles").asInt(0); i++) {
+            bundles.add(id + "/unreported/" + i);
+        }
+        data.setBundles(bundles);
+        return data;
+    }
+
+    static ResourceUsage usage(JsonNode u) {
+        return new ResourceUsage(u.path("usage").asDouble(), u.path("limit").asDouble());
+    }
+
+    // -- place: the modular strategies' best set, and whether our pick is in it -----------------------
+
+    static JsonNode place(JsonNode input, JsonNode follow) throws Exception {
+        ServiceConfiguration conf = config(input.path("config"));
+        String name = input.path("strategy").asText(conf.getLoadBalancerLoadPlacementStrategy());
+        String simple = name.substring(name.lastIndexOf('.') + 1);
+        ModularLoadManagerStrategy strategy = simple.equals("LeastResourceUsageWithWeight")
+                ? new LeastResourceUsageWithWeight() : new LeastLongTermMessageRate();
+        LoadData loadData = new LoadData();
+        Map<String, Set<String>> owned = applyBundles(input.path("bundles"), loadData);
+        Set<String> brokers = applyBrokers(input.path("brokers"), owned, loadData);
+        input.path("brokers").fields().forEachRemaining(e -> {
+            var avg = loadData.getBrokerData().get(e.getKey()).getTimeAverageData();
+            avg.setLongTermMsgRateIn(e.getValue().path("msgRateIn").asDouble());
+            avg.setLongTermMsgRateOut(e.getValue().path("msgRateOut").asDouble());
+        });
+        ObjectNode assignments = JSON.createObjectNode();
+        int i = 0;
+        for (JsonNode bundle : input.path("assign")) {
+            String id = bundle.asText();
+            BundleData data = loadData.getBundleData().getOrDefault(id, defaultBundleData());
+            Optional<String> pick = strategy.selectBroker(new TreeSet<>(brokers), data, loadData, conf);
+            if (pick.isPresent() && overloaded(loadData.getBrokerData().get(pick.get()), conf)) {
+                // ModularLoadManagerImpl.selectBroker: an overloaded pick selects again (same brokers here)
+                Optional<String> again = strategy.selectBroker(new TreeSet<>(brokers), data, loadData, conf);
+                pick = again.isPresent() ? again : pick;
+            }
+            ObjectNode a = assignments.putObject(id);
+            a.put("broker", pick.orElse(null));
+            ArrayNode best = a.putArray("best");
+            new TreeSet<>(bestBrokers(strategy)).forEach(best::add);
+            String placed = follow.has(i) ? follow.get(i).asText() : pick.orElse(null);
+            if (placed != null && loadData.getBrokerData().containsKey(placed)) {
+                loadData.getBrokerData().get(placed).getPreallocatedBundleData().put(id, data);
+            }
+            i++;
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("assignments", assignments);
+        return out;
+    }
+
+    static boolean overloaded(BrokerData broker, ServiceConfiguration conf) {
+        double usage = broker.getLocalData().getMaxResourceUsageWithWeight(conf.getLoadBalancerCPUResourceWeight(),
+                conf.getLoadBalancerDirectMemoryResourceWeight(), conf.getLoadBalancerBandwidthInResourceWeight(),
+                conf.getLoadBalancerBandwidthOutResourceWeight());
+        return usage > conf.getLoadBalancerBrokerOverloadedThresholdPercentage() / 100.0;
+    }
+
+    static BundleData defaultBundleData() {
+        NamespaceBundleStats stats = new NamespaceBundleStats();
+        stats.msgRateIn = stats.msgRateOut = 50;
+        stats.msgThroughputIn = stats.msgThroughputOut = 50000;
+        return new BundleData(10, 1000, stats);
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<String> bestBrokers(ModularLoadManagerStrategy strategy) throws Exception {
+        Field f = strategy.getClass().getDeclaredField("bestBrokers");
+        f.setAccessible(true);
+        return (List<String>) f.get(strategy);
+    }
+
+    // -- accept: ServiceUnitStateDataConflictResolver.shouldKeepLeft ---------------------------------
+
+    static JsonNode accept(JsonNode input) {
+        ArrayNode results = JSON.createArrayNode();
+        for (JsonNode c : input.path("cases")) {
+            ServiceUnitStateDataConflictResolver resolver = new ServiceUnitStateDataConflictResolver();
+            resolver.setStorageType("strict".equals(c.path("mode").asText())
+                    ? ServiceUnitState.StorageType.MetadataStore : ServiceUnitState.StorageType.SystemTopic);
+            results.add(!resolver.shouldKeepLeft(record(c.path("current")), record(c.path("incoming"))));
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("results", results);
+        return out;
+    }
+
+    static ServiceUnitStateData record(JsonNode r) {
+        if (r.isMissingNode() || r.isNull()) {
+            return null;
+        }
+        return new ServiceUnitStateData(ServiceUnitState.valueOf(r.path("state").asText()),
+                text(r.path("dst")), text(r.path("src")), null, r.path("force").asBoolean(false), 0L,
+                r.path("version").asLong());
+    }
+
+    static String text(JsonNode n) {
+        return n.isMissingNode() || n.isNull() ? null : n.asText();
+    }
+
+    // -- bundle and split: NamespaceBundles, the consistent-hashing assigner, the four algorithms -----
+
+    static NamespaceBundleFactory factory() throws Exception {
+        NamespaceBundleFactory f = (NamespaceBundleFactory) unsafe().allocateInstance(NamespaceBundleFactory.class);
+        set(f, "hashFunc", Hashing.crc32());
+        set(f, "topicBundleAssignmentStrategy", new ConsistentHashingTopicBundleAssigner());
+        return f;
+    }
+
+    static void set(Object target, String field, Object value) throws Exception {
+        Field f = target.getClass().getDeclaredField(field);
+        f.setAccessible(true);
+        f.set(target, value);
+    }
+
+    static final NamespaceBundleFactory FACTORY;
+    static {
+        try {
+            FACTORY = factory();
+        } catch (Exception e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    static JsonNode bundle(JsonNode input) {
+        NamespaceName ns = NamespaceName.get(input.path("namespace").asText());
+        BundlesData layout;
+        if (input.has("boundaries")) {
+            List<String> boundaries = new ArrayList<>();
+            input.get("boundaries").forEach(b -> boundaries.add(String.format("0x%08x", b.asLong())));
+            layout = BundlesData.builder().boundaries(boundaries).numBundles(boundaries.size() - 1).build();
+        } else {
+            layout = PoliciesUtil.getBundles(input.path("bundles").asInt());
+        }
+        NamespaceBundles bundles = FACTORY.getBundles(ns, layout);
+        ObjectNode topics = JSON.createObjectNode();
+        for (JsonNode t : input.path("topics")) {
+            TopicName topic = TopicName.get(t.asText());
+            topics.putObject(t.asText()).put("hash", FACTORY.getLongHashCode(topic.toString()))
+                    .put("bundle", bundles.findBundle(topic).getBundleRange());
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("topics", topics);
+        return out;
+    }
+
+    /** Hands the algorithm the input's topic list: what a broker's NamespaceService would answer. */
+    static class TopicList extends NamespaceService {
+        List<String> topics;
+
+        TopicList() {
+            super(null);
+        }
+
+        @Override
+        public CompletableFuture<List<String>> getOwnedTopicListForNamespaceBundle(NamespaceBundle bundle) {
+            return CompletableFuture.completedFuture(topics);
+        }
+    }
+
+    static JsonNode split(JsonNode input) throws Exception {
+        ServiceConfiguration conf = config(input.path("config"));
+        String id = input.path("bundle").asText();
+        int cut = id.lastIndexOf('/');
+        String[] range = id.substring(cut + 1).split("_");
+        NamespaceBundle bundle = new NamespaceBundle(NamespaceName.get(id.substring(0, cut)),
+                Range.range(Long.decode(range[0]), BoundType.CLOSED, Long.decode(range[1]),
+                        Long.decode(range[1]) == 0xffffffffL ? BoundType.CLOSED : BoundType.OPEN), FACTORY);
+        sun.misc.Unsafe unsafe = unsafe();
+        TopicList service = (TopicList) unsafe.allocateInstance(TopicList.class);
+        service.topics = new ArrayList<>();
+        Map<String, TopicStatsImpl> stats = new HashMap<>();
+        for (JsonNode t : input.path("topics")) {
+            String name = t.path("name").asText();
+            service.topics.add(name);
+            TopicStatsImpl s = new TopicStatsImpl();
+            s.msgRateIn = t.path("msgRate").asDouble();
+            s.msgThroughputIn = t.path("throughput").asDouble();
+            stats.put(name, s);
+        }
+        List<Long> positions = null;
+        if (input.has("positions") && !input.get("positions").isNull()) {
+            positions = new ArrayList<>();
+            for (JsonNode p : input.get("positions")) {
+                positions.add(p.asLong());
+            }
+        }
+        String algorithm = input.path("algorithm").asText(conf.getDefaultNamespaceBundleSplitAlgorithm());
+        BundleSplitOption option = algorithm.equals("flow_or_qps_equally_divide")
+                ? new FlowOrQpsEquallyDivideBundleSplitOption(service, bundle, positions, stats,
+                        conf.getLoadBalancerNamespaceBundleMaxMsgRate(),
+                        conf.getLoadBalancerNamespaceBundleMaxBandwidthMbytes(),
+                        conf.getFlowOrQpsDifferenceThresholdPercentage())
+                : new BundleSplitOption(service, bundle, positions);
+        List<Long> found = NamespaceBundleSplitAlgorithm.of(algorithm).getSplitBoundary(option).join();
+        ObjectNode out = JSON.createObjectNode();
+        ArrayNode boundaries = out.putArray("boundaries");
+        if (found != null) {
+            found.forEach(boundaries::add);
+        }
+        return out;
+    }
+
+    static sun.misc.Unsafe unsafe() throws Exception {
+        Field unsafeField = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+        unsafeField.setAccessible(true);
+        return (sun.misc.Unsafe) unsafeField.get(null);
+    }
+}

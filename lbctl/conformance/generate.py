@@ -1,0 +1,260 @@
+"""Seeded random inputs for ``lbctl decide``, one generator per conformance family.
+
+Invariants: a family's case ``i`` under seed ``s`` is always the same input (``Random(f"{s}/{family}/{i}")``);
+every input is valid for ``lbctl decide`` and for the Pulsar oracle; edges come often on purpose:
+empty and single brokers, zero and huge rates, usages above 100 %, equal loads (ties), the last
+bundle of the range, versions at the int64 wrap.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+FULL = 0xFFFFFFFF
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+MIB = 1024 * 1024
+Case = dict[str, Any]
+
+
+def _pick(rng: random.Random, *choices: Any) -> Any:
+    return choices[rng.randrange(len(choices))]
+
+
+def _amount(rng: random.Random, scale: float) -> float:
+    """Zero, huge, tied (a round value) or an ordinary random amount."""
+    roll = rng.random()
+    if roll < 0.08:
+        return 0.0
+    if roll < 0.12:
+        return scale * 1e6
+    if roll < 0.30:
+        return float(rng.choice((1, 2, 5, 10)) * scale)
+    return round(rng.uniform(0, 10 * scale), rng.choice((0, 3)))
+
+
+def _usage(rng: random.Random) -> dict[str, float]:
+    roll = rng.random()
+    if roll < 0.1:
+        pct = 0.0
+    elif roll < 0.2:
+        pct = rng.uniform(100, 1000)  # above 100 %: counted as it is
+    elif roll < 0.35:
+        pct = float(rng.choice((10, 30, 50, 80, 85, 90)))
+    else:
+        pct = rng.uniform(0, 100)
+    limit = float(rng.choice((100, 400, 1000, 10_000)))
+    return {"usage": round(pct * limit / 100, 3), "limit": limit}
+
+
+def _brokers(rng: random.Random) -> list[str]:
+    count = _pick(rng, 0, 1, 2, 2, 3, 3, 4, 5, 6, 8)
+    return [f"broker-{i}" for i in range(1, count + 1)]
+
+
+def _layout(rng: random.Random, pieces: int) -> list[int]:
+    seg = (FULL + 1) // pieces
+    return [i * seg for i in range(pieces)] + [FULL]
+
+
+def _bundle_ids(rng: random.Random, count: int) -> list[str]:
+    ids = []
+    for n in range(rng.randint(1, 3)):
+        edges = _layout(rng, _pick(rng, 4, 8, 16, 32))
+        ids += [f"tenant/ns{n}/0x{edges[i]:08x}_0x{edges[i + 1]:08x}" for i in range(len(edges) - 1)]
+    rng.shuffle(ids)
+    return ids[:count]
+
+
+def _report(rng: random.Random, tied: dict[str, Any] | None) -> dict[str, Any]:
+    report: dict[str, Any] = {r: _usage(rng) for r in ("cpu", "memory", "directMemory", "bandwidthIn",
+                                                         "bandwidthOut")}
+    for key, scale in (("msgRateIn", 1000.0), ("msgRateOut", 1000.0),
+                       ("msgThroughputIn", 10.0 * MIB), ("msgThroughputOut", 10.0 * MIB)):
+        report[key] = _amount(rng, scale)
+    if tied is not None:
+        report.update(tied)
+    return report
+
+
+def _bundle_stats(rng: random.Random, owner: str | None) -> dict[str, Any]:
+    return {"owner": owner, "msgRateIn": _amount(rng, 100.0), "msgRateOut": _amount(rng, 100.0),
+            "msgThroughputIn": _amount(rng, MIB), "msgThroughputOut": _amount(rng, MIB),
+            "topics": rng.randint(0, 20), "producers": rng.randint(0, 5), "consumers": rng.randint(0, 5)}
+
+
+def _cycle(rng: random.Random, brokers: list[str], bundles: list[str], now_ms: int) -> dict[str, Any]:
+    tied = None if rng.random() < 0.8 else {k: _usage(rng) for k in ("cpu", "bandwidthIn")}
+    reports = {b: _report(rng, tied) for b in brokers}
+    for report in reports.values():
+        if rng.random() < 0.15:
+            report["bundles"] = rng.randint(0, 4)  # owned bundles without load data pad the count
+    owned = {b: (rng.choice(brokers) if brokers else None) for b in bundles}
+    stats = {b: _bundle_stats(rng, o) for b, o in owned.items() if o is not None}
+    cycle: dict[str, Any] = {"now_ms": now_ms, "brokers": reports, "bundles": stats}
+    if stats and rng.random() < 0.3:
+        some = rng.sample(sorted(stats), k=min(len(stats), rng.randint(1, 3)))
+        cycle["recentlyUnloaded"] = {b: now_ms - rng.choice((1, 60_000, 29 * 60_000, 31 * 60_000)) for b in some}
+    return cycle
+
+
+SHED_CONFIG: dict[str, Callable[[random.Random], Any]] = {
+    "loadBalancerBrokerThresholdShedderPercentage": lambda r: _pick(r, 5, 10, 20, 400),
+    "loadBalancerHistoryResourcePercentage": lambda r: _pick(r, 0.0, 0.5, 0.9),
+    "loadBalancerBundleUnloadMinThroughputThreshold": lambda r: _pick(r, 0, 1, 10),
+    "lowerBoundarySheddingEnabled": lambda r: r.random() < 0.5,
+    "loadBalancerBrokerOverloadedThresholdPercentage": lambda r: _pick(r, 50, 85, 95, 400),
+    "loadBalancerCPUResourceWeight": lambda r: _pick(r, 0.5, 1.0, 2.0),
+    "loadBalancerDirectMemoryResourceWeight": lambda r: _pick(r, 0.0, 1.0),
+    "loadBalancerMsgRateDifferenceShedderThreshold": lambda r: _pick(r, 0, 10, 50),
+    "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": lambda r: _pick(r, 0, 2, 4),
+    "maxUnloadPercentage": lambda r: _pick(r, 0.2, 0.5, 1.0),
+    "minUnloadMessage": lambda r: _pick(r, 0, 100, 1000),
+    "minUnloadMessageThroughput": lambda r: _pick(r, 0, 1048576),
+    "maxUnloadBundleNumPerShedding": lambda r: _pick(r, -1, 1, 3),
+    "loadBalancerAvgShedderLowThreshold": lambda r: _pick(r, 5, 15),
+    "loadBalancerAvgShedderHighThreshold": lambda r: _pick(r, 20, 40),
+    "loadBalancerAvgShedderHitCountLowThreshold": lambda r: _pick(r, 1, 2, 8),
+    "loadBalancerAvgShedderHitCountHighThreshold": lambda r: _pick(r, 1, 2),
+}
+
+
+def _config(rng: random.Random, keys: dict[str, Callable[[random.Random], Any]]) -> dict[str, Any]:
+    return {k: make(rng) for k, make in keys.items() if rng.random() < 0.4}
+
+
+def shed(strategy: str) -> Callable[[random.Random], Case]:
+    def generate(rng: random.Random) -> Case:
+        brokers = _brokers(rng)
+        bundles = _bundle_ids(rng, rng.randint(0, 24))
+        cycles = []
+        now = 1_700_000_000_000
+        for _ in range(rng.randint(1, 4)):
+            cycles.append(_cycle(rng, brokers, bundles, now))
+            now += 60_000
+        return {"strategy": strategy, "config": _config(rng, SHED_CONFIG), "cycles": cycles}
+
+    return generate
+
+
+STATES = ("Init", "Free", "Owned", "Assigning", "Releasing", "Splitting", "Deleted")
+
+
+def _record(rng: random.Random, version: int) -> dict[str, Any]:
+    state = rng.choice(STATES)
+    dst, src = _pick(rng, None, "a", "b"), _pick(rng, None, "a", "b")
+    if dst is None and src is None and state != "Free":
+        dst = "a"
+    return {"state": state, "dst": dst, "src": src, "version": version, "force": rng.random() < 0.2}
+
+
+def accept(rng: random.Random) -> Case:
+    held = _pick(rng, 1, 2, 7, INT64_MAX, INT64_MAX - 1, INT64_MIN)
+    offered = held + _pick(rng, 1, 1, 1, 0, 2, -1)
+    if held == INT64_MAX and rng.random() < 0.6:
+        offered = INT64_MIN  # the wrap
+    offered = max(INT64_MIN, min(INT64_MAX, offered))
+    current = None if rng.random() < 0.25 else _record(rng, held)
+    if current is None:
+        offered = _pick(rng, 1, 1, 2, 0)
+    incoming = None if rng.random() < 0.05 else _record(rng, offered)
+    return {"cases": [{"mode": _pick(rng, "compacted", "strict"), "current": current, "incoming": incoming}]}
+
+
+def _topic_in(rng: random.Random, namespace: str, lower: int, upper: int) -> str:
+    domain = _pick(rng, "persistent", "persistent", "non-persistent")
+    for attempt in range(10_000):
+        name = f"{domain}://{namespace}/t-{rng.randrange(10**9)}-{attempt}"
+        if _pick(rng, 0, 0, 1):
+            name += f"-partition-{rng.randrange(16)}"
+        value = zlib.crc32(name.encode()) & FULL
+        if lower <= value < upper or (upper == FULL and value == FULL):
+            return name
+    raise RuntimeError(f"no topic found in [{lower:#x}, {upper:#x})")
+
+
+def _split_bundle(rng: random.Random) -> tuple[str, int, int]:
+    namespace = _pick(rng, "tenant/ns", "prop/cluster/ns")
+    pieces = _pick(rng, 1, 2, 4, 16, 64)
+    edges = _layout(rng, pieces)
+    i = _pick(rng, 0, len(edges) - 2, rng.randrange(len(edges) - 1))  # first, last or any bundle
+    return namespace, edges[i], edges[i + 1]
+
+
+def split(algorithm: str) -> Callable[[random.Random], Case]:
+    def generate(rng: random.Random) -> Case:
+        namespace, lower, upper = _split_bundle(rng)
+        count = _pick(rng, 0, 1, 2, 3, rng.randint(2, 40))
+        topics = []
+        for _ in range(count):
+            topic: dict[str, Any] = {"name": _topic_in(rng, namespace, lower, upper)}
+            if algorithm == "flow_or_qps_equally_divide":
+                topic["msgRate"] = _amount(rng, 3000.0)
+                topic["throughput"] = _amount(rng, 10.0 * MIB)
+            topics.append(topic)
+        case: Case = {"algorithm": algorithm, "bundle": f"{namespace}/0x{lower:08x}_0x{upper:08x}",
+                      "topics": topics}
+        if algorithm == "specified_positions_divide":
+            case["positions"] = sorted({_pick(rng, lower, upper, lower + 1, upper - 1,
+                                              rng.randint(lower, upper)) for _ in range(rng.randint(1, 6))})
+        if algorithm == "flow_or_qps_equally_divide":
+            case["config"] = {"loadBalancerNamespaceBundleMaxMsgRate": _pick(rng, 1000, 30000),
+                              "loadBalancerNamespaceBundleMaxBandwidthMbytes": _pick(rng, 10, 100),
+                              "flowOrQpsDifferenceThresholdPercentage": _pick(rng, 0, 10, 50)}
+        return case
+
+    return generate
+
+
+def bundle(rng: random.Random) -> Case:
+    namespace = _pick(rng, "public/default", "tenant/ns", "prop/cluster/ns")
+    case: Case = {"namespace": namespace}
+    if rng.random() < 0.5:
+        case["bundles"] = _pick(rng, 1, 2, 3, 4, 7, 16, 100, 1000)
+    else:
+        inner = sorted(rng.sample(range(1, FULL), k=rng.randint(0, 8)))
+        case["boundaries"] = [0, *inner, FULL]
+    case["topics"] = [_topic_in(rng, namespace, 0, FULL) for _ in range(rng.randint(1, 8))]
+    return case
+
+
+def place(strategy: str) -> Callable[[random.Random], Case]:
+    def generate(rng: random.Random) -> Case:
+        brokers = _brokers(rng)[:6] or ["broker-1"]
+        tied = None if rng.random() < 0.7 else {"msgRateIn": 100.0, "msgRateOut": 100.0,
+                                                   "cpu": {"usage": 10.0, "limit": 100.0}}
+        reports = {b: _report(rng, tied) for b in brokers}
+        assign = [f"fresh{n}/ns/0x00000000_0xffffffff" for n in range(rng.randint(1, 4))]
+        config = _config(rng, {k: SHED_CONFIG[k] for k in (
+            "loadBalancerBrokerOverloadedThresholdPercentage", "loadBalancerHistoryResourcePercentage",
+            "loadBalancerCPUResourceWeight", "loadBalancerDirectMemoryResourceWeight")})
+        config["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"] = _pick(rng, 0, 5, 10)
+        return {"strategy": strategy, "config": config, "seed": rng.randrange(1000),
+                "brokers": reports, "bundles": {}, "assign": assign}
+
+    return generate
+
+
+FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
+    "shed-threshold": ("shed", shed("ThresholdShedder")),
+    "shed-overload": ("shed", shed("OverloadShedder")),
+    "shed-uniform": ("shed", shed("UniformLoadShedder")),
+    "shed-avg": ("shed", shed("AvgShedder")),
+    "place-lltmr": ("place", place("LeastLongTermMessageRate")),
+    "place-lruww": ("place", place("LeastResourceUsageWithWeight")),
+    "split-range": ("split", split("range_equally_divide")),
+    "split-topic-count": ("split", split("topic_count_equally_divide")),
+    "split-specified": ("split", split("specified_positions_divide")),
+    "split-flow": ("split", split("flow_or_qps_equally_divide")),
+    "bundle": ("bundle", bundle),
+    "accept": ("accept", accept),
+}
+"""family -> (the ``lbctl decide`` command, its generator)."""
+
+
+def case(family: str, seed: int, index: int) -> tuple[str, Case]:
+    command, generate = FAMILIES[family]
+    return command, generate(random.Random(f"{seed}/{family}/{index}"))

@@ -1,0 +1,54 @@
+"""``lbctl kafka acls``: the Kafka ACLs a deployment needs, one ``kafka-acls`` command per grant.
+
+Reads ``kafka.security`` of the cluster file (``lbctl --cluster FILE kafka acls`` or
+``lbctl kafka acls --cluster FILE``): each actor role's user (``roles``; an actor role without
+one uses the file's own user), the admin (``roles.admin``, else the file's user) and the auditor
+(``roles.auditor``). Prints; changes nothing. The model is ``events.log.kafka_acls``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from actors.cluster_conf import ClusterConf
+from balancer.errors import MalformedInput
+from events.log.kafka_acls import WRITERS, render
+from events.log.kafka_client import KafkaSecurity
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("kafka", help="Kafka of a deployment: the ACLs of its roles")
+    verbs = parser.add_subparsers(dest="kafka_verb", metavar="VERB")
+    verbs.required = True
+    acls = verbs.add_parser("acls", help="print the kafka-acls commands for every role")
+    acls.add_argument("--cluster", dest="cluster_conf", metavar="CLUSTER_YAML", default=argparse.SUPPRESS,
+                      help="the deployment's cluster.yaml (same as lbctl --cluster)")
+    acls.add_argument("--command-config", default="admin.properties",
+                      help="the super user's client properties file, as kafka-acls takes it")
+    acls.add_argument("--tool", default="kafka-acls.sh", help="the kafka-acls script to name")
+    acls.set_defaults(handler=_acls)
+
+
+def principals(security: KafkaSecurity) -> dict[str, str]:
+    """Role -> ``User:name`` as the deployment uses them (see the module docstring)."""
+    own = dict(security.roles)
+    found = {role: f"User:{creds.username}" for role, creds in own.items()}
+    if security.credentials is not None:
+        me = f"User:{security.credentials.username}"
+        for role in (*WRITERS, "clients", "admin"):
+            found.setdefault(role, me)
+    return found
+
+
+def _acls(args: argparse.Namespace) -> int:
+    deployment = getattr(args, "cluster_conf", None)
+    if deployment is None:
+        raise MalformedInput("lbctl kafka acls needs a cluster file: --cluster FILE", value="--cluster")
+    found = ClusterConf.load(deployment)
+    names = principals(found.kafka.security)
+    if not names:
+        raise MalformedInput(f"{deployment}: kafka.security names no user (username, roles): "
+                             "nothing to grant", value=deployment)
+    print(render(found.name, found.kafka.bootstrap_servers, names, tool=args.tool,
+                 command_config=args.command_config, source=str(deployment)), end="")
+    return 0
