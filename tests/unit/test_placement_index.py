@@ -129,3 +129,23 @@ def test_the_index_holds_what_the_plain_view_holds() -> None:
         assert [d.bundle for d in indexed.bundles_of(broker)] == [d.bundle for d in plain.bundles_of(broker)]
         assert leader.placing.long_term_rate(broker) == sum(
             d.long_term.msg_rate for d in plain.bundles_of(broker))
+
+
+def test_a_recovered_leader_builds_the_index_a_live_one_kept() -> None:
+    builder = HistoryBuilder(11)
+    for broker in BROKERS:
+        _membership(builder, broker)
+    for _ in range(500):
+        builder.step() if builder.rng.random() < 0.8 else _report(builder, builder.rng.choice(BROKERS))
+    config = _config("LeastLongTermMessageRate", True, 50000)
+    live, recovered = LeaderBody(config, rng=random.Random(0)), LeaderBody(config, rng=random.Random(0))
+    _fold(live, builder.envelopes, 0)
+    recovered.recover(Record(0, offset, e) for offset, e in enumerate(builder.envelopes))
+    assert live.placing.bundles.keys() == recovered.placing.bundles.keys()
+    for bundle, data in live.placing.bundles.items():
+        other = recovered.placing.bundles[bundle]
+        assert (other.owner, other.stats, other.long_term.msg_rate) == (data.owner, data.stats,
+                                                                         data.long_term.msg_rate)
+    for broker in BROKERS:
+        assert live.placing.long_term_rate(broker) == recovered.placing.long_term_rate(broker)
+        assert live.placing.namespace_bundles(broker) == recovered.placing.namespace_bundles(broker)
