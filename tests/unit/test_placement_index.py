@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from actors.leader import LeaderBody
 from balancer.config import LoadBalancerConfig
+from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
 from events.envelope import Envelope
 from events.log.port import Record
@@ -149,3 +150,26 @@ def test_a_recovered_leader_builds_the_index_a_live_one_kept() -> None:
     for broker in BROKERS:
         assert live.placing.long_term_rate(broker) == recovered.placing.long_term_rate(broker)
         assert live.placing.namespace_bundles(broker) == recovered.placing.namespace_bundles(broker)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), steps=st.integers(1, 120))
+def test_indexed_extensible_placement_equals_the_plain_walk(seed: int, steps: int) -> None:
+    config = LoadBalancerConfig.from_mapping({"loadManagerClassName": "ExtensibleLoadManagerImpl"})
+    builder = HistoryBuilder(seed)
+    leader = LeaderBody(config, rng=random.Random(0))
+    placement = ExtensiblePlacement(config)
+    folded = 0
+    for broker in BROKERS:
+        _membership(builder, broker)
+    for _ in range(steps):
+        builder.step() if builder.rng.random() < 0.7 else _report(builder, builder.rng.choice(BROKERS))
+        folded = _fold(leader, builder.envelopes, folded)
+        namespace = builder.rng.choice(sorted(builder.layouts))
+        bundle = f"{namespace}/{builder.rng.choice(list(builder.layouts[namespace])).name}"
+        views = [cluster_view(0, config, ownership=leader.view, load=leader.load, registry=leader.brokers,
+                              placing=True, index=index) for index in (None, leader.placing)]
+        if not views[0].available:
+            continue
+        plain, indexed = (placement.place(view, bundle, random.Random(seed)).to_dict() for view in views)
+        assert indexed == plain
