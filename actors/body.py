@@ -104,7 +104,11 @@ class Follower:
         if not entitled(envelope, self.view.elected):
             return False  # the view named it an anomaly; no body folds or reacts to it
         kind, payload = envelope.type, envelope.payload
-        self.by_broker.touch_all(touched(kind, payload), self.view.records)
+        bundle = payload.get("bundle")
+        if bundle is not None:
+            self.by_broker.touch(bundle, self.view.records.get(bundle))
+        elif kind == "SplitCompleted":
+            self.by_broker.touch_all(touched(kind, payload), self.view.records)
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
         if kind == "LeaderElected":
@@ -150,5 +154,11 @@ class Follower:
 
 
 def _topic(type_name: str) -> str:
-    schema = SCHEMAS.get(type_name)
-    return schema.cls.TOPIC if schema is not None else EVENTS_TOPIC
+    topic = _TOPICS.get(type_name)
+    if topic is None:
+        schema = SCHEMAS.get(type_name)
+        topic = _TOPICS[type_name] = schema.cls.TOPIC if schema is not None else EVENTS_TOPIC
+    return topic
+
+
+_TOPICS: dict[str, str] = {}

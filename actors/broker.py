@@ -46,7 +46,9 @@ from events.catalog import (
     LoadReported,
 )
 from events.log.port import Record
+from events.report_parts import continuation, split_bundles
 from projections.load import report_to_payload, stats_to_payload
+from projections.ownership_index import OwnershipIndex
 
 _WAITS = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested"})
 """The events that make a record wait for a broker's confirmation."""
@@ -63,6 +65,7 @@ class BrokerBody(Follower):
                  capacity: Capacity | None = None) -> None:
         super().__init__(config)
         self.broker_id = broker_id
+        self.by_broker = OwnershipIndex(only=broker_id)
         self.name = broker_body_name(broker_id)
         self.workload = workload
         self.settings = settings or ActorSettings()
@@ -93,7 +96,13 @@ class BrokerBody(Follower):
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
         if envelope.type in _WAITS:
-            self._waits_since[str(envelope.payload["bundle"])] = envelope.seq
+            # Kept only for bundles a wait ever named this broker in: a record waits on it only
+            # after such an event, so the seq read for a confirmation is the same (issue 23:
+            # a hundred brokers each holding every bundle's seq was a wall).
+            payload, me = envelope.payload, self.broker_id
+            bundle = str(payload["bundle"])
+            if payload.get("dst") == me or payload.get("src") == me or bundle in self._waits_since:
+                self._waits_since[bundle] = envelope.seq
         if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
             self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
             return
@@ -185,8 +194,10 @@ class BrokerBody(Follower):
         """Append a load report; folding it back (``last_confirmed_ms``) proves it landed."""
         report, stats = load or self._load()
         self.last_report, self.last_published_ms = report, now_ms
-        return self._append(LoadReported(broker_id=self.broker_id, broker_load=report_to_payload(report),
-                                         bundles=[stats_to_payload(s) for s in stats]))
+        parts = split_bundles([stats_to_payload(s) for s in stats])
+        return self._append(*(LoadReported(broker_id=self.broker_id, bundles=bundles,
+                                           broker_load=report_to_payload(report) if i == 0 else continuation(i))
+                              for i, bundles in enumerate(parts)))
 
     # -- confirmations -----------------------------------------------------------------------
     def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:

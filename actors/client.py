@@ -26,6 +26,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.errors import UnknownBroker, UnknownNamespace
 from balancer.ownership import AcceptMode
 from events.log.port import EventLog, Record
+from events.report_parts import is_continuation
 from projections.load import LoadProjection
 from projections.ownership import BundleRow, OwnershipProjection
 
@@ -73,7 +74,7 @@ class ClientView(Follower):
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
         self.load.apply(record.offset, envelope)
-        if envelope.type == "LoadReported":
+        if envelope.type == "LoadReported" and not is_continuation(envelope.payload["broker_load"]):
             self.reports[str(envelope.payload["broker_id"])] = (envelope.ts_ms, envelope.payload)
         elif envelope.type == "BrokerLeft":
             self.reports.pop(str(envelope.payload["broker_id"]), None)

@@ -123,8 +123,12 @@ class Outcomes:
     the first outcome (``repeat``), without appending anything.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = 100_000) -> None:
         self._by_id: dict[str, _Outcome] = {}
+        self.kept = kept
+        """The newest ``kept`` command ids are remembered (issue 23: bounded memory); a repeat of
+        an older one is treated as new. Eviction follows log order, so a body rebuilt from the
+        log remembers exactly what the live one does."""
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -136,6 +140,8 @@ class Outcomes:
             self._by_id[causation_id] = _Outcome(error=payload["error"])
         else:
             self._by_id.setdefault(causation_id, _Outcome()).events.append((kind, payload))
+        while len(self._by_id) > self.kept:
+            del self._by_id[next(iter(self._by_id))]
 
     def repeat(self, command: Command) -> Effects | None:
         """The first outcome of ``command.command_id`` as effects, or None if it is new."""

@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from random import Random
@@ -76,7 +76,7 @@ from events.log.port import Record
 from projections.load import LoadProjection
 from projections.ownership_index import touched
 from projections.shed_replay import remember_shed
-from projections.views import sync_placing
+from projections.views import placing_index, sync_placing
 
 _DECISION_EVENTS = ("UnloadRequested", "TransferPrepared")
 
@@ -119,8 +119,9 @@ class LeaderBody(Follower):
         """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
         self.timers = _Timers()
         self.placing = BundleIndex()
+        self._recovering = False
         """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
-        self.outcomes = Outcomes()
+        self.outcomes = Outcomes(self.settings.outcomes_kept)
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
         self.folded_to: dict[int, int] = {}
@@ -144,7 +145,8 @@ class LeaderBody(Follower):
         if record.offset > self.folded_to.get(record.partition, -1):
             self.folded_to[record.partition] = record.offset
         self.load.apply(record.offset, envelope)
-        self._index(kind, payload)
+        if not self._recovering:
+            self._index(kind, payload)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(kind, payload, envelope.causation_id)
         if kind in ("BrokerLeft", "BrokerRegistered", "LoadReported"):
@@ -160,6 +162,16 @@ class LeaderBody(Follower):
             for child in payload["children"]:
                 if str(child) != parent:  # a split without a boundary: the bundle is its own child
                     self.parents[str(child)] = parent
+
+    def recover(self, history: Iterable[Record]) -> None:
+        """Fold the history, then build the placing index once from what it left (the same
+        index a per-record upkeep ends with, without re-copying every report's bundles)."""
+        self._recovering = True
+        try:
+            super().recover(history)
+        finally:
+            self._recovering = False
+        self.placing = placing_index(self.view, self.load)
 
     def _index(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Keep the placing index (what a placement reads) in step with this record."""

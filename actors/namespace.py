@@ -74,11 +74,12 @@ reason field, so the split reason travels in the id and lands in ``SplitRequeste
 class NamespaceBody(Follower):
     """Handles the namespace commands of contracts §2 for the namespaces of one shard."""
 
-    def __init__(self, config: LoadBalancerConfig, *, shard: int = 0, shards: int = 1) -> None:
+    def __init__(self, config: LoadBalancerConfig, *, shard: int = 0, shards: int = 1,
+                 outcomes_kept: int = 100_000) -> None:
         super().__init__(config)
         self.name = namespace_body_name(shard)
         self.shard, self.shards = shard, shards
-        self.outcomes = Outcomes()
+        self.outcomes = Outcomes(outcomes_kept)
         self.written: dict[str, int] = {}
         """Newest epoch this shard wrote per key: later appends never go below it."""
         self.loads: dict[str, tuple[int, float]] = {}

@@ -201,6 +201,10 @@ def _check_runs(namespace: str, runs: tuple[_Run, ...]) -> None:
                             value=namespace)
 
 
+_LAYOUTS: dict[tuple[str, tuple[int, ...]], NamespaceBundles] = {}
+_LAYOUTS_KEPT = 64
+
+
 @dataclass(frozen=True, slots=True)
 class NamespaceBundles:
     """A namespace's bundle layout: boundaries b0 = 0 < b1 < ... < bn = 0xffffffff."""
@@ -257,6 +261,21 @@ class NamespaceBundles:
 
     @classmethod
     def from_boundaries(cls, namespace: str, boundaries: Iterable[int]) -> NamespaceBundles:
+        # A layout is immutable: every fold of one NamespaceCreated (each body folds it) shares
+        # one instance instead of validating 65,537 edges again (issue 23).
+        key = (namespace, tuple(boundaries))
+        if all(type(e) is int for e in key[1]):  # bools and floats compare equal to ints
+            found = _LAYOUTS.get(key)
+            if found is None:
+                found = cls._from_boundaries(namespace, key[1])
+                if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+                    _LAYOUTS.pop(next(iter(_LAYOUTS)))
+                _LAYOUTS[key] = found
+            return found
+        return cls._from_boundaries(namespace, key[1])
+
+    @classmethod
+    def _from_boundaries(cls, namespace: str, boundaries: Iterable[int]) -> NamespaceBundles:
         edges: list[int] = []
         for position, edge in enumerate(boundaries):
             if isinstance(edge, bool) or not isinstance(edge, int) or not 0 <= edge <= HASH_MAX:

@@ -63,6 +63,8 @@ SUITE: tuple[Module, ...] = (
     Module("bench.replay", ("A10", "A11"), "Spark audit and what-if sweep",
            json_flag=False, result_file="bench/results/replay.json"),
     Module("bench.quality", ("B",), "balancing quality, every scenario x strategy"),
+    Module("bench.scale", ("S1", "S2", "S3", "S4", "S5"), "the live system at scale, inproc",
+           timeout_quick_s=300.0, timeout_full_s=3000.0),
 )
 ALL_IDS = tuple(i for m in SUITE for i in m.ids)
 

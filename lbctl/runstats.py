@@ -21,6 +21,7 @@ from typing import Any
 
 from balancer.load import max_usage
 from events.log.port import Record
+from events.report_parts import is_continuation
 from projections.load import report_from_payload
 
 MOVE_EVENTS = {"TransferPrepared": "transfer", "UnloadRequested": "unload", "SplitRequested": "split"}
@@ -78,7 +79,7 @@ class RunStats:
         env = record.envelope
         kind, payload = env.type, env.payload
         self.types[kind] += 1
-        if kind == "LoadReported":
+        if kind == "LoadReported" and not is_continuation(payload["broker_load"]):
             report = report_from_payload(env.key, payload["broker_load"])
             self.loads[env.key] = max_usage(report)
             self.msg_rates[env.key] = report.msg_rate_in + report.msg_rate_out

@@ -27,6 +27,7 @@ from balancer.load import (
     RateAverages,
     ResourceUsage,
 )
+from events.report_parts import is_continuation
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
 LOAD_TYPES = frozenset({"LoadReported", "BrokerRegistered", "BrokerLeft"})
@@ -134,10 +135,11 @@ class LoadProjection:
         self._report(info, payload, ts_ms)
 
     def _report(self, info: BrokerInfo, payload: Mapping[str, Any], ts_ms: int) -> None:
-        report = report_from_payload(info.broker_id, payload["broker_load"], info.failure_domain)
-        if info.load is None:
-            info.load = BrokerLoadData(report)
-        info.load.apply_report(report, ts_ms, self.config)
+        if not is_continuation(payload["broker_load"]):  # a later part carries bundles only
+            report = report_from_payload(info.broker_id, payload["broker_load"], info.failure_domain)
+            if info.load is None:
+                info.load = BrokerLoadData(report)
+            info.load.apply_report(report, ts_ms, self.config)
         for raw in payload.get("bundles") or ():
             stats = stats_from_payload(raw)
             data = self.bundles.get(stats.bundle)

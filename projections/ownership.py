@@ -365,8 +365,10 @@ def namespace_of_topic(topic: str) -> str:
     return "/".join(parts[:-1])
 
 
-def _layouts(p: OwnershipProjection) -> dict[str, tuple[tuple[int, ...], str | None, Any]]:
-    return {n: (i.layout.boundaries(), i.anti_affinity_group, i.isolation)
+def _layouts(p: OwnershipProjection) -> dict[str, tuple[Any, str | None, Any]]:
+    # Runs are canonical (one per edge sequence): comparing them compares the boundaries
+    # without materialising 65,537 of them per body per check (issue 23).
+    return {n: (i.layout.runs, i.anti_affinity_group, i.isolation)
             for n, i in p.namespaces.items()}
 
 

@@ -6,6 +6,7 @@ Invariants:
 - it is kept by ``touch(bundle, record)`` after every fold that may change that bundle's record
   (``touched`` names them for an event), so a query costs the broker's own bundles, never the
   whole cluster; ``rebuild`` derives it from the records alone (a restored or replaced view);
+- an index made ``only`` for one broker answers ``involving`` for that broker alone;
 - ``in_state(s)`` is exactly the set of bundles whose record is in state ``s``, for every state
   but Owned and Deleted (the settled ones, which would make it as large as the view);
 - an index is an optimisation, never a rule: callers filter and sort what it returns exactly as
@@ -34,9 +35,12 @@ def touched(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:
 class OwnershipIndex:
     """Which bundles each broker appears in (as dst or src)."""
 
-    __slots__ = ("_by_broker", "_by_state", "_names", "_states")
+    __slots__ = ("_by_broker", "_by_state", "_names", "_only", "_states")
 
-    def __init__(self) -> None:
+    def __init__(self, only: str | None = None) -> None:
+        """``only``: keep just that broker's bundles (a broker asks about itself alone; a full
+        index per broker would hold every bundle once per broker)."""
+        self._only = only
         self._by_broker: dict[str, set[str]] = {}
         self._names: dict[str, tuple[str, ...]] = {}
         self._by_state: dict[BundleState, set[str]] = {}
@@ -51,8 +55,29 @@ class OwnershipIndex:
 
     def touch(self, bundle: str, record: OwnershipRecord | None) -> None:
         """``bundle``'s record is now ``record`` (None: gone)."""
-        self._state(bundle, None if record is None or record.state in _SETTLED else record.state)
-        names = _names(record)
+        # Hot: called once per folded event in every body; kept to one call.
+        if self._only is not None:
+            self._touch_only(bundle, record, self._only)
+            return
+        names: tuple[str, ...]
+        if record is None:
+            state, names = None, ()
+        else:
+            state, dst, src = record[0], record[1], record[2]
+            if state in _SETTLED:
+                state = None
+            if dst is None:
+                names = () if src is None else (src,)
+            else:
+                names = (dst,) if src is None or src == dst else (dst, src)
+        old_state = self._states.get(bundle)
+        if old_state is not state:
+            if old_state is not None:
+                self._by_state[old_state].discard(bundle)
+                del self._states[bundle]
+            if state is not None:
+                self._by_state.setdefault(state, set()).add(bundle)
+                self._states[bundle] = state
         old = self._names.get(bundle, ())
         if names == old:
             return
@@ -69,21 +94,18 @@ class OwnershipIndex:
         else:
             self._names.pop(bundle, None)
 
-    def _state(self, bundle: str, state: BundleState | None) -> None:
-        old = self._states.get(bundle)
-        if old is state:
-            return
-        if old is not None:
-            self._by_state[old].discard(bundle)
-            del self._states[bundle]
-        if state is not None:
-            self._by_state.setdefault(state, set()).add(bundle)
-            self._states[bundle] = state
+    def _touch_only(self, bundle: str, record: OwnershipRecord | None, me: str) -> None:
+        if record is not None and (record[1] == me or record[2] == me):
+            self._by_broker.setdefault(me, set()).add(bundle)
+        else:
+            held = self._by_broker.get(me)
+            if held is not None:
+                held.discard(bundle)
 
     def in_state(self, state: BundleState) -> frozenset[str] | set[str]:
         """Bundles whose record is in ``state`` (not Owned or Deleted; do not mutate)."""
-        if state in _SETTLED:
-            raise ValueError(f"{state} bundles are not indexed")
+        if state in _SETTLED or self._only is not None:
+            raise ValueError(f"{state} bundles are not indexed here")
         return self._by_state.get(state, _EMPTY)
 
     def brokers(self) -> list[str]:
@@ -98,13 +120,3 @@ class OwnershipIndex:
         """Bundles whose record names ``broker`` (do not mutate)."""
         return self._by_broker.get(broker, _EMPTY)
 
-
-def _names(record: OwnershipRecord | None) -> tuple[str, ...]:
-    if record is None:
-        return ()
-    dst, src = record.dst, record.src
-    if dst is None:
-        return () if src is None else (src,)
-    if src is None or src == dst:
-        return (dst,)
-    return (dst, src)

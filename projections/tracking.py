@@ -58,6 +58,10 @@ class SequenceTracker:
 
     positions: dict[str, list[int]] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)
+    kept: int = field(default=1_000, compare=False)
+    """At most about this many anomalies are kept, the newest (issue 23: memory stays bounded
+    over a long run); ``dropped`` counts the older ones let go."""
+    dropped: int = 0
 
     def admit(self, offset: int, envelope: EnvelopeLike) -> bool:
         key, seq, epoch = envelope.key, envelope.seq, envelope.epoch
@@ -83,13 +87,20 @@ class SequenceTracker:
         self.anomalies.append(
             Anomaly(kind, offset, envelope.key, envelope.seq, envelope.type, detail)
         )
+        if len(self.anomalies) > self.kept + self.kept // 4:  # trimmed in batches: O(1) amortised
+            excess = len(self.anomalies) - self.kept
+            del self.anomalies[:excess]
+            self.dropped += excess
 
     def snapshot(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "last_seq": {key: position[0] for key, position in self.positions.items()},
             "max_epoch": {key: position[1] for key, position in self.positions.items()},
             "anomalies": [a.to_dict() for a in self.anomalies],
         }
+        if self.dropped:  # the format stays as it was until anomalies were let go
+            out["dropped"] = self.dropped
+        return out
 
     @classmethod
     def restore(cls, data: Mapping[str, Any]) -> SequenceTracker:
@@ -97,4 +108,5 @@ class SequenceTracker:
         return cls(
             positions={str(k): [int(v), int(epochs[k])] for k, v in data["last_seq"].items()},
             anomalies=[Anomaly(**a) for a in data["anomalies"]],
+            dropped=int(data.get("dropped", 0)),
         )

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
-from actors.effects import Effects
+from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, route
@@ -320,7 +320,9 @@ class InProcessHost:
         while name in self.bodies and self._cursor[name] < len(self.records):
             record = self.records[self._cursor[name]]
             self._cursor[name] += 1
-            self.apply(name, self.bodies[name].on_event(record, self.now_for(name)))
+            effects = self.bodies[name].on_event(record, self.now_for(name))
+            if effects is not NOTHING:  # most records change nothing to do (issue 23: 100 bodies)
+                self.apply(name, effects)
 
     def _schedule_pump(self) -> None:
         if not self._pump_due:
@@ -375,7 +377,8 @@ def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfi
     load = workload or Workload([])
     shards = settings.namespace_shards
     for shard in range(shards):
-        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards))  # type: ignore[misc]
+        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards,  # type: ignore[misc]
+                                                   outcomes_kept=settings.outcomes_kept))
     host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
     ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
     for broker_id in ids:

@@ -51,6 +51,8 @@ class Scenario:
     broker_cls: type[BrokerBody] = BrokerBody
     leader_cls: type[LeaderBody] = LeaderBody
     """The bodies hosted (tests swap in deliberately broken ones)."""
+    rotation: bool = True
+    """Taken in turn by seeds run without a scenario (``large`` is asked for by name)."""
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}" for i in range(1, self.brokers + 1)]
@@ -162,10 +164,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("rolling_restart", _rolling_restart, crash_rate=0.01),
     Scenario("leader_churn", _leader_churn, leaders=2),
     Scenario("split_storm", _split_storm, bundles=2, config=_SPLITTY),
+    # Pulsar-sized (issue 23): 50 brokers, 8,192 bundles, the background faults of every
+    # scenario (crashes of any body, log outages, skews, unloads, lookups) and a rolling restart.
+    Scenario("large", _rolling_restart, brokers=50, namespaces=("public/large",), bundles=8192,
+             topics_per_namespace=3 * 8192, rate=200_000.0, crash_rate=0.01, rotation=False),
 )}
 
 
 def scenario_for(seed: int) -> Scenario:
     """The scenario a seed runs when none is named: they take turns."""
-    names = list(SCENARIOS)
+    names = [name for name, scenario in SCENARIOS.items() if scenario.rotation]
     return SCENARIOS[names[seed % len(names)]]

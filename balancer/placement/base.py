@@ -19,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from balancer.config import LoadBalancerConfig
 from balancer.load import (
     DEFAULT_BUNDLE_RATE,
     DEFAULT_BUNDLE_THROUGHPUT,
+    BrokerReport,
     BundleData,
     BundleStats,
     RateAverages,
@@ -133,7 +135,13 @@ def modular_usage(view: ClusterView, broker: str) -> float | None:
     data = view.brokers.get(broker)
     if data is None:
         return None
-    return weighted_max_usage(data.report, ResourceWeights.from_config(view.config))
+    if view.index is not None:
+        return view.index.usage(data.report, view.config, _weighted_usage)
+    return _weighted_usage(data.report, view.config)
+
+
+def _weighted_usage(report: BrokerReport, config: LoadBalancerConfig) -> float:
+    return weighted_max_usage(report, ResourceWeights.from_config(config))
 
 
 def default_bundle_data(bundle: str) -> BundleData:

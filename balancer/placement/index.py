@@ -19,9 +19,10 @@ Invariants (an index is an optimisation, never a rule):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
-from balancer.load import BundleData
+from balancer.config import LoadBalancerConfig
+from balancer.load import BrokerReport, BundleData
 
 
 def namespace_of(bundle: str) -> str:
@@ -81,6 +82,20 @@ class BundleIndex:
         """Bundles whose owner changed since the last ``take_changes`` (preallocation release)."""
         self.generation = 0
         """Counts re-puts of held bundles: data that may be shared elsewhere changed."""
+        self._usage: dict[int, tuple[BrokerReport, LoadBalancerConfig, float]] = {}
+
+    def usage(self, report: BrokerReport, config: LoadBalancerConfig,
+              compute: Callable[[BrokerReport, LoadBalancerConfig], float]) -> float:
+        """``compute(report, config)``, remembered for that very report and config (a report
+        is immutable; a broker's next report is a new object)."""
+        known = self._usage.get(id(report))
+        if known is not None and known[0] is report and known[1] is config:
+            return known[2]
+        value = compute(report, config)
+        if len(self._usage) > 4096:
+            self._usage.clear()
+        self._usage[id(report)] = (report, config, value)
+        return value
 
     def put(self, bundle: str, data: BundleData | None) -> None:
         """``bundle`` is now held as ``data`` (its ``owner`` set), or not held (None)."""

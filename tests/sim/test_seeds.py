@@ -43,4 +43,18 @@ def test_a_few_hundred_seeds_break_no_invariant() -> None:
         results = list(pool.map(simulate, CI_SEEDS, names, repeat(STEPS), chunksize=8))
     failed = [f"seed {r.seed} {r.scenario}: {r.violation}" for r in results if not r.ok]
     assert not failed, failed
-    assert {r.scenario for r in results} == set(SCENARIOS)
+    assert {r.scenario for r in results} == {n for n, s in SCENARIOS.items() if s.rotation}
+
+
+LARGE_SEEDS = (1, 2)
+LARGE_STEPS = 60
+
+
+def test_the_large_scenario_keeps_every_invariant_at_pulsar_scale() -> None:
+    """50 brokers x 8,192 bundles with crashes, outages and a rolling restart (issue 23)."""
+    assert SCENARIOS["large"].brokers >= 50 and SCENARIOS["large"].bundles >= 8192
+    with ProcessPoolExecutor(2) as pool:
+        results = list(pool.map(simulate, LARGE_SEEDS, repeat("large"), repeat(LARGE_STEPS)))
+    failed = [f"seed {r.seed}: {r.violation}" for r in results if not r.ok]
+    assert not failed, failed
+    assert all(r.faults > 0 for r in results)

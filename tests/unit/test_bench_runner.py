@@ -117,7 +117,7 @@ def test_compare_matches_rows_by_identity_and_lists_added_and_gone() -> None:
 def test_only_selects_modules_by_table_and_rejects_unknown_tables() -> None:
     assert [m.name for m in runner.select(runner.SUITE, "a1, b")] == ["bench.eventlog", "bench.quality"]
     assert runner.select(runner.SUITE, None) == list(runner.SUITE)
-    assert {i for m in runner.SUITE for i in m.ids} >= {f"A{i}" for i in range(1, 12)} | {"B"}
+    assert {i for m in runner.SUITE for i in m.ids} >= {f"A{i}" for i in range(1, 12)} | {"B"} | {f"S{i}" for i in range(1, 6)}
     with pytest.raises(ValueError, match="A12"):
         runner.select(runner.SUITE, "A12")
 

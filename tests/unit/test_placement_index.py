@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from actors.leader import LeaderBody
 from balancer.config import LoadBalancerConfig
+from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
 from events.envelope import Envelope
 from events.log.port import Record
@@ -129,3 +130,46 @@ def test_the_index_holds_what_the_plain_view_holds() -> None:
         assert [d.bundle for d in indexed.bundles_of(broker)] == [d.bundle for d in plain.bundles_of(broker)]
         assert leader.placing.long_term_rate(broker) == sum(
             d.long_term.msg_rate for d in plain.bundles_of(broker))
+
+
+def test_a_recovered_leader_builds_the_index_a_live_one_kept() -> None:
+    builder = HistoryBuilder(11)
+    for broker in BROKERS:
+        _membership(builder, broker)
+    for _ in range(500):
+        builder.step() if builder.rng.random() < 0.8 else _report(builder, builder.rng.choice(BROKERS))
+    config = _config("LeastLongTermMessageRate", True, 50000)
+    live, recovered = LeaderBody(config, rng=random.Random(0)), LeaderBody(config, rng=random.Random(0))
+    _fold(live, builder.envelopes, 0)
+    recovered.recover(Record(0, offset, e) for offset, e in enumerate(builder.envelopes))
+    assert live.placing.bundles.keys() == recovered.placing.bundles.keys()
+    for bundle, data in live.placing.bundles.items():
+        other = recovered.placing.bundles[bundle]
+        assert (other.owner, other.stats, other.long_term.msg_rate) == (data.owner, data.stats,
+                                                                         data.long_term.msg_rate)
+    for broker in BROKERS:
+        assert live.placing.long_term_rate(broker) == recovered.placing.long_term_rate(broker)
+        assert live.placing.namespace_bundles(broker) == recovered.placing.namespace_bundles(broker)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), steps=st.integers(1, 120))
+def test_indexed_extensible_placement_equals_the_plain_walk(seed: int, steps: int) -> None:
+    config = LoadBalancerConfig.from_mapping({"loadManagerClassName": "ExtensibleLoadManagerImpl"})
+    builder = HistoryBuilder(seed)
+    leader = LeaderBody(config, rng=random.Random(0))
+    placement = ExtensiblePlacement(config)
+    folded = 0
+    for broker in BROKERS:
+        _membership(builder, broker)
+    for _ in range(steps):
+        builder.step() if builder.rng.random() < 0.7 else _report(builder, builder.rng.choice(BROKERS))
+        folded = _fold(leader, builder.envelopes, folded)
+        namespace = builder.rng.choice(sorted(builder.layouts))
+        bundle = f"{namespace}/{builder.rng.choice(list(builder.layouts[namespace])).name}"
+        views = [cluster_view(0, config, ownership=leader.view, load=leader.load, registry=leader.brokers,
+                              placing=True, index=index) for index in (None, leader.placing)]
+        if not views[0].available:
+            continue
+        plain, indexed = (placement.place(view, bundle, random.Random(seed)).to_dict() for view in views)
+        assert indexed == plain
