@@ -33,7 +33,7 @@ from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combi
 from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
 from actors.namespace import AUTO_PREFIX
 from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
-from balancer.bundles import BundleId
+from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.errors import (
@@ -70,7 +70,6 @@ from events.catalog import (
     SheddingSkipped,
     SplitBundle,
     UnloadBundle,
-    namespace_of,
 )
 from events.log.port import Record
 from projections.load import LoadProjection

@@ -20,7 +20,7 @@ from typing import Any
 from actors.body import Follower
 from actors.effects import Effects, Outcomes, Receipt, appending, rejection
 from actors.settings import namespace_body_name, namespace_shard
-from balancer.bundles import BundleId, HashRange, NamespaceBundles, validate_namespace
+from balancer.bundles import BundleId, HashRange, NamespaceBundles, namespace_of, validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import (
     InvalidBundle,
@@ -60,7 +60,6 @@ from events.catalog import (
     UnloadBundle,
     UnloadNamespace,
     UnloadRequested,
-    namespace_of,
 )
 from events.log.port import Record
 from projections.ownership import NamespaceInfo

@@ -22,13 +22,13 @@ from typing import Any
 from actors.body import Follower
 from actors.effects import NOTHING, Effects
 from actors.settings import ActorSettings
-from balancer.bundles import HASH_MAX, BundleId, topic_hash
+from balancer.bundles import HASH_MAX, BundleId, namespace_of, topic_hash
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
-from events.catalog import AssignBundle, namespace_of
+from events.catalog import AssignBundle
 from events.log.port import Record
 from projections.ownership_index import touched
 

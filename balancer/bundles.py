@@ -159,6 +159,13 @@ class BundleId:
         return str(self) < str(other)
 
 
+def namespace_of(bundle: str) -> str:
+    """``tenant/ns/0xLLLLLLLL_0xUUUUUUUU`` (or v1 ``property/cluster/ns/...``) -> its namespace;
+    a namespace passes unchanged. The one rule, for every layer (it runs in every placement)."""
+    head, sep, last = bundle.rpartition("/")
+    return head if sep and last.startswith("0x") and "_0x" in last else bundle
+
+
 def format_bundle_id(namespace: str, hash_range: HashRange) -> str:
     return f"{namespace}/{hash_range.name}"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from balancer.bundles import namespace_of
 from balancer.errors import DecodeError
 from events._fields import Check, check_for
 
@@ -64,12 +65,6 @@ class Command(Message):
     TOPIC: ClassVar[str] = COMMANDS_TOPIC
     command_id: str
     epoch: int
-
-
-def namespace_of(bundle: str) -> str:
-    """``tenant/ns/0xLLLLLLLL_0xUUUUUUUU`` -> ``tenant/ns`` (a namespace passes unchanged)."""
-    parts = bundle.split("/")
-    return "/".join(parts[:2]) if len(parts) >= 3 else bundle
 
 
 # -- events ---------------------------------------------------------------------------------

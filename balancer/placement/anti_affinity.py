@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from balancer.placement.base import bundles_by_broker_namespace, namespace_of
+from balancer.bundles import namespace_of
+from balancer.placement.base import bundles_by_broker_namespace
 from balancer.placement.isolation import isolation_candidates
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.load import (
     DEFAULT_BUNDLE_RATE,
@@ -164,11 +165,6 @@ def _preset(averages: RateAverages, stats: BundleStats) -> None:
     averages.msg_rate_out.value = stats.msg_rate_out
     averages.msg_throughput_in.value = stats.msg_throughput_in
     averages.msg_throughput_out.value = stats.msg_throughput_out
-
-
-def namespace_of(bundle: str) -> str:
-    """``tenant/ns/0x..._0x...`` -> ``tenant/ns``."""
-    return bundle.rsplit("/", 1)[0]
 
 
 def bundles_by_broker_namespace(

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.placement.base import (
     Placement,
     PlacementContext,
     PlacementStrategy,
     default_bundle_data,
-    namespace_of,
 )
 from balancer.placement.filters import extensible_filter
 from balancer.placement.least_resource_usage import ExtensibleLeastResourceUsage

@@ -23,9 +23,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from balancer.bundles import namespace_of
 from balancer.errors import BrokerFilterError, LoadBalancerError
 from balancer.placement.anti_affinity import extensible_counts, filter_by_counts
-from balancer.placement.base import Step, namespace_of
+from balancer.placement.base import Step
 from balancer.placement.isolation import isolation_candidates
 
 if TYPE_CHECKING:

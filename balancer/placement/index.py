@@ -21,12 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.load import BrokerReport, BundleData
-
-
-def namespace_of(bundle: str) -> str:
-    return bundle.rsplit("/", 1)[0]
 
 
 class _RateSum:

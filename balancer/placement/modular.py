@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.errors import BrokerFilterError
 from balancer.load import BundleData
@@ -39,7 +40,6 @@ from balancer.placement.base import (
     bundles_by_broker_namespace,
     default_bundle_data,
     modular_usage,
-    namespace_of,
 )
 from balancer.placement.filters import (
     filter_load_manager_class,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from balancer.bundles import namespace_of
 from balancer.config import SHEDDING_STRATEGIES, LoadBalancerConfig, resolve_class_name
 from balancer.decisions import ShedResult
 from balancer.errors import UnknownStrategy
@@ -39,11 +40,6 @@ def is_system_namespace(namespace: str) -> bool:
         or bool(_HEARTBEAT_V2.match(namespace))
         or bool(_SLA_MONITOR.match(namespace))
     )
-
-
-def namespace_of(bundle: str) -> str:
-    """``tenant/ns/0x..._0x...`` -> ``tenant/ns``."""
-    return bundle.rsplit("/", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, InputValue, Reason, ShedResult
 from balancer.errors import LoadBalancerError
@@ -63,7 +64,7 @@ from balancer.placement.anti_affinity import group_of
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.filters import extensible_candidates
 from balancer.placement.headroom import HeadroomPlacement
-from balancer.shedding.base import ClusterView, is_system_namespace, namespace_of
+from balancer.shedding.base import ClusterView, is_system_namespace
 from balancer.shedding.make_room import make_room
 from balancer.shedding.plan_model import (
     CLEAN,

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.placement.anti_affinity import may_leave_broker
 from balancer.placement.isolation import isolation_candidates
-from balancer.shedding.base import ClusterView, SheddingStrategy, create_strategy, namespace_of
+from balancer.shedding.base import ClusterView, SheddingStrategy, create_strategy
 
 
 @dataclass

@@ -29,12 +29,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, InputValue, Label, Reason, ShedResult
 from balancer.errors import LoadBalancerError
 from balancer.load import BundleStats, is_outdated
 from balancer.placement.filters import extensible_candidates
-from balancer.shedding.base import ClusterView, namespace_of
+from balancer.shedding.base import ClusterView
 from balancer.shedding.transfer_stats import LoadStats, TopBundles, java_div, report_top_bundles
 
 UNDERLOADED_MULTIPLIER_CAP = 0.5

@@ -16,9 +16,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.load import BundleStats, top_bundles
-from balancer.shedding.base import ClusterView, NamespacePolicy, is_system_namespace, namespace_of
+from balancer.shedding.base import ClusterView, NamespacePolicy, is_system_namespace
 
 TopBundles = Mapping[str, tuple[BundleStats, ...]]
 """Broker id -> its top-bundles report, ascending (the heaviest last)."""

@@ -14,10 +14,11 @@ from actors.runtime.sim import SimHost
 from actors.runtime.sim_run import build
 from actors.runtime.sim_scenarios import SCENARIOS
 from actors.settings import drain_request_id, drain_requester
+from balancer.bundles import namespace_of
 from balancer.errors import StateConflict
 from balancer.liveness import LogOutages
 from balancer.ownership import BundleState
-from events.catalog import AssignBundle, SplitBundle, namespace_of
+from events.catalog import AssignBundle, SplitBundle
 from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
 

@@ -309,3 +309,15 @@ def test_any_run_split_of_the_same_boundaries_is_the_same_layout(runs: tuple[tup
 def test_malformed_runs_are_refused(run: tuple[int, ...]) -> None:
     with pytest.raises(InvalidBundle, match="not a run"):
         NamespaceBundles(NS, (run, (HASH_MAX, 1, 1)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "namespace"), [
+    ("public/default/0x00000000_0x40000000", "public/default"),
+    ("prop/cluster/ns/0x40000000_0x80000000", "prop/cluster/ns"),  # the v1 form
+    ("public/default", "public/default"),  # a namespace passes unchanged
+    ("prop/cluster/ns", "prop/cluster/ns"),
+])
+def test_namespace_of_a_bundle_is_one_rule_for_both_namespace_forms(name: str, namespace: str) -> None:
+    from balancer.bundles import namespace_of
+
+    assert namespace_of(name) == namespace

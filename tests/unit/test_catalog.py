@@ -11,6 +11,7 @@ from dataclasses import FrozenInstanceError, fields
 
 import pytest
 
+from balancer.bundles import namespace_of
 from events.catalog import (
     COMMANDS,
     EVENTS,
@@ -22,7 +23,6 @@ from events.catalog import (
     SplitBundle,
     UnloadRequested,
     from_payload,
-    namespace_of,
 )
 
 PINNED: dict[str, tuple[int, tuple[str, ...]]] = {

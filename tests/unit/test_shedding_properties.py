@@ -16,9 +16,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancer.bundles import namespace_of
 from balancer.decisions import ShedResult
 from balancer.load import MIB
-from balancer.shedding.base import is_system_namespace, namespace_of
+from balancer.shedding.base import is_system_namespace
 from tests.unit.test_shedding_modular import MINUTE, T0, Cluster, Harness, bundle_id
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
