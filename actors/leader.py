@@ -48,6 +48,7 @@ from balancer.errors import (
 )
 from balancer.liveness import LogOutages
 from balancer.ownership import IN_FLIGHT, BundleState, OwnershipRecord, in_flight_expired
+from balancer.placement.avg import HasPlan
 from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
@@ -108,8 +109,8 @@ class LeaderBody(Follower):
         self._attempt_ms = -(1 << 62)
         self.leader_since: int | None = None
         self.shedding = SheddingRun(config)
-        plan = self.shedding.strategy if hasattr(self.shedding.strategy, "planned") else None
-        self.placer = Placer(config, avg_plan=plan, shedder=self.shedding.strategy)  # type: ignore[arg-type]
+        plan = self.shedding.strategy if isinstance(self.shedding.strategy, HasPlan) else None
+        self.placer = Placer(config, avg_plan=plan, shedder=self.shedding.strategy)
         self.split_hits = SplitHitCounts()
         self.pending: dict[str, tuple[int, int]] = {}
         """Bundle -> (record version, when) of the last command sent about it (one at a time)."""

@@ -25,10 +25,10 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision
 from balancer.errors import InvalidBundle
 from balancer.load import BrokerReport, BundleData, BundleStats, LoadModel, ResourceUsage
+from balancer.placement.avg import HasPlan
 from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
 from balancer.placement.strategies import BringsPlacement, paired_placement
-from balancer.shedding.avg import AvgShedder as HasPlanType
 from balancer.shedding.base import ClusterView, NamespacePolicy, SheddingStrategy, create_strategy
 from balancer.shedding.run import SheddingRun
 
@@ -107,7 +107,7 @@ def pulsar_placer(config: LoadBalancerConfig, strategy: SheddingStrategy) -> Pla
 
         return place_extensible
     modular = ModularPlacement(config, paired_placement(strategy),
-                               avg_plan=strategy if isinstance(strategy, HasPlanType) else None)
+                               avg_plan=strategy if isinstance(strategy, HasPlan) else None)
 
     def place_modular(view: ClusterView, bundle: str, rng: Random, planned: str | None) -> str | None:
         return modular.place(view, bundle, rng).broker

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from balancer.config import LoadBalancerConfig
 from balancer.placement.base import PlacementContext, Selection
@@ -23,8 +23,10 @@ JAVA_INT_MIN = -(2**31)
 JAVA_INT_MAX = 2**31 - 1
 
 
+@runtime_checkable
 class HasPlan(Protocol):
-    """Anything holding AvgShedder's plan, such as ``balancer.shedding.avg.AvgShedder``."""
+    """Anything holding AvgShedder's plan, such as ``balancer.shedding.avg.AvgShedder`` (a
+    shedding strategy whose placement follows it is one: ``isinstance(strategy, HasPlan)``)."""
 
     planned: dict[str, str]
 
