@@ -44,6 +44,11 @@ import java.util.concurrent.CompletableFuture;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
 import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
+import org.apache.pulsar.broker.loadbalance.extensions.LoadManagerContext;
+import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
+import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.broker.loadbalance.ModularLoadManagerStrategy;
 import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitState;
 import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateData;
@@ -77,6 +82,7 @@ import org.apache.pulsar.policies.data.loadbalancer.BundleData;
 import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
 import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
 import org.apache.pulsar.policies.data.loadbalancer.ResourceUsage;
+import org.apache.pulsar.policies.data.loadbalancer.SystemResourceUsage;
 
 public class PulsarOracle {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -154,6 +160,9 @@ public class PulsarOracle {
     static JsonNode shed(JsonNode input) throws Exception {
         ServiceConfiguration conf = config(input.path("config"));
         String name = input.path("strategy").asText(conf.getLoadBalancerLoadSheddingStrategy());
+        if (name.endsWith("TransferShedder")) {
+            return Transfer.shed(input, conf);
+        }
         LoadSheddingStrategy strategy = shedder(name);
         LoadData loadData = new LoadData();
         ArrayNode cycles = JSON.createArrayNode();
@@ -221,6 +230,7 @@ public class PulsarOracle {
         stats.topics = b.path("topics").asLong();
         stats.producerCount = b.path("producers").asInt();
         stats.consumerCount = b.path("consumers").asInt();
+        stats.cacheSize = b.path("cacheSize").asLong();
         return stats;
     }
 
@@ -506,5 +516,186 @@ public class PulsarOracle {
         Field unsafeField = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
         unsafeField.setAccessible(true);
         return (sun.misc.Unsafe) unsafeField.get(null);
+    }
+
+    // -- shed with TransferShedder: the extensible manager's strategy on a LoadManagerContext of plain
+    //    stores (as Pulsar's TransferShedderTest builds it); UnloadScheduler's bookkeeping around it ----
+
+    /**
+     * TransferShedder reads the real clock (TTL: {@code now - updatedAt}); the input's times are virtual
+     * ({@code now_ms} per cycle). Each cycle maps virtual to real with {@code shift = currentTimeMillis() -
+     * now_ms}: a report {@code reportAgeMs} old gets {@code updatedAt = now_ms - age + shift}, and the
+     * recently-unloaded brokers and bundles (kept here in virtual time) are handed over shifted the same
+     * way, so every difference Pulsar takes (TTL, cool-down, grace period) is the virtual one.
+     */
+    static class Transfer {
+        static JsonNode shed(JsonNode input, ServiceConfiguration conf) throws Exception {
+            var counter = new org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter();
+            var shedder = new org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder(counter);
+            Map<String, BrokerLoadData> brokerStore = new HashMap<>();
+            Map<String, org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData> topStore =
+                    new HashMap<>();
+            Map<String, BrokerLookupData> available = new HashMap<>();
+            LoadManagerContext context = context(conf, brokerStore, topStore, available);
+            // TopKBundles asks a broker for policies only when shedding bundles with policies is off; the
+            // generated namespaces have none, so its PulsarService holds a configuration saying "on".
+            ServiceConfiguration topConf = config(input.path("config"));
+            topConf.setLoadBalancerSheddingBundlesWithPoliciesEnabled(true);
+            org.apache.pulsar.broker.PulsarService pulsar = (org.apache.pulsar.broker.PulsarService)
+                    unsafe().allocateInstance(org.apache.pulsar.broker.PulsarService.class);
+            setField(org.apache.pulsar.broker.PulsarService.class, pulsar, "config", topConf);
+            Map<String, Long> recentBundles = new HashMap<>(); // virtual ms
+            Map<String, Long> recentBrokers = new HashMap<>(); // virtual ms
+            ArrayNode cycles = JSON.createArrayNode();
+            for (JsonNode cycle : input.path("cycles")) {
+                long virtualNow = cycle.path("now_ms").asLong();
+                long shift = System.currentTimeMillis() - virtualNow;
+                Map<String, Map<String, NamespaceBundleStats>> reported = new HashMap<>();
+                cycle.path("bundles").fields().forEachRemaining(e -> {
+                    JsonNode b = e.getValue();
+                    if (b.hasNonNull("owner")) {
+                        reported.computeIfAbsent(b.get("owner").asText(), k -> new HashMap<>())
+                                .put(e.getKey(), bundleStats(b));
+                    }
+                });
+                Set<String> ids = new HashSet<>();
+                cycle.path("brokers").fields().forEachRemaining(e -> ids.add(e.getKey()));
+                brokerStore.keySet().retainAll(ids);
+                topStore.clear();
+                available.clear();
+                for (String id : new TreeSet<>(ids)) {
+                    JsonNode r = cycle.path("brokers").get(id);
+                    BrokerLoadData data = brokerStore.computeIfAbsent(id, k -> new BrokerLoadData());
+                    SystemResourceUsage usage = new SystemResourceUsage();
+                    usage.setCpu(usage(r.path("cpu")));
+                    usage.setMemory(usage(r.path("memory")));
+                    usage.setDirectMemory(usage(r.path("directMemory")));
+                    usage.setBandwidthIn(usage(r.path("bandwidthIn")));
+                    usage.setBandwidthOut(usage(r.path("bandwidthOut")));
+                    Map<String, NamespaceBundleStats> owned = reported.getOrDefault(id, Map.of());
+                    data.update(usage, r.path("msgThroughputIn").asDouble(), r.path("msgThroughputOut").asDouble(),
+                            r.path("msgRateIn").asDouble(), r.path("msgRateOut").asDouble(),
+                            r.path("bundles").asLong(owned.size()), r.path("topics").asLong(), conf);
+                    setField(BrokerLoadData.class, data, "updatedAt",
+                            virtualNow - r.path("reportAgeMs").asLong(0) + shift);
+                    var top = new org.apache.pulsar.broker.loadbalance.extensions.models.TopKBundles(pulsar);
+                    top.update(owned, conf.getLoadBalancerMaxNumberOfBundlesInBundleLoadReport());
+                    topStore.put(id, top.getLoadData());
+                    available.put(id, null);
+                }
+                // UnloadScheduler.execute: the grace period, then the strategy, then the bookkeeping
+                cycle.path("recentlyUnloaded").fields()
+                        .forEachRemaining(e -> recentBundles.merge(e.getKey(), e.getValue().asLong(), Math::max));
+                long timeout = virtualNow - conf.getLoadBalancerSheddingGracePeriodMinutes() * 60_000L;
+                recentBundles.keySet().removeIf(b -> recentBundles.get(b) < timeout);
+                Map<String, Long> bundlesReal = new HashMap<>();
+                recentBundles.forEach((b, t) -> bundlesReal.put(b, t + shift));
+                Map<String, Long> brokersReal = new HashMap<>();
+                recentBrokers.forEach((b, t) -> brokersReal.put(b, t + shift));
+                if (ids.size() <= 1) {
+                    // UnloadScheduler.execute: "Only 1 broker available", the strategy is not called (its
+                    // hit count stays); no counter reason either, `lbctl decide` reports NoBrokers
+                    cycles.addObject().put("skip", "NoBrokers").putArray("decisions");
+                    continue;
+                }
+                var before = skips(counter);
+                var decisions = shedder.findBundlesForUnloading(context, bundlesReal, brokersReal);
+                skips(counter).forEach((k, n) -> { // it catches every Throwable and counts Failure: make it loud
+                    if (k.startsWith("Failure:") && n > before.getOrDefault(k, 0L)) {
+                        throw new IllegalStateException("TransferShedder failed (" + k + ")");
+                    }
+                });
+                recentBrokers.keySet().retainAll(brokersReal.keySet()); // the cool-downs it let go
+                ArrayNode out = JSON.createArrayNode();
+                for (var d : decisions) {
+                    if (d.getLabel() != org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision
+                            .Label.Success) {
+                        continue;
+                    }
+                    var unload = d.getUnload();
+                    out.addObject().put("bundle", unload.serviceUnit()).put("source", unload.sourceBroker())
+                            .put("destination", unload.destBroker().orElse(null))
+                            .put("reason", d.getReason().name());
+                    recentBundles.put(unload.serviceUnit(), virtualNow);
+                    recentBrokers.put(unload.sourceBroker(), virtualNow);
+                }
+                ObjectNode c = cycles.addObject();
+                c.set("decisions", out);
+                String skip = newSkip(before, skips(counter));
+                if (skip == null) {
+                    c.putNull("skip");
+                } else {
+                    c.put("skip", skip);
+                }
+            }
+            ObjectNode result = JSON.createObjectNode();
+            result.set("cycles", cycles);
+            return result;
+        }
+
+        static Map<String, Long> skips(org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter c) {
+            Map<String, Long> out = new HashMap<>();
+            c.getBreakdownCounters().forEach((label, reasons) -> reasons.forEach((reason, n) ->
+                    out.put(label.name() + ":" + reason.name(), n.get())));
+            return out;
+        }
+
+        static String newSkip(Map<String, Long> before, Map<String, Long> after) {
+            for (var e : after.entrySet()) {
+                if (e.getKey().startsWith("Skip:") && e.getValue() > before.getOrDefault(e.getKey(), 0L)) {
+                    return e.getKey().substring(5);
+                }
+            }
+            return null;
+        }
+
+        @SuppressWarnings("unchecked")
+        static <T> LoadDataStore<T> store(Map<String, T> map) {
+            return (LoadDataStore<T>) java.lang.reflect.Proxy.newProxyInstance(
+                    LoadDataStore.class.getClassLoader(), new Class<?>[] {LoadDataStore.class}, (p, m, a) -> {
+                        switch (m.getName()) {
+                            case "get": return Optional.ofNullable(map.get((String) a[0]));
+                            case "entrySet": return map.entrySet();
+                            case "size": return map.size();
+                            case "forEach":
+                                map.forEach((java.util.function.BiConsumer<String, T>) a[0]);
+                                return null;
+                            default: throw new UnsupportedOperationException(m.getName());
+                        }
+                    });
+        }
+
+        static LoadManagerContext context(ServiceConfiguration conf, Map<String, BrokerLoadData> brokers,
+                Map<String, org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData> top,
+                Map<String, BrokerLookupData> available) {
+            LoadDataStore<BrokerLoadData> brokerStore = store(brokers);
+            LoadDataStore<org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData> topStore =
+                    store(top);
+            BrokerRegistry registry = (BrokerRegistry) java.lang.reflect.Proxy.newProxyInstance(
+                    BrokerRegistry.class.getClassLoader(), new Class<?>[] {BrokerRegistry.class}, (p, m, a) -> {
+                        if (m.getName().equals("getAvailableBrokerLookupDataAsync")) {
+                            return CompletableFuture.completedFuture(new HashMap<>(available));
+                        }
+                        throw new UnsupportedOperationException(m.getName());
+                    });
+            return new LoadManagerContext() {
+                public ServiceConfiguration brokerConfiguration() {
+                    return conf;
+                }
+
+                public LoadDataStore<BrokerLoadData> brokerLoadDataStore() {
+                    return brokerStore;
+                }
+
+                public LoadDataStore<org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData>
+                        topBundleLoadDataStore() {
+                    return topStore;
+                }
+
+                public BrokerRegistry brokerRegistry() {
+                    return registry;
+                }
+            };
+        }
     }
 }

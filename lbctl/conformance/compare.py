@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from balancer.load import LoadModel, top_bundle_sort_key
+
 Output = dict[str, Any]
 
 
@@ -28,8 +30,20 @@ def _namespace_counts(bundles: set[str]) -> dict[str, int]:
     return counts
 
 
-def _decisions(cycle: Output) -> set[tuple[str, str, str | None]]:
-    return {(d["bundle"], d["source"], d.get("destination")) for d in cycle.get("decisions", [])}
+def _decisions(cycle: Output, skip: bool = False) -> set[tuple[Any, ...]]:
+    """The cycle's (bundle, source, destination) set, with its skip reason if ``skip``."""
+    found: set[tuple[Any, ...]] = {(d["bundle"], d["source"], d.get("destination"))
+                                   for d in cycle.get("decisions", [])}
+    if skip:
+        found.add(("skip", cycle.get("skip")))
+    return found
+
+
+def _same_cycle(ours: Output, pulsar: Output) -> bool:
+    """Same decisions; the same skip reason too where Pulsar gives one (TransferShedder's
+    UnloadCounter; the modular strategies have none)."""
+    skip = "skip" in pulsar
+    return _decisions(ours, skip) == _decisions(pulsar, skip)
 
 
 def agree(command: str, ours: Output, pulsar: Output) -> bool:
@@ -38,7 +52,7 @@ def agree(command: str, ours: Output, pulsar: Output) -> bool:
     if command == "shed":
         mine, theirs = ours["cycles"], pulsar["cycles"]
         return len(mine) == len(theirs) and all(
-            _decisions(a) == _decisions(b) for a, b in zip(mine, theirs, strict=True))
+            _same_cycle(a, b) for a, b in zip(mine, theirs, strict=True))
     if command == "place":
         return all(ours["assignments"][bundle]["broker"] in answer["best"]
                    for bundle, answer in pulsar["assignments"].items())
@@ -75,7 +89,7 @@ def _equal_pair(values: list[float], within: float) -> bool:
 
 def _first_differing_cycle(ours: Output, pulsar: Output) -> int:
     for index, (a, b) in enumerate(zip(ours["cycles"], pulsar["cycles"], strict=False)):
-        if _decisions(a) != _decisions(b):
+        if not _same_cycle(a, b):
             return index
     return 0
 
@@ -94,7 +108,50 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
     if command != "shed" or "cycles" not in ours or "cycles" not in pulsar:
         return False
     upto = _first_differing_cycle(ours, pulsar)
+    if document.get("strategy") == "TransferShedder":
+        return _transfer_ties(document, upto)
     return any(_tied(document, cycle) for cycle in document["cycles"][: upto + 1])
+
+
+def _transfer_ties(document: dict[str, Any], upto: int) -> bool:
+    """TransferShedder's open ties up to cycle ``upto``: brokers of equal ``weightedMaxEMA`` (Pulsar
+    sorts its store's hash-map order stably, here ids ascending) or two bundles of one owner with equal
+    top-bundle keys (``TopKBundles.partitionSort`` is not stable, here ids ascending)."""
+    from lbctl.decide.inputs import broker_report, bundle_record, config_from
+
+    model = LoadModel(config_from(document))
+    for cycle in document["cycles"][: upto + 1]:
+        reports = {b: broker_report(b, r) for b, r in cycle.get("brokers", {}).items()}
+        bundles = {b: bundle_record(b, r) for b, r in cycle.get("bundles", {}).items()}
+        model.apply_round(int(cycle["now_ms"]), reports, bundles)
+        if _equal_pair([d.weighted_max_ema for d in model.brokers.values()], 0.0):
+            return True
+        keys: dict[str | None, list[tuple[int, ...]]] = {}
+        for owner, stats in bundles.values():
+            keys.setdefault(owner, []).append(top_bundle_sort_key(stats))
+        if any(len(set(k)) < len(k) for owner, k in keys.items() if owner is not None):
+            return True
+    return False
+
+
+def documented(command: str, document: dict[str, Any], ours: Output, pulsar: Output) -> str | None:
+    """The deliberate difference (docs/conformance.md) a disagreement starts at, if any.
+
+    TransferShedder: Pulsar 4.0.0 reports and moves bundles of zero throughput; PR #23626 (4.0.1)
+    stops both, and this project follows it. Counted here when a bundle of zero in+out throughput
+    is owned by a broker in the first differing cycle or one before it.
+    """
+    if command != "shed" or document.get("strategy") != "TransferShedder":
+        return None
+    if "cycles" not in ours or "cycles" not in pulsar:
+        return None
+    upto = _first_differing_cycle(ours, pulsar)
+    for cycle in document["cycles"][: upto + 1]:
+        for stats in cycle.get("bundles", {}).values():
+            total = float(stats.get("msgThroughputIn", 0)) + float(stats.get("msgThroughputOut", 0))
+            if stats.get("owner") is not None and total == 0:
+                return "PR #23626"
+    return None
 
 
 def _tied(document: dict[str, Any], cycle: dict[str, Any]) -> bool:

@@ -140,6 +140,55 @@ def shed(strategy: str) -> Callable[[random.Random], Case]:
     return generate
 
 
+TRANSFER_CONFIG: dict[str, Callable[[random.Random], Any]] = {
+    "loadBalancerSheddingConditionHitCountThreshold": lambda r: _pick(r, 0, 0, 1, 3),
+    "loadBalancerBrokerLoadTargetStd": lambda r: _pick(r, 0.0, 0.1, 0.25, 0.5, 2.0),
+    "loadBalancerTransferEnabled": lambda r: r.random() < 0.7,
+    "loadBalancerDebugModeEnabled": lambda r: r.random() < 0.5,
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": lambda r: _pick(r, 1, 3, 10),
+    "loadBalancerMaxNumberOfBundlesInBundleLoadReport": lambda r: _pick(r, 1, 2, 10),
+    "loadBalancerBrokerOverloadedThresholdPercentage": lambda r: _pick(r, 50, 85, 400),
+    "loadBalanceSheddingDelayInSeconds": lambda r: _pick(r, 0, 60, 180),
+    "loadBalancerSheddingGracePeriodMinutes": lambda r: _pick(r, 1, 30),
+    "loadBalancerBrokerLoadDataTTLInSeconds": lambda r: _pick(r, 60, 1800),
+    "loadBalancerHistoryResourcePercentage": lambda r: _pick(r, 0.0, 0.5, 0.9),
+    "loadBalancerCPUResourceWeight": lambda r: _pick(r, 0.5, 1.0, 2.0),
+    "loadBalancerMemoryResourceWeight": lambda r: _pick(r, 0.0, 1.0),
+    "loadBalancerDirectMemoryResourceWeight": lambda r: _pick(r, 0.0, 1.0),
+}
+TTL_S = 1800
+"""Pulsar's default loadBalancerBrokerLoadDataTTLInSeconds."""
+
+
+def transfer(rng: random.Random) -> Case:
+    """TransferShedder cycles: report ages around the TTL, cool-downs around the delay, no policies.
+
+    Ages are whole minutes (never within a second of the TTL: the oracle's clock runs on).
+    """
+    config = _config(rng, TRANSFER_CONFIG)
+    ttl_ms = int(config.get("loadBalancerBrokerLoadDataTTLInSeconds", TTL_S)) * 1000
+    brokers = _brokers(rng)
+    bundles = _bundle_ids(rng, rng.randint(0, 24))
+    if rng.random() < 0.1:
+        bundles.append("pulsar/system/0x00000000_0xffffffff")  # never in a top-bundles report
+    cycles = []
+    now = 1_700_000_000_000
+    for _ in range(rng.randint(1, 4)):
+        cycle = _cycle(rng, brokers, bundles, now)
+        for name, stats in cycle["bundles"].items():
+            if rng.random() < 0.15:  # equal bundles: the top-bundles order is open
+                stats.update(msgThroughputIn=MIB, msgThroughputOut=MIB, msgRateIn=10.0, msgRateOut=10.0)
+            if rng.random() < 0.1:
+                stats["cacheSize"] = rng.randint(0, 10**6)
+            cycle["bundles"][name] = stats
+        for report in cycle["brokers"].values():
+            if rng.random() < 0.1:
+                report["reportAgeMs"] = _pick(rng, 60_000, ttl_ms - 60_000, ttl_ms + 60_000)
+        cycles.append(cycle)
+        now += _pick(rng, 60_000, 60_000, 120_000, 181_000, 179_000)
+    return {"strategy": "TransferShedder", "config": config, "cycles": cycles}
+
+
 STATES = ("Init", "Free", "Owned", "Assigning", "Releasing", "Splitting", "Deleted")
 
 
@@ -270,6 +319,7 @@ FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "bundle": ("bundle", bundle),
     "accept": ("accept", accept),
     "autosplit-modular": ("autosplit", autosplit),
+    "shed-transfer": ("shed", transfer),
 }
 """family -> (the ``lbctl decide`` command, its generator)."""
 
