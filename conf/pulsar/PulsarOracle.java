@@ -409,6 +409,12 @@ public class PulsarOracle {
     static class TopicList extends NamespaceService {
         List<String> topics;
         Map<String, Integer> bundleCounts = new HashMap<>();
+        NamespaceBundleFactory factory;
+
+        @Override
+        public NamespaceBundleFactory getNamespaceBundleFactory() {
+            return factory;
+        }
 
         TopicList() {
             super(null);
@@ -429,6 +435,9 @@ public class PulsarOracle {
 
     static JsonNode autosplit(JsonNode input) throws Exception {
         ServiceConfiguration conf = config(input.path("config"));
+        if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")) {
+            return ExtensibleSplit.run(input, conf);
+        }
         TopicList service = (TopicList) unsafe().allocateInstance(TopicList.class);
         service.bundleCounts = new HashMap<>();
         input.path("bundleCounts").fields().forEachRemaining(e -> service.bundleCounts.put(e.getKey(),
@@ -696,6 +705,138 @@ public class PulsarOracle {
                     return registry;
                 }
             };
+        }
+    }
+
+    // -- autosplit (extensible): DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit, cycle by cycle --
+
+    /** Hands over the cycle's bundle stats: what a broker's BrokerService answers. */
+    static class BundleStatsSource extends org.apache.pulsar.broker.service.BrokerService {
+        Map<String, NamespaceBundleStats> stats = new HashMap<>();
+
+        BundleStatsSource() throws Exception {
+            super(null, null); // never run: allocated without its constructor
+        }
+
+        @Override
+        public Map<String, NamespaceBundleStats> getBundleStats() {
+            return stats;
+        }
+    }
+
+    /**
+     * The strategy asks a broker for: its bundle stats (BrokerService), the namespace's bundle count and
+     * split boundary (NamespaceService, Pulsar's own getSplitBoundary over the input), the bundles in
+     * Splitting state and ownership (the channel: every reported bundle is owned by this broker, the
+     * input's {@code splitting} bundles are in Splitting state) and its broker id. The factory gets a
+     * bundle cache only so that {@code invalidateBundleCache} has something to clear.
+     */
+    static class ExtensibleSplit {
+        static JsonNode run(JsonNode input, ServiceConfiguration conf) throws Exception {
+            sun.misc.Unsafe unsafe = unsafe();
+            TopicList service = (TopicList) unsafe.allocateInstance(TopicList.class);
+            service.topics = new ArrayList<>();
+            setField(NamespaceService.class, service, "config", conf);
+            NamespaceBundleFactory factory = factory();
+            setField(NamespaceBundleFactory.class, factory, "bundlesCache",
+                    com.github.benmanes.caffeine.cache.Caffeine.newBuilder().buildAsync(
+                            (NamespaceName k) -> { throw new UnsupportedOperationException(); }));
+            service.factory = factory;
+            BundleStatsSource broker = (BundleStatsSource) unsafe.allocateInstance(BundleStatsSource.class);
+            Map<String, ServiceUnitStateData> ownership = new HashMap<>();
+            var channel = (org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateChannel)
+                    java.lang.reflect.Proxy.newProxyInstance(PulsarOracle.class.getClassLoader(),
+                            new Class<?>[] {org.apache.pulsar.broker.loadbalance.extensions.channel
+                                    .ServiceUnitStateChannel.class}, (p, m, a) -> {
+                                switch (m.getName()) {
+                                    case "isOwner": return true;
+                                    case "getOwnershipEntrySet": return ownership.entrySet();
+                                    default: throw new UnsupportedOperationException(m.getName());
+                                }
+                            });
+            var impl = (org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl)
+                    unsafe.allocateInstance(org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl.class);
+            setField(org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl.class, impl,
+                    "serviceUnitStateChannel", channel);
+            org.apache.pulsar.broker.PulsarService pulsar = (org.apache.pulsar.broker.PulsarService)
+                    unsafe.allocateInstance(org.apache.pulsar.broker.PulsarService.class);
+            Class<?> ps = org.apache.pulsar.broker.PulsarService.class;
+            setField(ps, pulsar, "config", conf);
+            setField(ps, pulsar, "nsService", service);
+            setField(ps, pulsar, "brokerService", broker);
+            setField(ps, pulsar, "loadManager", new java.util.concurrent.atomic.AtomicReference<>(
+                    new org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerWrapper(impl)));
+            BrokerRegistry registry = (BrokerRegistry) java.lang.reflect.Proxy.newProxyInstance(
+                    BrokerRegistry.class.getClassLoader(), new Class<?>[] {BrokerRegistry.class}, (p, m, a) -> {
+                        if (m.getName().equals("getBrokerId")) {
+                            return "broker";
+                        }
+                        throw new UnsupportedOperationException(m.getName());
+                    });
+            LoadManagerContext context = Transfer.context(conf, new HashMap<>(), new HashMap<>(), new HashMap<>());
+            LoadManagerContext withRegistry = new LoadManagerContext() {
+                public ServiceConfiguration brokerConfiguration() {
+                    return conf;
+                }
+
+                public LoadDataStore<BrokerLoadData> brokerLoadDataStore() {
+                    return context.brokerLoadDataStore();
+                }
+
+                public LoadDataStore<org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData>
+                        topBundleLoadDataStore() {
+                    return context.topBundleLoadDataStore();
+                }
+
+                public BrokerRegistry brokerRegistry() {
+                    return registry;
+                }
+            };
+            var counter = new org.apache.pulsar.broker.loadbalance.extensions.models.SplitCounter();
+            var strategy = new org.apache.pulsar.broker.loadbalance.extensions.strategy
+                    .DefaultNamespaceBundleSplitStrategyImpl(counter);
+            Map<String, Integer> given = new HashMap<>();
+            input.path("bundleCounts").fields().forEachRemaining(e -> given.put(e.getKey(), e.getValue().asInt()));
+            ArrayNode cycles = JSON.createArrayNode();
+            for (JsonNode cycle : input.path("cycles")) {
+                broker.stats = new HashMap<>();
+                service.bundleCounts = new HashMap<>(given);
+                cycle.path("bundles").fields().forEachRemaining(e -> {
+                    JsonNode b = e.getValue();
+                    NamespaceBundleStats stats = new NamespaceBundleStats();
+                    stats.topics = b.path("topics").isArray() ? b.path("topics").size() : b.path("topics").asLong();
+                    stats.producerCount = b.path("producers").asInt();
+                    stats.consumerCount = b.path("consumers").asInt();
+                    stats.msgRateIn = b.path("msgRate").asDouble();
+                    stats.msgThroughputIn = b.path("throughput").asDouble();
+                    broker.stats.put(e.getKey(), stats);
+                    String ns = e.getKey().substring(0, e.getKey().lastIndexOf('/'));
+                    if (!given.containsKey(ns)) { // as `lbctl decide autosplit`: the bundles listed
+                        service.bundleCounts.merge(ns, 1, Integer::sum);
+                    }
+                });
+                ownership.clear();
+                for (JsonNode b : cycle.path("splitting")) {
+                    ownership.put(b.asText(), new ServiceUnitStateData(ServiceUnitState.Splitting, "broker", 1L));
+                }
+                ArrayNode splits = JSON.createArrayNode();
+                cycles.addObject().set("splits", splits);
+                if (!conf.isLoadBalancerEnabled() || !conf.isLoadBalancerAutoBundleSplitEnabled()) {
+                    continue; // SplitScheduler.execute: the strategy is not called
+                }
+                for (var d : strategy.findBundlesToSplit(withRegistry, pulsar)) {
+                    var split = d.getSplit();
+                    String bundle = split.serviceUnit();
+                    long lower = Long.decode(bundle.substring(bundle.lastIndexOf('/') + 1).split("_")[0]);
+                    ObjectNode o = splits.addObject().put("bundle", bundle).put("reason", d.getReason().name());
+                    ArrayNode boundaries = o.putArray("boundaries");
+                    split.splitServiceUnitToDestBroker().keySet().stream()
+                            .map(r -> Long.decode(r.split("_")[0])).filter(x -> x != lower).forEach(boundaries::add);
+                }
+            }
+            ObjectNode out = JSON.createObjectNode();
+            out.set("cycles", cycles);
+            return out;
         }
     }
 }

@@ -13,13 +13,22 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from balancer.load import LoadModel, top_bundle_sort_key
+from balancer.load import BundleStats, LoadModel, compare_bundle_stats
 
 Output = dict[str, Any]
 
 
-def _split_sets(output: Output) -> list[set[str]]:
+def _split_sets(output: Output, detail: bool = False) -> list[set[Any]]:
+    """Per cycle the bundles split; with ``detail`` also each one's reason and boundaries (the
+    extensible oracle gives them, the modular manager's owner computes boundaries later)."""
+    if detail:
+        return [{(s["bundle"], s["reason"], tuple(s["boundaries"])) for s in cycle["splits"]}
+                for cycle in output["cycles"]]
     return [{s["bundle"] for s in cycle["splits"]} for cycle in output["cycles"]]
+
+
+def _detailed(pulsar: Output) -> bool:
+    return any("reason" in s for cycle in pulsar.get("cycles", []) for s in cycle.get("splits", []))
 
 
 def _namespace_counts(bundles: set[str]) -> dict[str, int]:
@@ -59,7 +68,7 @@ def agree(command: str, ours: Output, pulsar: Output) -> bool:
     if command == "split":
         return sorted(ours["boundaries"]) == sorted(pulsar["boundaries"])
     if command == "autosplit":
-        return _split_sets(ours) == _split_sets(pulsar)
+        return _split_sets(ours, _detailed(pulsar)) == _split_sets(pulsar, _detailed(pulsar))
     return ours == pulsar
 
 
@@ -115,8 +124,9 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
 
 def _transfer_ties(document: dict[str, Any], upto: int) -> bool:
     """TransferShedder's open ties up to cycle ``upto``: brokers of equal ``weightedMaxEMA`` (Pulsar
-    sorts its store's hash-map order stably, here ids ascending) or two bundles of one owner with equal
-    top-bundle keys (``TopKBundles.partitionSort`` is not stable, here ids ascending)."""
+    sorts its store's hash-map order stably, here ids ascending) or two bundles of one owner that
+    ``NamespaceBundleStats.compareTo`` finds equal (its thresholds; ``TopKBundles.partitionSort`` takes
+    them in hash-map order, here ids ascending)."""
     from lbctl.decide.inputs import broker_report, bundle_record, config_from
 
     model = LoadModel(config_from(document))
@@ -126,10 +136,12 @@ def _transfer_ties(document: dict[str, Any], upto: int) -> bool:
         model.apply_round(int(cycle["now_ms"]), reports, bundles)
         if _equal_pair([d.weighted_max_ema for d in model.brokers.values()], 0.0):
             return True
-        keys: dict[str | None, list[tuple[int, ...]]] = {}
+        owned: dict[str, list[BundleStats]] = {}
         for owner, stats in bundles.values():
-            keys.setdefault(owner, []).append(top_bundle_sort_key(stats))
-        if any(len(set(k)) < len(k) for owner, k in keys.items() if owner is not None):
+            if owner is not None:
+                owned.setdefault(owner, []).append(stats)
+        if any(compare_bundle_stats(a, b) == 0
+               for group in owned.values() for a, b in itertools.combinations(group, 2)):
             return True
     return False
 
