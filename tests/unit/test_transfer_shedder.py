@@ -18,7 +18,14 @@ import pytest
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Label, Reason, ShedResult
 from balancer.errors import LoadBalancerError
-from balancer.load import BrokerReport, BundleStats, LoadModel, ResourceUsage, compare_bundle_stats, top_bundles
+from balancer.load import (
+    BrokerReport,
+    BundleStats,
+    LoadModel,
+    ResourceUsage,
+    compare_bundle_stats,
+    top_bundles,
+)
 from balancer.shedding import transfer
 from balancer.shedding.base import ClusterView, NamespacePolicy
 from balancer.shedding.run import SheddingRun
