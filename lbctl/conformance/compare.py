@@ -111,9 +111,7 @@ def open_tie(command: str, document: dict[str, Any], ours: Output, pulsar: Outpu
     ``(int) (a - b)`` sort).
     """
     if command == "autosplit" and "cycles" in ours and "cycles" in pulsar:
-        # The namespace cap takes candidates in hash-map order (Pulsar) or id order (here).
-        return [_namespace_counts(s) for s in _split_sets(ours)] == [
-            _namespace_counts(s) for s in _split_sets(pulsar)]
+        return _autosplit_tie(document, ours, pulsar)
     if command != "shed" or "cycles" not in ours or "cycles" not in pulsar:
         return False
     upto = _first_differing_cycle(ours, pulsar)
@@ -164,6 +162,25 @@ def documented(command: str, document: dict[str, Any], ours: Output, pulsar: Out
             if stats.get("owner") is not None and total == 0:
                 return "PR #23626"
     return None
+
+
+def _autosplit_tie(document: dict[str, Any], ours: Output, pulsar: Output) -> bool:
+    """The namespace cap and (extensible) the per-cycle cap take candidates in hash-map order
+    (Pulsar) or id order (here): at the first cycle that differs, the same number of splits per
+    namespace, or there or before it both at ``loadBalancerMaxNumberOfBundlesToSplitPerCycle``
+    (the cycle stops there; the hit counts of the bundles it did not reach differ)."""
+    mine, theirs = _split_sets(ours), _split_sets(pulsar)
+    if not _detailed(pulsar):  # modular: one cycle, the namespace cap only
+        return [_namespace_counts(s) for s in mine] == [_namespace_counts(s) for s in theirs]
+    first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), None)
+    if first is None:
+        return False
+    cap = int(document.get("config", {}).get("loadBalancerMaxNumberOfBundlesToSplitPerCycle", 10))
+    a, b = mine[first], theirs[first]
+    if _namespace_counts(a) == _namespace_counts(b):
+        return True
+    # a cycle that stopped at the cap left the rest unvisited: their hit counts depend on the order
+    return any(len(x) == len(y) == cap for x, y in zip(mine[: first + 1], theirs[: first + 1], strict=True))
 
 
 def _tied(document: dict[str, Any], cycle: dict[str, Any]) -> bool:

@@ -305,6 +305,55 @@ def autosplit(rng: random.Random) -> Case:
     return {"config": config, "bundleCounts": counts, "cycles": [{"bundles": bundles}]}
 
 
+def autosplit_extensible(rng: random.Random) -> Case:
+    """Extensible auto-split over 1 to 5 cycles of one broker's bundles: hit counts carried across
+    cycles, bundles in Splitting state (parents, neighbours, other namespaces with a common prefix),
+    the per-cycle cap and the namespace cap, unsplittable one-hash bundles."""
+    config = {"loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+              "loadBalancerNamespaceBundleMaxTopics": _pick(rng, 5, 1000),
+              "loadBalancerNamespaceBundleMaxSessions": _pick(rng, -1, 0, 5, 1000),
+              "loadBalancerNamespaceBundleMaxMsgRate": _pick(rng, 100, 30000),
+              "loadBalancerNamespaceBundleMaxBandwidthMbytes": _pick(rng, 1, 100),
+              "loadBalancerNamespaceMaximumBundles": _pick(rng, 8, 128, 128, 128),
+              "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": _pick(rng, 0, 1, 3, 3),
+              "loadBalancerMaxNumberOfBundlesToSplitPerCycle": _pick(rng, 1, 3, 10, 10, 10, 10, 10, 10)}
+    if rng.random() < 0.1:
+        config["loadBalancerAutoBundleSplitEnabled"] = False
+    ids = _bundle_ids(rng, rng.randint(0, 12))
+    if rng.random() < 0.1:
+        ids.append("tenant/ns0/0x7fffffff_0x80000000")  # one hash wide: cannot split
+    cap = config["loadBalancerNamespaceMaximumBundles"]
+    edge = rng.random() < 0.15
+    counts = {b.rsplit("/", 1)[0]: _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
+              for b in ids if rng.random() < 0.9}
+    hot = {b: rng.random() < 0.4 for b in ids}
+    cycles = []
+    for _ in range(rng.randint(1, 5)):
+        bundles = {}
+        for b in ids:
+            if rng.random() < 0.1:
+                continue  # not reported this cycle: its hit count is dropped
+            busy = hot[b] and rng.random() < 0.85
+            bundles[b] = {"topics": _pick(rng, 0, 1, 2, 6, rng.randint(0, 2000)) if not busy
+                          else _pick(rng, 2, 1001, rng.randint(2, 2000)),
+                          "producers": rng.randint(0, 6), "consumers": rng.randint(0, 6),
+                          "msgRate": _amount(rng, 3000.0), "throughput": _amount(rng, 10.0 * MIB)}
+        cycle: dict[str, Any] = {"bundles": bundles}
+        if ids and rng.random() < 0.3:
+            base = rng.choice(ids)
+            namespace, _, hash_range = base.rpartition("/")
+            lower, upper = (int(x, 16) for x in hash_range.split("_"))
+            width = upper - lower
+            wider = (f"{namespace}/0x{lower:08x}_0x{upper + width:08x}" if upper + width <= FULL
+                     else f"{namespace}/0x{lower - width:08x}_0x{upper:08x}")  # a parent
+            parent = _pick(rng, wider, base, f"{namespace}1/0x{lower:08x}_0x{upper:08x}",  # a prefix namespace
+                           f"{namespace}/0x{upper:08x}_0x{min(FULL, upper + width):08x}" if upper < FULL
+                           else wider)  # the neighbour above
+            cycle["splitting"] = [parent]
+        cycles.append(cycle)
+    return {"config": config, "bundleCounts": counts, "cycles": cycles}
+
+
 FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "shed-threshold": ("shed", shed("ThresholdShedder")),
     "shed-overload": ("shed", shed("OverloadShedder")),
@@ -320,6 +369,7 @@ FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "accept": ("accept", accept),
     "autosplit-modular": ("autosplit", autosplit),
     "shed-transfer": ("shed", transfer),
+    "autosplit-extensible": ("autosplit", autosplit_extensible),
 }
 """family -> (the ``lbctl decide`` command, its generator)."""
 
