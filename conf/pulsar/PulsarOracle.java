@@ -272,6 +272,9 @@ public class PulsarOracle {
 
     static JsonNode place(JsonNode input, JsonNode follow) throws Exception {
         ServiceConfiguration conf = config(input.path("config"));
+        if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")) {
+            return ExtensiblePlace.run(input, conf);
+        }
         String name = input.path("strategy").asText(conf.getLoadBalancerLoadPlacementStrategy());
         String simple = name.substring(name.lastIndexOf('.') + 1);
         ModularLoadManagerStrategy strategy = simple.equals("LeastResourceUsageWithWeight")
@@ -836,6 +839,108 @@ public class PulsarOracle {
             }
             ObjectNode out = JSON.createObjectNode();
             out.set("cycles", cycles);
+            return out;
+        }
+    }
+
+    // -- place (extensible): ExtensibleLoadManagerImpl.selectAsync, its filters and strategy --------------
+
+    /**
+     * {@code selectAsync} of an ExtensibleLoadManagerImpl allocated without its constructor and given the
+     * four things it reads: the broker registry (the input's brokers, their lookup data with the reported
+     * version and load-manager class), the context (broker load data: one report each, topics summed over
+     * the bundles each owns, as `lbctl decide place` counts them), the filter pipeline Pulsar builds
+     * without namespace policies (LoadManagerClass, MaxTopicCount, Version) and the strategy
+     * (LeastResourceUsageWithWeight, wrapped only to read its best brokers on the thread that chose).
+     */
+    static class ExtensiblePlace {
+        static JsonNode run(JsonNode input, ServiceConfiguration conf) throws Exception {
+            Map<String, Long> topics = new HashMap<>();
+            Map<String, Long> bundleCounts = new HashMap<>();
+            input.path("bundles").fields().forEachRemaining(e -> {
+                JsonNode b = e.getValue();
+                if (b.hasNonNull("owner")) {
+                    topics.merge(b.get("owner").asText(), b.path("topics").asLong(), Long::sum);
+                    bundleCounts.merge(b.get("owner").asText(), 1L, Long::sum);
+                }
+            });
+            Map<String, BrokerLoadData> loads = new HashMap<>();
+            Map<String, BrokerLookupData> lookup = new HashMap<>();
+            for (var it = input.path("brokers").fields(); it.hasNext(); ) {
+                var e = it.next();
+                JsonNode r = e.getValue();
+                SystemResourceUsage usage = new SystemResourceUsage();
+                usage.setCpu(usage(r.path("cpu")));
+                usage.setMemory(usage(r.path("memory")));
+                usage.setDirectMemory(usage(r.path("directMemory")));
+                usage.setBandwidthIn(usage(r.path("bandwidthIn")));
+                usage.setBandwidthOut(usage(r.path("bandwidthOut")));
+                BrokerLoadData data = new BrokerLoadData();
+                data.update(usage, r.path("msgThroughputIn").asDouble(), r.path("msgThroughputOut").asDouble(),
+                        r.path("msgRateIn").asDouble(), r.path("msgRateOut").asDouble(),
+                        bundleCounts.getOrDefault(e.getKey(), 0L), topics.getOrDefault(e.getKey(), 0L), conf);
+                loads.put(e.getKey(), data);
+                String manager = r.hasNonNull("loadManagerClassName") ? r.get("loadManagerClassName").asText()
+                        : conf.getLoadManagerClassName();
+                lookup.put(e.getKey(), new BrokerLookupData("http://" + e.getKey() + ":8080", null,
+                        "pulsar://" + e.getKey() + ":6650", null, Map.of(), Map.of(), true, true, manager, 0L,
+                        text(r.path("version")), Map.of()));
+            }
+            LoadManagerContext context = Transfer.context(conf, loads, new HashMap<>(), lookup);
+            var strategy = new org.apache.pulsar.broker.loadbalance.extensions.strategy.LeastResourceUsageWithWeight();
+            List<String> best = new ArrayList<>();
+            var reading = new org.apache.pulsar.broker.loadbalance.extensions.strategy.BrokerSelectionStrategy() {
+                @Override
+                public Optional<String> select(Set<String> brokers,
+                        org.apache.pulsar.common.naming.ServiceUnitId bundle, LoadManagerContext ctx) {
+                    Optional<String> pick = strategy.select(brokers, bundle, ctx);
+                    try {
+                        Field f = strategy.getClass().getDeclaredField("bestBrokers");
+                        f.setAccessible(true);
+                        best.clear();
+                        best.addAll(((ThreadLocal<List<String>>) f.get(strategy)).get());
+                    } catch (ReflectiveOperationException ex) {
+                        throw new IllegalStateException(ex);
+                    }
+                    return pick;
+                }
+            };
+            var impl = (org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl)
+                    unsafe().allocateInstance(org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl.class);
+            Class<?> c = org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl.class;
+            setField(c, impl, "brokerRegistry", context.brokerRegistry());
+            setField(c, impl, "context", context);
+            setField(c, impl, "brokerSelectionStrategy", reading);
+            setField(c, impl, "brokerFilterPipeline", List.of(
+                    new org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerLoadManagerClassFilter(),
+                    new org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerMaxTopicCountFilter(),
+                    new org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerVersionFilter()));
+            ObjectNode assignments = JSON.createObjectNode();
+            for (JsonNode b : input.path("assign")) {
+                String id = b.asText();
+                int cut = id.lastIndexOf('/');
+                NamespaceBundle bundle = FACTORY.getBundle(id.substring(0, cut), id.substring(cut + 1));
+                // the candidates: the same pipeline run here on a copy, as selectAsync runs it
+                Map<String, BrokerLookupData> candidates = new java.util.concurrent.ConcurrentHashMap<>(lookup);
+                for (var filter : impl.getBrokerFilterPipeline()) {
+                    try {
+                        filter.filterAsync(candidates, bundle, context).get();
+                    } catch (Exception ignored) {
+                        // selectAsync ignores a failing filter (exceptionally)
+                    }
+                }
+                best.clear();
+                Optional<String> pick = impl.selectAsync(bundle, Set.of(),
+                        org.apache.pulsar.broker.namespace.LookupOptions.builder().build()).get();
+                ObjectNode a = assignments.putObject(id);
+                a.put("broker", pick.orElse(null));
+                ArrayNode cand = a.putArray("candidates");
+                new TreeSet<>(candidates.keySet()).forEach(cand::add);
+                ArrayNode bestOut = a.putArray("best");
+                new TreeSet<>(best).forEach(bestOut::add);
+            }
+            ObjectNode out = JSON.createObjectNode();
+            out.set("assignments", assignments);
             return out;
         }
     }

@@ -55,6 +55,18 @@ def _same_cycle(ours: Output, pulsar: Output) -> bool:
     return _decisions(ours, skip) == _decisions(pulsar, skip)
 
 
+def _same_place(mine: Output, answer: Output) -> bool:
+    """Our broker is one of Pulsar's best (its pick among them is random); the extensible oracle
+    also gives the filtered candidates, which must be the same, and no pick when it has none."""
+    if "candidates" not in answer:
+        return mine["broker"] in answer["best"]
+    if sorted(mine["candidates"]) != answer["candidates"]:
+        return False
+    if answer["broker"] is None:
+        return mine["broker"] is None
+    return mine["broker"] in (answer["best"] or answer["candidates"])
+
+
 def agree(command: str, ours: Output, pulsar: Output) -> bool:
     if "error" in ours or "error" in pulsar:
         return "error" in ours and "error" in pulsar
@@ -63,7 +75,7 @@ def agree(command: str, ours: Output, pulsar: Output) -> bool:
         return len(mine) == len(theirs) and all(
             _same_cycle(a, b) for a, b in zip(mine, theirs, strict=True))
     if command == "place":
-        return all(ours["assignments"][bundle]["broker"] in answer["best"]
+        return all(_same_place(ours["assignments"][bundle], answer)
                    for bundle, answer in pulsar["assignments"].items())
     if command == "split":
         return sorted(ours["boundaries"]) == sorted(pulsar["boundaries"])

@@ -287,6 +287,40 @@ def place(strategy: str) -> Callable[[random.Random], Case]:
     return generate
 
 
+EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+MODULAR = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+
+
+def place_extensible(rng: random.Random) -> Case:
+    """One assignment by the extensible manager: reported versions (later, equal, missing, invalid) and
+    load-manager classes, topic counts around the cap, no namespace policies."""
+    brokers = _brokers(rng)[:6]
+    tied = None if rng.random() < 0.7 else {"cpu": {"usage": 10.0, "limit": 100.0},
+                                               "bandwidthIn": {"usage": 10.0, "limit": 100.0}}
+    reports = {b: _report(rng, tied) for b in brokers}
+    for report in reports.values():
+        roll = rng.random()
+        if roll < 0.85:
+            report["version"] = _pick(rng, "4.0.0", "4.0.0", "4.0.1", "3.3.2", "4.0.0-SNAPSHOT", "4.1.0+build.7")
+        elif roll < 0.9:
+            report["version"] = "not-a-version"
+        if rng.random() < 0.15:
+            report["loadManagerClassName"] = _pick(rng, EXTENSIBLE, MODULAR)
+    owned = {}
+    for bundle in _bundle_ids(rng, rng.randint(0, 12)):
+        if brokers:
+            owned[bundle] = _bundle_stats(rng, rng.choice(brokers)) | {"topics": _pick(rng, 0, 5, 20, 300)}
+    config = _config(rng, {k: SHED_CONFIG[k] for k in (
+        "loadBalancerBrokerOverloadedThresholdPercentage", "loadBalancerHistoryResourcePercentage",
+        "loadBalancerCPUResourceWeight", "loadBalancerDirectMemoryResourceWeight")})
+    config |= {"loadManagerClassName": EXTENSIBLE,
+               "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": _pick(rng, 0, 5, 10),
+               "preferLaterVersions": rng.random() < 0.5,
+               "loadBalancerBrokerMaxTopics": _pick(rng, 10, 50, 300, 50000)}
+    return {"config": config, "seed": rng.randrange(1000), "brokers": reports, "bundles": owned,
+            "assign": ["fresh/ns/0x00000000_0xffffffff"]}
+
+
 def autosplit(rng: random.Random) -> Case:
     """One modular auto-split pass; every namespace's bundle count is given, some at the cap."""
     config = {"loadBalancerNamespaceBundleMaxTopics": _pick(rng, 5, 1000),
@@ -370,6 +404,7 @@ FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "autosplit-modular": ("autosplit", autosplit),
     "shed-transfer": ("shed", transfer),
     "autosplit-extensible": ("autosplit", autosplit_extensible),
+    "place-extensible": ("place", place_extensible),
 }
 """family -> (the ``lbctl decide`` command, its generator)."""
 
