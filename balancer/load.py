@@ -11,6 +11,7 @@ Invariants (behaviour §3):
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Iterable, Mapping
@@ -302,30 +303,32 @@ def is_outdated(data: BrokerLoadData, now_ms: int, config: LoadBalancerConfig) -
     return now_ms - data.updated_ms > config.load_balancer_broker_load_data_ttl_in_seconds * 1000
 
 
-def top_bundle_sort_key(stats: BundleStats) -> tuple[int, int, int, int, int]:
-    """Ascending order of the extensible top-bundles report (behaviour §3, 'Top bundles')."""
+def _by_threshold(a: float, b: float, threshold: float) -> int:
+    """Pulsar's ``compareBy*``: equal unless more than ``threshold`` apart (NaN apart from nothing)."""
+    if abs(a - b) > threshold:
+        return (a > b) - (a < b)
+    return 0
+
+
+def compare_bundle_stats(a: BundleStats, b: BundleStats) -> int:
+    """``NamespaceBundleStats.compareTo`` of Pulsar 4.0 (behaviour §3, 'Top bundles'): throughput in,
+    throughput out (each equal within 1e5 bytes/s), message rate (within 100 msg/s), topics +
+    sessions (within 500), cache size (within 1e5), the first that differs decides.
+
+    Not a total order (equal within a threshold is not transitive); ``top_bundles`` breaks its
+    ties by bundle id, Pulsar's partial sort by hash-map order (an open tie, docs/conformance.md).
+    """
     return (
-        _round_half_up(stats.msg_throughput_in / 1e5),
-        _round_half_up(stats.msg_throughput_out / 1e5),
-        _round_half_up(stats.msg_rate / 100.0),
-        math.floor((stats.topics + stats.producers + stats.consumers) / 500),
-        math.floor(stats.cache_size / 1e5),
+        _by_threshold(a.msg_throughput_in, b.msg_throughput_in, 1e5)
+        or _by_threshold(a.msg_throughput_out, b.msg_throughput_out, 1e5)
+        or _by_threshold(a.msg_rate, b.msg_rate, 100.0)
+        or _by_threshold(a.topics + a.producers + a.consumers, b.topics + b.producers + b.consumers, 500)
+        or _by_threshold(a.cache_size, b.cache_size, 1e5)
     )
 
 
-def _round_half_up(value: float) -> int:
-    """Java's ``Math.round``: the exact floor(x + 1/2); NaN -> 0, infinities saturate.
-
-    ``floor(x + 0.5)`` in doubles is wrong where the sum rounds (0.49999999999999994 -> 1, odd
-    integers above 2**52 -> the next even one); ``x - floor(x)`` is exact, so compare that.
-    """
-    try:
-        whole = math.floor(value)
-    except (ValueError, OverflowError):  # NaN, +-inf: rare, kept off the per-bundle fast path
-        if math.isnan(value):
-            return 0
-        return 2**63 - 1 if value > 0 else -(2**63)
-    return whole + 1 if value - whole >= 0.5 else whole
+def _top_bundle_order(a: BundleStats, b: BundleStats) -> int:
+    return compare_bundle_stats(a, b) or (a.bundle > b.bundle) - (a.bundle < b.bundle)
 
 
 def top_bundles(
@@ -338,7 +341,7 @@ def top_bundles(
     """
     skip = excluded or {}
     kept = [s for s in bundles if s.msg_throughput > 0 and not skip.get(s.bundle, False)]
-    kept.sort(key=lambda s: (top_bundle_sort_key(s), s.bundle))
+    kept.sort(key=functools.cmp_to_key(_top_bundle_order))
     return kept if k < 0 else kept[max(0, len(kept) - k) :]
 
 

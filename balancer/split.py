@@ -346,17 +346,21 @@ def extensible_split_candidates(
 ) -> ExtensibleSplitResult:
     """E: one broker's split cycle over the bundles it owns (current report values).
 
-    ``splitting`` lists the bundle ids now in the Splitting state; a bundle sharing an edge with
-    one of its namespace waits. A decision needs hit count > the threshold (the 4th consecutive
+    Hit counts of bundles not in ``bundles`` are dropped first.
+    ``splitting`` lists the bundle ids now in the Splitting state; a bundle with the same lower or
+    the same upper boundary as one of them waits (Pulsar's check, ``_shares_edge``). A decision needs hit count > the threshold (the 4th consecutive
     hit by default) and exactly one boundary from the default algorithm.
     """
     if not config.load_balancer_auto_bundle_split_enabled:
         return ExtensibleSplitResult((), hit_counts)
     limits = SplitLimits.from_config(config)
     busy = [BundleId.parse(b) for b in splitting]
-    cycle = _Cycle(dict(hit_counts.counts))
+    reported = sorted(bundles, key=lambda s: s.bundle)
+    names = {s.bundle for s in reported}
+    # a bundle not reported this cycle loses its hit count (Pulsar: retainAll on the bundle stats)
+    cycle = _Cycle({b: n for b, n in hit_counts.counts.items() if b in names})
     cap = config.load_balancer_max_number_of_bundles_to_split_per_cycle
-    for stats in sorted(bundles, key=lambda s: s.bundle):
+    for stats in reported:
         decision = _consider(stats, cycle, limits, bundle_counts, busy, config)
         if decision is not None:
             cycle.decisions.append(decision)
@@ -396,10 +400,12 @@ def _consider(stats: BundleSplitStats, cycle: _Cycle, limits: SplitLimits, bundl
 
 
 def _shares_edge(bundle: BundleId, other: BundleId) -> bool:
-    if other.namespace != bundle.namespace:
+    """Pulsar 4.0's parent-in-Splitting check, as written: the splitting bundle's id starts with the
+    namespace (a string prefix: ``t/ns1/...`` starts with ``t/ns``) and its range starts with this
+    bundle's lower boundary or ends with its upper one; an adjacent bundle does not wait."""
+    if not str(other).startswith(bundle.namespace):
         return False
-    edges = (bundle.range.lower, bundle.range.upper)
-    return other.range.lower in edges or other.range.upper in edges
+    return other.range.lower == bundle.range.lower or other.range.upper == bundle.range.upper
 
 
 def _one_boundary(hash_range: HashRange, stats: BundleSplitStats,

@@ -140,6 +140,55 @@ def shed(strategy: str) -> Callable[[random.Random], Case]:
     return generate
 
 
+TRANSFER_CONFIG: dict[str, Callable[[random.Random], Any]] = {
+    "loadBalancerSheddingConditionHitCountThreshold": lambda r: _pick(r, 0, 0, 1, 3),
+    "loadBalancerBrokerLoadTargetStd": lambda r: _pick(r, 0.0, 0.1, 0.25, 0.5, 2.0),
+    "loadBalancerTransferEnabled": lambda r: r.random() < 0.7,
+    "loadBalancerDebugModeEnabled": lambda r: r.random() < 0.5,
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": lambda r: _pick(r, 1, 3, 10),
+    "loadBalancerMaxNumberOfBundlesInBundleLoadReport": lambda r: _pick(r, 1, 2, 10),
+    "loadBalancerBrokerOverloadedThresholdPercentage": lambda r: _pick(r, 50, 85, 400),
+    "loadBalanceSheddingDelayInSeconds": lambda r: _pick(r, 0, 60, 180),
+    "loadBalancerSheddingGracePeriodMinutes": lambda r: _pick(r, 1, 30),
+    "loadBalancerBrokerLoadDataTTLInSeconds": lambda r: _pick(r, 60, 1800),
+    "loadBalancerHistoryResourcePercentage": lambda r: _pick(r, 0.0, 0.5, 0.9),
+    "loadBalancerCPUResourceWeight": lambda r: _pick(r, 0.5, 1.0, 2.0),
+    "loadBalancerMemoryResourceWeight": lambda r: _pick(r, 0.0, 1.0),
+    "loadBalancerDirectMemoryResourceWeight": lambda r: _pick(r, 0.0, 1.0),
+}
+TTL_S = 1800
+"""Pulsar's default loadBalancerBrokerLoadDataTTLInSeconds."""
+
+
+def transfer(rng: random.Random) -> Case:
+    """TransferShedder cycles: report ages around the TTL, cool-downs around the delay, no policies.
+
+    Ages are whole minutes (never within a second of the TTL: the oracle's clock runs on).
+    """
+    config = _config(rng, TRANSFER_CONFIG)
+    ttl_ms = int(config.get("loadBalancerBrokerLoadDataTTLInSeconds", TTL_S)) * 1000
+    brokers = _brokers(rng)
+    bundles = _bundle_ids(rng, rng.randint(0, 24))
+    if rng.random() < 0.1:
+        bundles.append("pulsar/system/0x00000000_0xffffffff")  # never in a top-bundles report
+    cycles = []
+    now = 1_700_000_000_000
+    for _ in range(rng.randint(1, 4)):
+        cycle = _cycle(rng, brokers, bundles, now)
+        for name, stats in cycle["bundles"].items():
+            if rng.random() < 0.15:  # equal bundles: the top-bundles order is open
+                stats.update(msgThroughputIn=MIB, msgThroughputOut=MIB, msgRateIn=10.0, msgRateOut=10.0)
+            if rng.random() < 0.1:
+                stats["cacheSize"] = rng.randint(0, 10**6)
+            cycle["bundles"][name] = stats
+        for report in cycle["brokers"].values():
+            if rng.random() < 0.1:
+                report["reportAgeMs"] = _pick(rng, 60_000, ttl_ms - 60_000, ttl_ms + 60_000)
+        cycles.append(cycle)
+        now += _pick(rng, 60_000, 60_000, 120_000, 181_000, 179_000)
+    return {"strategy": "TransferShedder", "config": config, "cycles": cycles}
+
+
 STATES = ("Init", "Free", "Owned", "Assigning", "Releasing", "Splitting", "Deleted")
 
 
@@ -238,6 +287,40 @@ def place(strategy: str) -> Callable[[random.Random], Case]:
     return generate
 
 
+EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+MODULAR = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+
+
+def place_extensible(rng: random.Random) -> Case:
+    """One assignment by the extensible manager: reported versions (later, equal, missing, invalid) and
+    load-manager classes, topic counts around the cap, no namespace policies."""
+    brokers = _brokers(rng)[:6]
+    tied = None if rng.random() < 0.7 else {"cpu": {"usage": 10.0, "limit": 100.0},
+                                               "bandwidthIn": {"usage": 10.0, "limit": 100.0}}
+    reports = {b: _report(rng, tied) for b in brokers}
+    for report in reports.values():
+        roll = rng.random()
+        if roll < 0.85:
+            report["version"] = _pick(rng, "4.0.0", "4.0.0", "4.0.1", "3.3.2", "4.0.0-SNAPSHOT", "4.1.0+build.7")
+        elif roll < 0.9:
+            report["version"] = "not-a-version"
+        if rng.random() < 0.15:
+            report["loadManagerClassName"] = _pick(rng, EXTENSIBLE, MODULAR)
+    owned = {}
+    for bundle in _bundle_ids(rng, rng.randint(0, 12)):
+        if brokers:
+            owned[bundle] = _bundle_stats(rng, rng.choice(brokers)) | {"topics": _pick(rng, 0, 5, 20, 300)}
+    config = _config(rng, {k: SHED_CONFIG[k] for k in (
+        "loadBalancerBrokerOverloadedThresholdPercentage", "loadBalancerHistoryResourcePercentage",
+        "loadBalancerCPUResourceWeight", "loadBalancerDirectMemoryResourceWeight")})
+    config |= {"loadManagerClassName": EXTENSIBLE,
+               "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": _pick(rng, 0, 5, 10),
+               "preferLaterVersions": rng.random() < 0.5,
+               "loadBalancerBrokerMaxTopics": _pick(rng, 10, 50, 300, 50000)}
+    return {"config": config, "seed": rng.randrange(1000), "brokers": reports, "bundles": owned,
+            "assign": ["fresh/ns/0x00000000_0xffffffff"]}
+
+
 def autosplit(rng: random.Random) -> Case:
     """One modular auto-split pass; every namespace's bundle count is given, some at the cap."""
     config = {"loadBalancerNamespaceBundleMaxTopics": _pick(rng, 5, 1000),
@@ -256,6 +339,55 @@ def autosplit(rng: random.Random) -> Case:
     return {"config": config, "bundleCounts": counts, "cycles": [{"bundles": bundles}]}
 
 
+def autosplit_extensible(rng: random.Random) -> Case:
+    """Extensible auto-split over 1 to 5 cycles of one broker's bundles: hit counts carried across
+    cycles, bundles in Splitting state (parents, neighbours, other namespaces with a common prefix),
+    the per-cycle cap and the namespace cap, unsplittable one-hash bundles."""
+    config = {"loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+              "loadBalancerNamespaceBundleMaxTopics": _pick(rng, 5, 1000),
+              "loadBalancerNamespaceBundleMaxSessions": _pick(rng, -1, 0, 5, 1000),
+              "loadBalancerNamespaceBundleMaxMsgRate": _pick(rng, 100, 30000),
+              "loadBalancerNamespaceBundleMaxBandwidthMbytes": _pick(rng, 1, 100),
+              "loadBalancerNamespaceMaximumBundles": _pick(rng, 8, 128, 128, 128),
+              "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": _pick(rng, 0, 1, 3, 3),
+              "loadBalancerMaxNumberOfBundlesToSplitPerCycle": _pick(rng, 1, 3, 10, 10, 10, 10, 10, 10)}
+    if rng.random() < 0.1:
+        config["loadBalancerAutoBundleSplitEnabled"] = False
+    ids = _bundle_ids(rng, rng.randint(0, 12))
+    if rng.random() < 0.1:
+        ids.append("tenant/ns0/0x7fffffff_0x80000000")  # one hash wide: cannot split
+    cap = config["loadBalancerNamespaceMaximumBundles"]
+    edge = rng.random() < 0.15
+    counts = {b.rsplit("/", 1)[0]: _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
+              for b in ids if rng.random() < 0.9}
+    hot = {b: rng.random() < 0.4 for b in ids}
+    cycles = []
+    for _ in range(rng.randint(1, 5)):
+        bundles = {}
+        for b in ids:
+            if rng.random() < 0.1:
+                continue  # not reported this cycle: its hit count is dropped
+            busy = hot[b] and rng.random() < 0.85
+            bundles[b] = {"topics": _pick(rng, 0, 1, 2, 6, rng.randint(0, 2000)) if not busy
+                          else _pick(rng, 2, 1001, rng.randint(2, 2000)),
+                          "producers": rng.randint(0, 6), "consumers": rng.randint(0, 6),
+                          "msgRate": _amount(rng, 3000.0), "throughput": _amount(rng, 10.0 * MIB)}
+        cycle: dict[str, Any] = {"bundles": bundles}
+        if ids and rng.random() < 0.3:
+            base = rng.choice(ids)
+            namespace, _, hash_range = base.rpartition("/")
+            lower, upper = (int(x, 16) for x in hash_range.split("_"))
+            width = upper - lower
+            wider = (f"{namespace}/0x{lower:08x}_0x{upper + width:08x}" if upper + width <= FULL
+                     else f"{namespace}/0x{lower - width:08x}_0x{upper:08x}")  # a parent
+            parent = _pick(rng, wider, base, f"{namespace}1/0x{lower:08x}_0x{upper:08x}",  # a prefix namespace
+                           f"{namespace}/0x{upper:08x}_0x{min(FULL, upper + width):08x}" if upper < FULL
+                           else wider)  # the neighbour above
+            cycle["splitting"] = [parent]
+        cycles.append(cycle)
+    return {"config": config, "bundleCounts": counts, "cycles": cycles}
+
+
 FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "shed-threshold": ("shed", shed("ThresholdShedder")),
     "shed-overload": ("shed", shed("OverloadShedder")),
@@ -270,6 +402,9 @@ FAMILIES: dict[str, tuple[str, Callable[[random.Random], Case]]] = {
     "bundle": ("bundle", bundle),
     "accept": ("accept", accept),
     "autosplit-modular": ("autosplit", autosplit),
+    "shed-transfer": ("shed", transfer),
+    "autosplit-extensible": ("autosplit", autosplit_extensible),
+    "place-extensible": ("place", place_extensible),
 }
 """family -> (the ``lbctl decide`` command, its generator)."""
 

@@ -35,7 +35,7 @@ COUNTS = {"topics": "topics", "producers": "producers", "consumers": "consumers"
 
 
 BROKER_KEYS = frozenset({*RESOURCES, *RATES, "topics", "bundles", "producers", "consumers",
-                         "failureDomain", "version", "loadManagerClassName"})
+                         "failureDomain", "version", "loadManagerClassName", "reportAgeMs"})
 BUNDLE_KEYS = frozenset({"owner", *RATES, *COUNTS, "cacheSize"})
 INT64_MAX = 2**63 - 1
 

@@ -2,7 +2,9 @@
 
 Invariants (behaviour §4.0, contracts §5): per cycle the reports are applied (averages, EMAs, load
 time ``now_ms``), the input's ``recentlyUnloaded`` merged, the grace period purged and the strategy
-run without choosing destinations beyond what the strategy itself plans.
+run without choosing destinations beyond what the strategy itself plans. A broker record's
+``reportAgeMs`` (default 0) dates its report that long before ``now_ms`` (the extensible manager's
+load-data TTL and cool-down read the report's time).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from lbctl.decide.inputs import (
     broker_report,
     bundle_record,
     config_from,
+    count,
     failure_domains,
     integer,
     known_keys,
@@ -52,6 +55,10 @@ def _one_cycle(index: int, raw: Any, model: LoadModel, shedding: SheddingRun) ->
     reports = {b: broker_report(b, r) for b, r in mapping(cycle.get("brokers", {}), "brokers").items()}
     bundles = {b: bundle_record(b, r) for b, r in mapping(cycle.get("bundles", {}), "bundles").items()}
     model.apply_round(now_ms, reports, bundles)
+    for broker_id, raw_report in cycle.get("brokers", {}).items():
+        # a report published reportAgeMs before now_ms: the extensible manager's TTL and cool-down see it so
+        age = count(raw_report.get("reportAgeMs", 0), f"{where}.brokers.{broker_id}.reportAgeMs")
+        model.brokers[broker_id].updated_ms = now_ms - age
     view = ClusterView(
         now_ms=now_ms,
         config=model.config,

@@ -304,14 +304,28 @@ def test_extensible_decision_carries_reason_numbers_and_one_boundary() -> None:
     assert decision.to_dict()["reason"] == "Sessions"
 
 
-def test_extensible_waits_for_a_splitting_neighbour_of_the_same_namespace() -> None:
+def test_extensible_waits_for_a_splitting_parent_as_pulsar_checks_it() -> None:
+    # Pulsar 4.0's check: the splitting bundle's id starts with the namespace (a string prefix) and
+    # its range starts with this bundle's lower or ends with its upper boundary. Adjacent bundles
+    # do not wait (make conformance, autosplit-extensible).
     config = CONFIG.with_overrides({"loadBalancerNamespaceBundleSplitConditionHitCountThreshold": 0})
     hot = [_stats(QUARTERS[1], rate=40000)]
-    assert _cycles([hot], config, splitting=(QUARTERS[0],)) == [[]]
-    assert _cycles([hot], config, splitting=(QUARTERS[2],)) == [[]]
-    assert _cycles([hot], config, splitting=(QUARTERS[3],)) == [[QUARTERS[1]]]
+    lower, upper = QUARTERS[1].rsplit("/", 1)[1].split("_")
+    assert _cycles([hot], config, splitting=(f"{NS}/{lower}_0xffffffff",)) == [[]]  # same lower
+    assert _cycles([hot], config, splitting=(f"{NS}/0x00000000_{upper}",)) == [[]]  # same upper
+    assert _cycles([hot], config, splitting=(QUARTERS[1],)) == [[]]
+    assert _cycles([hot], config, splitting=(QUARTERS[0],)) == [[QUARTERS[1]]]  # adjacent below
+    assert _cycles([hot], config, splitting=(QUARTERS[2],)) == [[QUARTERS[1]]]  # adjacent above
+    assert _cycles([hot], config, splitting=(f"{NS}x/{lower}_{upper}",)) == [[]]  # the prefix quirk
     other_ns = "public/other/0x00000000_0x40000000"
     assert _cycles([hot], config, splitting=(other_ns,)) == [[QUARTERS[1]]]
+
+
+def test_extensible_forgets_the_hit_count_of_an_unreported_bundle() -> None:
+    config = CONFIG.with_overrides({"loadBalancerNamespaceBundleSplitConditionHitCountThreshold": 1})
+    hot, cold = [_stats(QUARTERS[1], rate=40000)], [_stats(QUARTERS[2], rate=40000)]
+    assert _cycles([hot, hot], config) == [[], [QUARTERS[1]]]
+    assert _cycles([hot, cold, hot], config) == [[], [], []]  # not reported in between: starts over
 
 
 def test_extensible_caps_per_cycle_and_per_namespace() -> None:

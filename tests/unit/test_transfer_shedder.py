@@ -18,7 +18,14 @@ import pytest
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Label, Reason, ShedResult
 from balancer.errors import LoadBalancerError
-from balancer.load import BrokerReport, BundleStats, LoadModel, ResourceUsage, top_bundle_sort_key
+from balancer.load import (
+    BrokerReport,
+    BundleStats,
+    LoadModel,
+    ResourceUsage,
+    compare_bundle_stats,
+    top_bundles,
+)
 from balancer.shedding import transfer
 from balancer.shedding.base import ClusterView, NamespacePolicy
 from balancer.shedding.run import SheddingRun
@@ -422,13 +429,21 @@ def test_top_bundles_are_the_k_heaviest_ascending_without_excluded_ones() -> Non
     assert [s.bundle for s in top["b2"]] == [bid("nsC", 0)]
 
 
-def test_top_bundle_rounding_is_javas_math_round() -> None:
-    # 49.99999999999999 msg/s / 100 = 0.49999999999999994, which Math.round takes to 0;
-    # floor(x + 0.5) in doubles would say 1. Halves go up: 50 -> 1, 150 -> 2.
-    def rate_key(rate: float) -> int:
-        return top_bundle_sort_key(BundleStats("t/n/0x00000000_0xffffffff", msg_rate_in=rate))[2]
+def test_top_bundle_order_is_pulsars_threshold_comparator() -> None:
+    # NamespaceBundleStats.compareTo (4.0): throughput in decides only when more than 1e5 apart,
+    # otherwise throughput out, then rate (100), topics + sessions (500), cache size (1e5).
+    # Found by make conformance (tests/vectors/conformance/shed-transfer-bundle-order.json):
+    # buckets of round(x / 1e5) put 0.33 MB/s before 0.40 MB/s in; Pulsar finds them equal.
+    def stats(name: str, **kw: float) -> BundleStats:
+        return BundleStats(f"t/{name}/0x00000000_0xffffffff", **kw)  # type: ignore[arg-type]
 
-    assert [rate_key(math.nextafter(50.0, 0.0)), rate_key(50.0), rate_key(150.0)] == [0, 1, 2]
+    a = stats("a", msg_throughput_in=330_000, msg_throughput_out=7_600_000)
+    b = stats("b", msg_throughput_in=400_000, msg_throughput_out=2_500_000)
+    assert compare_bundle_stats(a, b) == 1 and compare_bundle_stats(b, a) == -1
+    assert compare_bundle_stats(stats("c", msg_throughput_in=100_000), stats("d", msg_throughput_in=200_001)) == -1
+    assert compare_bundle_stats(stats("c", msg_rate_in=50), stats("d", msg_rate_in=150)) == 0
+    assert compare_bundle_stats(stats("c", topics=0), stats("d", topics=501)) == -1
+    assert [s.bundle for s in top_bundles([a, b], 2)] == [b.bundle, a.bundle]
 
 
 def test_java_arithmetic_where_python_would_raise() -> None:
