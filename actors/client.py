@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from actors.body import Follower
-from actors.runtime.live import LogCursor, read_new, subscribe
+from actors.runtime.realtime import LogCursor, read_new, subscribe
 from balancer.config import LoadBalancerConfig
 from balancer.errors import UnknownBroker, UnknownNamespace
 from balancer.ownership import AcceptMode

@@ -57,7 +57,7 @@ SUITE: tuple[Module, ...] = (
     Module("bench.eventlog", ("A1", "A3", "A4"), "event log: codec, Kafka, embedded",
            json_flag=False, result_file="bench/results/eventlog.json"),
     Module("bench.projection", ("A2",), "ownership projection fold"),
-    Module("bench.live", ("A5", "A6", "A7", "A8"), "live system on Ray (+ Kafka)",
+    Module("bench.cluster_latency", ("A5", "A6", "A7", "A8"), "live system on Ray (+ Kafka)",
            json_flag=False, result_file="bench/results/live.json"),
     Module("bench.leader_cycle", ("A9",), "one leader cycle, 10..1000 brokers"),
     Module("bench.replay", ("A10", "A11"), "Spark audit and what-if sweep",

@@ -39,8 +39,8 @@ from actors.cluster_conf import ClusterConf
 from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
-from lbctl.live import BrokerLine, Frame, PlainView, RichView, View
 from lbctl.procmem import MemorySampler
+from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
 from lbctl.runstats import Move, RunStats
 from lbctl.summary import summary
 

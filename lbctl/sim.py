@@ -1,4 +1,4 @@
-"""``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim*.py, issue 6).
+"""``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim/, issue 6).
 
 ``lbctl sim --seeds N [--scenario S]`` runs seeds 0..N-1 (each scenario in turn by default) in a
 process pool, with a progress bar and a summary table per scenario; ``lbctl sim --seed N``
@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from actors.runtime.sim_run import SimResult, minimize, simulate
-from actors.runtime.sim_scenarios import SCENARIOS, scenario_for
+from actors.runtime.sim.run import SimResult, minimize, simulate
+from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 from balancer.errors import InvalidInput
 
 
@@ -90,7 +90,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _trail(seed: int, scenario: str, steps: int, keep: frozenset[int] | None) -> list[str]:
-    from actors.runtime.sim_run import trail_of  # the whole trail is only kept on request
+    from actors.runtime.sim.run import trail_of  # the whole trail is only kept on request
 
     return trail_of(seed, scenario, steps, keep)
 

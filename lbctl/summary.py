@@ -9,8 +9,8 @@ from __future__ import annotations
 from actors.api import Cluster
 from actors.cluster.kept import ClusterSpec
 from balancer.config import LoadBalancerConfig
-from lbctl.live import clock
 from lbctl.procmem import MemoryPeak
+from lbctl.run_view import clock
 from lbctl.runstats import RunStats
 
 

@@ -1,6 +1,6 @@
 """Hosts for the actor bodies: ``inproc`` (one process, virtual clock, MemoryEventLog; the base of
-the fault simulator), ``live`` (one body on a real clock and a real log, Ray-free) and ``ray`` (each
-body a named Ray actor hosting a ``live`` host; the deployment). ``ray`` is not imported here: only
+the fault simulator), ``realtime`` (one body on a real clock and a real log, Ray-free) and ``ray`` (each
+body a named Ray actor hosting a ``realtime`` host; the deployment). ``ray`` is not imported here: only
 what asks for it pays for importing Ray."""
 
 from actors.runtime.inproc import (

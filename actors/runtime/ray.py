@@ -32,7 +32,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
-from actors.runtime.live import Answer, BodySpec, Clock, LiveHost, LogSpec
+from actors.runtime.realtime import Answer, BodySpec, Clock, LiveHost, LogSpec
 from balancer.errors import InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets

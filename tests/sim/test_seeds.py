@@ -11,8 +11,8 @@ from itertools import repeat
 
 import pytest
 
-from actors.runtime.sim_run import simulate
-from actors.runtime.sim_scenarios import SCENARIOS, scenario_for
+from actors.runtime.sim.run import simulate
+from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 
 CI_SEEDS = range(1000, 1210)  # 30 per scenario, away from the seeds the 10,000-seed run starts with
 STEPS = 500

@@ -9,8 +9,8 @@ import pytest
 from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
-from actors.runtime.sim_run import minimize, simulate, trail_of
-from actors.runtime.sim_scenarios import SCENARIOS, scenario_for
+from actors.runtime.sim.run import minimize, simulate, trail_of
+from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 from lbctl.main import main
 from lbctl.sim import reproduction
 

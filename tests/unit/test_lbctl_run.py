@@ -17,9 +17,9 @@ from rich.console import Console
 
 from events.envelope import Envelope
 from events.log.port import Record
-from lbctl.live import BrokerLine, Frame, PlainView, render
 from lbctl.main import main
 from lbctl.procmem import MemorySampler, rss_of, tree_of
+from lbctl.run_view import BrokerLine, Frame, PlainView, render
 from lbctl.runstats import Move, RunStats
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf" / "broker.conf")

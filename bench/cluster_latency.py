@@ -11,7 +11,7 @@ Every figure is measured beside its reference in the same run on the same machin
                                                         vs the configured session timeout (s beyond it).
 Targets: A5 p99 <= 50 µs; A6 p99 <= 50 ms; A7 p99 <= 100 ms; A8 <= timeout + 2 s.
 
-``python -m bench.live [--quick] [--bootstrap HOST:PORT]`` prints the table and writes
+``python -m bench.cluster_latency [--quick] [--bootstrap HOST:PORT]`` prints the table and writes
 ``bench/results/live.json``. Without Kafka (no ``--bootstrap``, no KAFKA_BOOTSTRAP_SERVERS, no
 test jars) the cluster runs on the embedded log and the rows say so (A7's reference is then not run).
 """
@@ -248,7 +248,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.live", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.cluster_latency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--bootstrap", default=None, help="Kafka (else env or the test jars)")

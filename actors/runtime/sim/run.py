@@ -4,7 +4,7 @@ Invariants:
 - ``simulate(seed, scenario, steps, keep)`` is deterministic: the same arguments give the same
   trail (``SimResult.digest``) and the same verdict, in any process;
 - a step fires the faults planned for it, lets the clients look up, advances ``STEP_MS`` of
-  virtual time and checks every invariant (``sim_checks``); after the last step the faults stop,
+  virtual time and checks every invariant (``checks``); after the last step the faults stop,
   crashed bodies restart and the run settles for ``SETTLE_MS``, still checked every step; then
   every lookup must have been answered and a full replay must equal the live fold;
 - a ``Reproduction`` is enough to replay the failure: the seed, the scenario, the planned faults
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from random import Random
 
 from actors.namespace import NamespaceBody
-from actors.runtime.sim import Fault, SimHost
-from actors.runtime.sim_checks import Checker, Lookup, Violation
-from actors.runtime.sim_hostile import fire_corrupt, fire_forge, fire_zombie
-from actors.runtime.sim_scenarios import SCENARIOS, Scenario
+from actors.runtime.sim.checks import Checker, Lookup, Violation
+from actors.runtime.sim.host import Fault, SimHost
+from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_zombie
+from actors.runtime.sim.scenarios import SCENARIOS, Scenario
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import ClientsBody, Workload
 from balancer.config import LoadBalancerConfig

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from actors.runtime.inproc import run_sync
-from actors.runtime.sim import Fault
+from actors.runtime.sim.host import Fault
 from balancer.errors import WriterFenced
 from events.catalog import (
     LEADER_KEY,
@@ -36,8 +36,8 @@ from events.codec import encode
 from events.envelope import seal
 
 if TYPE_CHECKING:
-    from actors.runtime.sim import SimHost
-    from actors.runtime.sim_scenarios import Scenario
+    from actors.runtime.sim.host import SimHost
+    from actors.runtime.sim.scenarios import Scenario
 
 CORRUPT = ("garbage", "string_epoch", "bundles_not_maps", "huge_seq", "huge_epoch")
 FORGED = ("force_from_broker_key", "unelected_epoch", "broker_url", "election_elsewhere")

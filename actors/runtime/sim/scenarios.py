@@ -20,8 +20,8 @@ from typing import Any
 
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
-from actors.runtime.sim import DeliveryFaults, Fault
-from actors.runtime.sim_hostile import hostile_plan
+from actors.runtime.sim.host import DeliveryFaults, Fault
+from actors.runtime.sim.hostile import hostile_plan
 from actors.settings import LEADER, broker_body_name
 
 QUIET = 0.15

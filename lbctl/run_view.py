@@ -21,7 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from lbctl.live_wide import is_wide, spread
+from lbctl.run_view_wide import is_wide, spread
 from lbctl.runstats import Move
 
 BAR_WIDTH = 30

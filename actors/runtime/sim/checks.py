@@ -30,8 +30,8 @@ from functools import lru_cache
 from itertools import pairwise
 
 from actors.broker import BrokerBody
-from actors.runtime.sim import SimHost
-from actors.runtime.sim_hostile import HostileLog
+from actors.runtime.sim.host import SimHost
+from actors.runtime.sim.hostile import HostileLog
 from actors.settings import broker_body_name
 from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
