@@ -135,6 +135,14 @@ class Follower:
         """The record is still the one a departed broker's session left behind."""
         return self.voided.get(bundle) == record.version
 
+    def void_bundles(self) -> list[str]:
+        """The bundles whose record is still void; forgets those that moved on since."""
+        records = self.view.records
+        for bundle in [b for b, version in self.voided.items()
+                       if b not in records or records[b].version != version]:
+            del self.voided[bundle]
+        return list(self.voided)
+
     def note_dead_letter(self, letter: DeadLetter) -> None:
         """A record of the log that cannot be read: named in the view, its key's view degraded."""
         self.view.apply_dead_letter(letter.offset, letter.key, f"{letter.reason}: {letter.error}")
