@@ -101,7 +101,7 @@ class Follower:
             return False
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
-        if not entitled(envelope, self.view.elected):
+        if not entitled(envelope, self.view.elected, self.view.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
         kind, payload = envelope.type, envelope.payload
         bundle = payload.get("bundle")

@@ -91,6 +91,12 @@ class TransferToCurrentOwner(InvalidInput):
     code = "transfer_to_current_owner"
 
 
+class ForeignCluster(InvalidInput):
+    """A log founded by another cluster than the one a process belongs to."""
+
+    code = "foreign_cluster"
+
+
 class StateConflict(LoadBalancerError):
     code = "state_conflict"
 
@@ -131,7 +137,7 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        NamespaceExists, TransferToCurrentOwner, StateConflict, StaleEpoch, InvalidTransition,
+        NamespaceExists, TransferToCurrentOwner, ForeignCluster, StateConflict, StaleEpoch, InvalidTransition,
         WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -49,13 +50,19 @@ from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, LoadBalancerError, Unavailable, WriterFenced
+from balancer.errors import (
+    ForeignCluster,
+    InvalidInput,
+    LoadBalancerError,
+    Unavailable,
+    WriterFenced,
+)
 from events.catalog import Command, Event
-from events.envelope import Envelope, Stamper
+from events.envelope import Envelope, Stamper, new_cluster_id
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_client import KafkaSecurity
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
+from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, cluster_of
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +114,8 @@ class LogSpec:
     security: KafkaSecurity | None = None
     """Kafka: TLS/SASL settings; ``open(role=...)`` uses that role's credentials. Holds where
     the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
+    cluster_id: str | None = None
+    """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -120,7 +129,7 @@ class LogSpec:
     def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
         """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
         kind of actor whose Kafka credentials it uses (None: the process's own)."""
-        stamper = Stamper(clock_ms=clock.now_ms)
+        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
         if self.directory is not None:
             return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
         assert self.bootstrap is not None
@@ -129,6 +138,20 @@ class LogSpec:
                              replication_factor=self.replication_factor,
                              retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
                              security=self.security.for_role(role) if self.security else None)
+
+    async def resolve_cluster(self, clock: Clock) -> LogSpec:
+        """This spec with its cluster id: the given one, else the log's own (a cluster that
+        resumes on it), else a new one (a new cluster founds the log)."""
+        log = dataclasses.replace(self, cluster_id=None).open(clock)
+        try:
+            await log.start()
+            founding = await cluster_of(log)
+        finally:
+            await log.close()
+        if self.cluster_id is not None and founding not in (None, self.cluster_id):
+            raise ForeignCluster(f"{self.describe()} belongs to cluster {founding!r}, not to cluster "
+                                 f"{self.cluster_id!r}: refusing to use it", value=founding)
+        return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
 
     def describe(self) -> str:
         if self.directory is not None:
