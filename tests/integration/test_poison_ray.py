@@ -9,6 +9,7 @@ namespace key a degraded view) in the client's view and in every actor's status.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -87,7 +88,12 @@ async def test_a_poisoned_record_is_named_and_the_live_cluster_keeps_answering(
     for bundle in bundles(cluster, NS):
         assert (await cluster.lookup(topic_in(LOAD, bundle))).startswith("broker-")
 
-    statuses = await cluster.statuses()
-    for name in ("leader", "ns:0"):  # never restarted: each read the poison in its place
-        assert statuses[name]["dead_letters"] >= 1, statuses[name]
-        assert key != NS or NS in statuses[name]["degraded"], statuses[name]
+    async def actors_named() -> bool:
+        statuses = await cluster.statuses()
+        return all(statuses[name]["dead_letters"] >= 1 and (key != NS or NS in statuses[name]["degraded"])
+                   for name in ("leader", "ns:0"))  # never restarted: each read the poison in place
+    for _ in range(60):
+        if await actors_named():
+            break
+        await asyncio.sleep(0.5)
+    assert await actors_named(), await cluster.statuses()
