@@ -48,6 +48,11 @@ class Body(Protocol):
 
     def on_log_health(self, healthy: bool, now_ms: int) -> None: ...
 
+    def status(self) -> dict[str, Any]:
+        """What the body says of itself (epoch, role, registration, degraded keys); a host adds
+        its own (position, counts) and answers ``status`` with both."""
+        ...
+
 
 class Follower:
     """Folds the log into the ownership view, the leader epoch and the broker registry."""
@@ -90,6 +95,10 @@ class Follower:
 
     def on_log_health(self, healthy: bool, now_ms: int) -> None:
         """The host's last append or read of the log succeeded (``healthy``) or failed."""
+
+    def status(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "leads": False, "my_epoch": None, "role": "",
+                "registered": None, "stopped": None, "degraded": dict(self.view.degraded)}
 
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:

@@ -138,6 +138,9 @@ class LeaderBody(Follower):
     def my_epoch(self) -> int:
         return self.attempt or 0
 
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role)}
+
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope

@@ -37,14 +37,14 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol
 
 from actors.body import Body
 from actors.broker import BrokerBody
-from actors.effects import Effects
+from actors.effects import Effects, append_plan
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
@@ -57,7 +57,7 @@ from balancer.errors import (
     Unavailable,
     WriterFenced,
 )
-from events.catalog import Command, Event
+from events.catalog import Command
 from events.envelope import Envelope, Stamper, new_cluster_id
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_client import KafkaSecurity
@@ -269,17 +269,6 @@ def subscribe(log: EventLog, start: Offsets, poll_s: float) -> AsyncIterator[Ite
     return log.subscribe(start)
 
 
-def key_runs(appends: Iterable[tuple[str, Event]]) -> list[tuple[str, list[Event]]]:
-    """Consecutive events of one key form one atomic append (as in the in-process host)."""
-    out: list[tuple[str, list[Event]]] = []
-    for key, event in appends:
-        if out and out[-1][0] == key:
-            out[-1][1].append(event)
-        else:
-            out.append((key, [event]))
-    return out
-
-
 class LiveHost:
     """Hosts one body: recover, follow, tick, answer commands, execute effects."""
 
@@ -405,10 +394,7 @@ class LiveHost:
         return failure
 
     async def _append(self, effects: Effects) -> LoadBalancerError | None:
-        guarded: set[str] = set()
-        for key, events in key_runs(effects.append):
-            expected = effects.expected_seq.get(key) if key not in guarded else None
-            guarded.add(key)
+        for key, events, expected in append_plan(effects):
             try:
                 await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
                                       causation_id=effects.causation_id)
@@ -502,12 +488,9 @@ class LiveHost:
         body = self.body
         return {
             "name": self.name, "pid": os.getpid(), "now_ms": self.clock.now_ms(),
-            "epoch": getattr(body, "epoch", 0), "leads": bool(getattr(body, "leads", False)),
-            "my_epoch": getattr(body, "my_epoch", None), "role": str(getattr(body, "role", "")),
-            "registered": getattr(body, "registered", None), "stopped": getattr(body, "stopped", None),
+            **body.status(),
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
             "dead_letters": self.cursor.dead_letters,
-            "degraded": dict(getattr(getattr(body, "view", None), "degraded", {}) or {}),
         }
