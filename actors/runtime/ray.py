@@ -213,8 +213,22 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
         with loopback_only():
             ray.init(address="local", **options)
         return True
+    if is_loopback(address):
+        # A local Ray listens on 127.0.0.1 only, and Ray would rewrite a loopback address into
+        # the machine's (where nothing listens) unless the single-node switch is set here too.
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        with loopback_only():
+            ray.init(address=address, **options)
+        return True
     ray.init(address=address, **options)
     return True
+
+
+def is_loopback(address: str) -> bool:
+    """``127.x.y.z:port``, ``localhost:port`` or ``[::1]:port`` (a ``ray://`` scheme allowed)."""
+    host = address.partition("://")[2] if "://" in address else address
+    host = host.rpartition(":")[0].strip("[]") if ":" in host else host
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
