@@ -55,6 +55,8 @@ class ClusterSpec:
     log_dir: str | None = None
     deployment: str | None = None
     """A conf/cluster.yaml: the actors run on its Ray cluster over its Kafka."""
+    web_service_url: str | None = None
+    """The admin REST service the keeping process serves (``lbctl run --web-service-port``)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
