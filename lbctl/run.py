@@ -273,7 +273,8 @@ async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        path.unlink(missing_ok=True)  # the cluster goes with this process
+        if not cluster.virtual:  # an in-process cluster's log stays for the verbs to restart it
+            path.unlink(missing_ok=True)  # a Ray-hosted cluster goes with this process
         print("stopping the cluster", flush=True)
 
 
