@@ -293,10 +293,12 @@ class Cluster:
                                boundaries: Sequence[int] | None = None,
                                anti_affinity_group: str | None = None,
                                isolation: Mapping[str, Any] | None = None) -> Receipt:
-        return await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
-                                 boundaries=list(boundaries) if boundaries is not None else None,
-                                 anti_affinity_group=anti_affinity_group,
-                                 isolation=dict(isolation) if isolation else None)
+        receipt = await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
+                                    boundaries=list(boundaries) if boundaries is not None else None,
+                                    anti_affinity_group=anti_affinity_group,
+                                    isolation=dict(isolation) if isolation else None)
+        await self._shown(lambda: namespace in self.view.view.namespaces, f"namespace {namespace}")
+        return receipt
 
     async def split_bundle(self, namespace: str, bundle: str = "LARGEST",
                            algorithm: str | None = None, positions: Sequence[int] | None = None,
@@ -334,12 +336,18 @@ class Cluster:
     async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
         await self.link.catch_up()
         info = self.view.view.namespaces.get(namespace)
-        return await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
-                                 isolation=info.isolation if info is not None else None)
+        receipt = await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
+                                    isolation=info.isolation if info is not None else None)
+        await self._shown(lambda: self.view.view.namespaces[namespace].anti_affinity_group == group,
+                          f"the anti-affinity group of {namespace}")
+        return receipt
 
     async def set_failure_domain(self, domain: str, brokers: Sequence[str]) -> Receipt:
         """Create or replace a failure domain (``BrokerInOtherDomain`` if another holds one)."""
-        return await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+        await self._shown(lambda: sorted(self.failure_domains().get(domain, [])) == sorted(brokers),
+                          f"failure domain {domain}")
+        return receipt
 
     async def delete_failure_domain(self, domain: str) -> Receipt:
         """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet)."""
@@ -348,7 +356,15 @@ class Cluster:
         if domain not in known:
             raise UnknownFailureDomain(f"failure domain {domain!r} does not exist; domains: "
                                        f"{', '.join(sorted(known)) or 'none'}", value=domain)
-        return await self._issue(SetFailureDomain, domain=domain, brokers=[])
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=[])
+        await self._shown(lambda: domain not in self.failure_domains(), f"failure domain {domain}")
+        return receipt
+
+    async def _shown(self, predicate: Callable[[], bool], what: str) -> None:
+        """Until the view shows what a verb appended (a log may serve a record moments after its
+        append, e.g. Kafka's transactions): the verb's invariant, returned once in the view."""
+        if not await self.link.wait_for(predicate, TIMEOUT_S):
+            raise Unavailable(f"{what}: appended, not in the client's view after {TIMEOUT_S:g} s")
 
     @staticmethod
     def _bundle_id(namespace: str, bundle: str) -> str:

@@ -104,6 +104,7 @@ class Walk:
 
 async def check_against_view(walk: Walk, cluster: Cluster) -> None:
     """Every answer of the walk against what ``cluster``'s view (and log) says."""
+    await cluster.wait_ready(3)  # an attached view follows the log: until it has caught up
     await cluster.catch_up()
     brokers = [b.broker_id for b in cluster.brokers()]
     assert walk.ok("getClusters") == ["standalone"]
