@@ -1,7 +1,9 @@
 """Apache Pulsar's own ``PulsarAdmin`` client (4.0.0, from Maven Central) against the web service of
 ``lbctl run --web-service-port``: on the in-process host with token authentication on, and on Ray
 over real Kafka. tests/integration/java/AdminWalk.java calls every method issue 21 lists and
-prints what it got; each answer is held against the cluster's own view afterwards.
+prints what it got; each answer is held against the cluster's own view afterwards. On the same
+service, ``lbctl`` over REST (a client.conf's webServiceUrl, authPlugin, authParams) runs the
+README's admin walk-through with pulsar-admin's flag spellings.
 
 Needs the jars of ``make pulsar-admin-jars`` (``make test`` fetches them first); without them
 this fails with the command to run, it does not skip. Auto-split and shedding are off in these
@@ -170,6 +172,42 @@ def check_moves(walk: Walk, cluster: Cluster) -> None:
     assert walk.ok("getBundleRange", 1) == cluster.ownership().bundle_of_topic(TOPIC).rsplit("/", 1)[1]
 
 
+def lbctl_rest(via: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([LBCTL, *via, *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def readme_walkthrough(via: list[str], url: str) -> None:
+    """README's admin walk-through, and pulsar-admin's spellings, through ``lbctl`` over REST."""
+    def ok(*argv: str) -> str:
+        done = lbctl_rest(via, *argv)
+        assert done.returncode == 0, f"lbctl {' '.join(argv)}: {done.stderr}"
+        return done.stdout
+
+    rows = json.loads(ok("namespaces", "bundles", DEFAULT, "--json"))["bundles"]
+    owned = next(r for r in rows if r["state"] == "Owned")
+    dst = next(b for b in ("broker-1", "broker-2", "broker-3") if b != owned["owner"])
+    moved = ok("namespaces", "unload", DEFAULT, "-b", owned["range"], "--destinationBroker", dst)
+    assert moved.strip() == f"transferred {DEFAULT}/{owned['range']} from {owned['owner']} to {dst}"
+    again = lbctl_rest(via, "namespaces", "unload", DEFAULT, "-b", owned["range"], "-d", dst)
+    assert again.returncode == 2 and dst in again.stderr and len(again.stderr.splitlines()) == 1
+    assert "split " in ok("namespaces", "split-bundle", DEFAULT, "-bt", "LARGEST", "-san",
+                          "topic_count_equally_divide", "-u")
+    assert ok("topics", "lookup", "persistent://public/default/topic-00001").startswith("broker-")
+    assert "leader: leader" in ok("brokers", "list")
+    assert json.loads(ok("broker-stats", "load-report", "--json"))["broker_id"] == "broker-1"
+    assert f"{owned['range']}: " in ok("explain", f"{DEFAULT}/{owned['range']}")
+    ok("namespaces", "create", "public/rest", "-b", "2")
+    ok("namespaces", "set-anti-affinity-group", "public/rest", "-g", "g7")
+    assert ok("namespaces", "get-anti-affinity-group", "public/rest").strip() == "g7"
+    ok("namespaces", "delete-anti-affinity-group", "public/rest")
+    ok("clusters", "create-failure-domain", "standalone", "--domain-name", "d9", "--broker-list", "broker-1")
+    assert json.loads(ok("clusters", "list-failure-domains", "--json"))["d9"] == {"brokers": ["broker-1"]}
+    ok("clusters", "delete-failure-domain", "standalone", "--domain-name", "d9")
+    gone = lbctl_rest(via, "clusters", "get-failure-domain", "--domain-name", "d9")
+    assert gone.returncode == 2 and "d9" in gone.stderr
+    assert ok("brokers", "leader-broker").startswith("leader (epoch ")
+
+
 def test_pulsar_admin_on_the_inproc_host_with_token_auth(tmp_path: Path) -> None:
     key = tmp_path / "secret.key"
     subprocess.run([LBCTL, "tokens", "create-secret-key", "--output", str(key)], check=True)
@@ -185,12 +223,19 @@ def test_pulsar_admin_on_the_inproc_host_with_token_auth(tmp_path: Path) -> None
                        "superUserRoles=admin,ops\n")
     run, url = start(["run", "--host", "inproc", "--speed", "0", "--conf", str(conf)], tmp_path)
     try:
+        (tmp_path / "token").write_text(token("ops") + "\n")
+        conf = tmp_path / "client.conf"
+        conf.write_text(f"webServiceUrl={url}\nauthPlugin=org.apache.pulsar.client.impl.auth."
+                        f"AuthenticationToken\nauthParams=file://{tmp_path / 'token'}\n")
+        readme_walkthrough(["--client-conf", str(conf)], url)
         walk = Walk(java(url, token("admin")))
         anonymous = java(url, "", "probe")[0]
         assert (anonymous["error"], anonymous["status"]) == ("NotAuthorizedException", 401)
         stranger = java(url, token("app-1"), "probe")[0]
         assert (stranger["error"], stranger["status"]) == ("NotAuthorizedException", 403)
         assert "app-1" in stranger["reason"]
+        refused = lbctl_rest(["--admin-url", url], "brokers", "list")
+        assert refused.returncode == 2 and "401" in refused.stderr and len(refused.stderr.splitlines()) == 1
     finally:
         stop(run)
 
