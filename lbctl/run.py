@@ -273,7 +273,9 @@ async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        if not cluster.virtual:  # an in-process cluster's log stays for the verbs to restart it
+        if cluster.virtual:  # its log stays for the verbs to restart it; the service is gone
+            write_spec(directory, dataclasses.replace(cluster.describe(spec), web_service_url=None))
+        else:
             path.unlink(missing_ok=True)  # a Ray-hosted cluster goes with this process
         print("stopping the cluster", flush=True)
 
