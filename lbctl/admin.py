@@ -163,7 +163,7 @@ async def _create(cluster: Cluster, args: argparse.Namespace) -> int:
     receipt = await cluster.create_namespace(args.namespace, bundles=args.bundles)
     created = _event(receipt, "NamespaceCreated")
     count = len(created["boundaries"]) - 1
-    _emit(args, {"namespace": args.namespace, "numBundles": count},
+    emit(args, {"namespace": args.namespace, "numBundles": count},
           f"created {args.namespace} with {count} bundle(s)")
     return 0
 
@@ -181,13 +181,13 @@ def print_bundles(args: argparse.Namespace, document: Mapping[str, Any]) -> None
     if degraded is not None:
         text += f"\nDEGRADED: {args.namespace}: a record under it cannot be read ({degraded}); states may be wrong"
         print(f"lbctl: warning: the view of {args.namespace} is degraded: {degraded}", file=sys.stderr)
-    _emit(args, document, text)
+    emit(args, document, text)
 
 
 async def _split(cluster: Cluster, args: argparse.Namespace) -> int:
     algorithm = args.algorithm or cluster.config.default_namespace_bundle_split_algorithm
     receipt = await cluster.split_bundle(args.namespace, args.bundle, algorithm,
-                                         _positions(args.split_boundaries), args.unload, wait=False,
+                                         split_positions(args.split_boundaries), args.unload, wait=False,
                                          timeout_s=args.timeout)
     target = str(_event(receipt, "SplitRequested")["bundle"])
     done = (await cluster.next_record(_is("SplitCompleted", "parent", target), timeout_s=args.timeout,
@@ -199,7 +199,7 @@ async def _split(cluster: Cluster, args: argparse.Namespace) -> int:
         names = ", ".join(c.rsplit("/", 1)[1] for c in children)
         text = (f"split {target} into {names} (owner {done['owner']})"
                 + ("; children unloaded" if args.unload else ""))
-    _emit(args, {"parent": target, "children": children, "owner": done["owner"],
+    emit(args, {"parent": target, "children": children, "owner": done["owner"],
                  "algorithm": algorithm, "unloaded": args.unload}, text)
     return 0
 
@@ -216,7 +216,7 @@ async def _unload(cluster: Cluster, args: argparse.Namespace) -> int:
         await cluster.next_record(lambda r: _is("BundleOwned", "bundle", bundle)(r)
                                   and r.envelope.payload.get("owner") == args.destination,
                                   timeout_s=args.timeout, what=f"transfer of {bundle}")
-        _emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
+        emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
               f"transferred {bundle} from {src} to {args.destination}")
         return 0
     unloads = [p for kind, p in receipt.events if kind == "UnloadRequested"]
@@ -236,26 +236,26 @@ async def _unload(cluster: Cluster, args: argparse.Namespace) -> int:
     else:
         text = f"unloaded {len(moved)} bundle(s) of {args.namespace}" if moved else \
             f"nothing to unload: no bundle of {args.namespace} is owned"
-    _emit(args, {"unloaded": moved}, text)
+    emit(args, {"unloaded": moved}, text)
     return 0
 
 
 async def _affinity(cluster: Cluster, args: argparse.Namespace) -> int:
     receipt = await cluster.set_anti_affinity_group(args.namespace, args.group)
     policy = _event(receipt, "NamespacePolicySet")
-    _emit(args, dict(policy), f"{args.namespace}: anti-affinity group {args.group}")
+    emit(args, dict(policy), f"{args.namespace}: anti-affinity group {args.group}")
     return 0
 
 
 async def _get_affinity(cluster: Cluster, args: argparse.Namespace) -> int:
     group = cluster.anti_affinity_group(args.namespace)
-    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
+    emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
     return 0
 
 
 async def _delete_affinity(cluster: Cluster, args: argparse.Namespace) -> int:
     await cluster.set_anti_affinity_group(args.namespace, None)
-    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
+    emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
           f"{args.namespace}: no anti-affinity group")
     return 0
 
@@ -270,7 +270,7 @@ async def _create_domain(cluster: Cluster, args: argparse.Namespace) -> int:
                              value=args.broker_list)
     receipt = await cluster.set_failure_domain(args.domain_name, brokers)
     event = _event(receipt, "FailureDomainSet")
-    _emit(args, dict(event), f"failure domain {args.domain_name}: {', '.join(brokers)}")
+    emit(args, dict(event), f"failure domain {args.domain_name}: {', '.join(brokers)}")
     return 0
 
 
@@ -284,24 +284,24 @@ async def _get_domain(cluster: Cluster, args: argparse.Namespace) -> int:
     if found is None:
         raise UnknownFailureDomain(f"failure domain {args.domain_name!r} does not exist",
                                    value=args.domain_name)
-    _emit(args, {"brokers": found}, ", ".join(found))
+    emit(args, {"brokers": found}, ", ".join(found))
     return 0
 
 
 async def _delete_domain(cluster: Cluster, args: argparse.Namespace) -> int:
     await cluster.delete_failure_domain(args.domain_name)
-    _emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
+    emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
     return 0
 
 
 def emit_domains(args: argparse.Namespace, domains: Mapping[str, Sequence[str]]) -> None:
-    _emit(args, {d: {"brokers": list(b)} for d, b in domains.items()},
+    emit(args, {d: {"brokers": list(b)} for d, b in domains.items()},
           _table(("DOMAIN", "BROKERS"), [(d, ",".join(b)) for d, b in sorted(domains.items())]))
 
 
 async def _leader(cluster: Cluster, args: argparse.Namespace) -> int:
     leader_id, epoch = cluster.leader()
-    _emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
+    emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
     return 0
 
 
@@ -312,7 +312,7 @@ async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
     degraded = cluster.ownership().degraded_reason(bundle.rsplit("/", 1)[0])
     if degraded is not None:
         print(f"lbctl: warning: the view of {bundle} is degraded: {degraded}", file=sys.stderr)
-    _emit(args, {"broker": owner, "brokerUrl": url, "bundle": bundle}, f"{owner}\t{url}")
+    emit(args, {"broker": owner, "brokerUrl": url, "bundle": bundle}, f"{owner}\t{url}")
     return 0
 
 
@@ -326,7 +326,7 @@ def print_brokers(args: argparse.Namespace, document: Mapping[str, Any]) -> None
               "-" if r["maxResourceUsage"] is None else f"{100 * r['maxResourceUsage']:.1f}%")
              for r in document["brokers"]]
     text = _table(("BROKER", "URL", "DOMAIN", "BUNDLES", "LOAD"), lines)
-    _emit(args, document, f"{text}\nleader: {document['leader'] or '-'} (epoch {document['epoch']})")
+    emit(args, document, f"{text}\nleader: {document['leader'] or '-'} (epoch {document['epoch']})")
 
 
 async def _load_report(cluster: Cluster, args: argparse.Namespace) -> int:
@@ -353,7 +353,7 @@ def _is(kind: str, field: str, value: str) -> Callable[[Record], bool]:
     return lambda r: r.envelope.type == kind and r.envelope.payload.get(field) == value
 
 
-def _positions(raw: str | None) -> list[int] | None:
+def split_positions(raw: str | None) -> list[int] | None:
     if raw is None:
         return None
     try:
@@ -370,5 +370,5 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
                      for line in lines)
 
 
-def _emit(args: argparse.Namespace, document: Mapping[str, Any], text: str) -> None:
+def emit(args: argparse.Namespace, document: Mapping[str, Any], text: str) -> None:
     print(json.dumps(document, sort_keys=True) if args.json else text)

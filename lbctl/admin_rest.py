@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from balancer.errors import MalformedInput, Unavailable
-from lbctl.admin import _emit, _positions, emit_domains, print_brokers, print_bundles
+from lbctl.admin import emit, emit_domains, print_brokers, print_bundles, split_positions
 from lbctl.admin_http import AdminHttp
 
 RestVerb = Callable[[AdminHttp, argparse.Namespace], int]
@@ -40,7 +40,7 @@ def _create(http: AdminHttp, args: argparse.Namespace) -> int:
     policies = {"bundles": {"numBundles": args.bundles}} if args.bundles else {}
     http.call("PUT", f"{V2}/namespaces/{args.namespace}", policies)
     count = http.call("GET", f"{V2}/namespaces/{args.namespace}/bundles")["numBundles"]
-    _emit(args, {"namespace": args.namespace, "numBundles": count},
+    emit(args, {"namespace": args.namespace, "numBundles": count},
           f"created {args.namespace} with {count} bundle(s)")
     return 0
 
@@ -55,9 +55,9 @@ def _split(http: AdminHttp, args: argparse.Namespace) -> int:
     query = {"unload": str(args.unload).lower()}
     if args.algorithm:
         query["splitAlgorithmName"] = args.algorithm
-    positions = _positions(args.split_boundaries)
+    at = split_positions(args.split_boundaries)
     http.call("PUT", f"{V2}/namespaces/{args.namespace}/{args.bundle}/split", query=query,
-              raw=json.dumps(positions) if positions else "")
+              raw=json.dumps(at) if at else "")
     after = _rows(http, args.namespace)
     gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
     parent = f"{args.namespace}/{gone[0] if gone else args.bundle}"
@@ -68,7 +68,7 @@ def _split(http: AdminHttp, args: argparse.Namespace) -> int:
     else:
         text = (f"split {parent} into {', '.join(new)} (owner {owner})"
                 + ("; children unloaded" if args.unload else ""))
-    _emit(args, {"parent": parent, "children": children, "owner": owner,
+    emit(args, {"parent": parent, "children": children, "owner": owner,
                  "algorithm": args.algorithm, "unloaded": args.unload}, text)
     return 0
 
@@ -84,35 +84,35 @@ def _unload(http: AdminHttp, args: argparse.Namespace) -> int:
                  for r, row in before.items() if row["state"] == "Owned"]
         text = (f"unloaded {len(moved)} bundle(s) of {args.namespace}" if moved
                 else f"nothing to unload: no bundle of {args.namespace} is owned")
-        _emit(args, {"unloaded": moved}, text)
+        emit(args, {"unloaded": moved}, text)
         return 0
     query = {"destinationBroker": args.destination} if args.destination else None
     http.call("PUT", f"{V2}/namespaces/{args.namespace}/{args.bundle}/unload", query=query, raw="")
     bundle, src = f"{args.namespace}/{args.bundle}", (before.get(args.bundle) or {}).get("owner")
     if args.destination is not None:
-        _emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
+        emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
               f"transferred {bundle} from {src} to {args.destination}")
     else:
-        _emit(args, {"unloaded": [{"bundle": bundle, "src": src}]}, f"unloaded {bundle} from {src}")
+        emit(args, {"unloaded": [{"bundle": bundle, "src": src}]}, f"unloaded {bundle} from {src}")
     return 0
 
 
 def _affinity(http: AdminHttp, args: argparse.Namespace) -> int:
     http.call("POST", f"{V2}/namespaces/{args.namespace}/antiAffinity", raw=args.group)
-    _emit(args, {"namespace": args.namespace, "anti_affinity_group": args.group},
+    emit(args, {"namespace": args.namespace, "anti_affinity_group": args.group},
           f"{args.namespace}: anti-affinity group {args.group}")
     return 0
 
 
 def _get_affinity(http: AdminHttp, args: argparse.Namespace) -> int:
     group = http.call("GET", f"{V2}/namespaces/{args.namespace}/antiAffinity") or None
-    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
+    emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
     return 0
 
 
 def _delete_affinity(http: AdminHttp, args: argparse.Namespace) -> int:
     http.call("DELETE", f"{V2}/namespaces/{args.namespace}/antiAffinity")
-    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
+    emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
           f"{args.namespace}: no anti-affinity group")
     return 0
 
@@ -128,7 +128,7 @@ def _create_domain(http: AdminHttp, args: argparse.Namespace) -> int:
                              value=args.broker_list)
     http.call("POST", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}",
               {"brokers": brokers})
-    _emit(args, {"domain": args.domain_name, "brokers": brokers},
+    emit(args, {"domain": args.domain_name, "brokers": brokers},
           f"failure domain {args.domain_name}: {', '.join(brokers)}")
     return 0
 
@@ -142,13 +142,13 @@ def _list_domains(http: AdminHttp, args: argparse.Namespace) -> int:
 def _get_domain(http: AdminHttp, args: argparse.Namespace) -> int:
     found = http.call("GET", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}")
     brokers = sorted(found["brokers"])
-    _emit(args, {"brokers": brokers}, ", ".join(brokers))
+    emit(args, {"brokers": brokers}, ", ".join(brokers))
     return 0
 
 
 def _delete_domain(http: AdminHttp, args: argparse.Namespace) -> int:
     http.call("DELETE", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}")
-    _emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
+    emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
     return 0
 
 
@@ -161,7 +161,7 @@ def _lookup(http: AdminHttp, args: argparse.Namespace) -> int:
     namespace = rest.rsplit("/", 1)[0]
     bundle_range = http.call("GET", f"/lookup/v2/topic/{domain}/{rest}/bundle")
     owner = (_rows(http, namespace).get(bundle_range) or {}).get("owner")
-    _emit(args, {"broker": owner, "brokerUrl": url, "bundle": f"{namespace}/{bundle_range}"},
+    emit(args, {"broker": owner, "brokerUrl": url, "bundle": f"{namespace}/{bundle_range}"},
           f"{owner}\t{url}")
     return 0
 
@@ -174,7 +174,7 @@ def _list_brokers(http: AdminHttp, args: argparse.Namespace) -> int:
 def _leader(http: AdminHttp, args: argparse.Namespace) -> int:
     document = http.call("GET", "/bb/v1/brokers")
     leader_id, epoch = document["leader"], document["epoch"]
-    _emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
+    emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
     return 0
 
 

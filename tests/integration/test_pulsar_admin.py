@@ -197,6 +197,11 @@ def readme_walkthrough(via: list[str], url: str) -> None:
     assert json.loads(ok("broker-stats", "load-report", "--json"))["broker_id"] == "broker-1"
     assert f"{owned['range']}: " in ok("explain", f"{DEFAULT}/{owned['range']}")
     ok("namespaces", "create", "public/rest", "-b", "2")
+    owned = json.loads(ok("topics", "lookup", "persistent://public/rest/t1", "--json"))["bundle"]
+    low = int(owned.rsplit("/", 1)[1].split("_")[0], 16)
+    unsplit = ok("namespaces", "split-bundle", "public/rest", "-b", owned.rsplit("/", 1)[1], "-san",
+                 "specified_positions_divide", "-sb", hex(low + 0x1000))
+    assert "not split" in unsplit  # Pulsar's rule: positions split a bundle of two topics or more
     ok("namespaces", "set-anti-affinity-group", "public/rest", "-g", "g7")
     assert ok("namespaces", "get-anti-affinity-group", "public/rest").strip() == "g7"
     ok("namespaces", "delete-anti-affinity-group", "public/rest")
