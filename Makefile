@@ -8,10 +8,11 @@ CACHE    := $(CURDIR)/.cache
 KAFKA_LIBS := $(CACHE)/kafka-libs
 SPARK_JARS := $(CACHE)/spark-jars
 PULSAR_LIBS := $(CACHE)/pulsar-libs
+PULSAR_ADMIN_LIBS := $(CACHE)/pulsar-admin-libs
 CONFORMANCE_CASES ?= 10000
 PYTEST_ARGS ?=
 
-.PHONY: run test install kafka-jars spark-jars pulsar-jars conformance lint typecheck unit bench clean
+.PHONY: run test install kafka-jars spark-jars pulsar-jars pulsar-admin-jars conformance lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +49,15 @@ $(PULSAR_LIBS)/.fetched: conf/pulsar/pom.xml
 
 pulsar-jars: $(PULSAR_LIBS)/.fetched
 
+# Apache Pulsar 4.0's own admin client (PulsarAdmin), driven against `lbctl run --web-service-port`
+# by tests/integration/java/AdminWalk.java (docs/admin-api.md): fetched once.
+$(PULSAR_ADMIN_LIBS)/.fetched: conf/pulsar-admin/pom.xml
+	rm -rf $(PULSAR_ADMIN_LIBS) && mkdir -p $(PULSAR_ADMIN_LIBS)
+	mvn -q -B -f conf/pulsar-admin/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(PULSAR_ADMIN_LIBS)
+	touch $@
+
+pulsar-admin-jars: $(PULSAR_ADMIN_LIBS)/.fetched
+
 # Random inputs through `lbctl decide` and through Pulsar's own classes; CONFORMANCE_CASES per family.
 conformance: install pulsar-jars
 	PULSAR_LIBS=$(PULSAR_LIBS) $(BIN)/lbctl conformance --cases $(CONFORMANCE_CASES)
@@ -59,10 +69,10 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy balancer events projections actors lbctl spark_replay
+	$(BIN)/mypy balancer events projections actors web lbctl spark_replay
 
-test: install kafka-jars pulsar-jars lint typecheck
-	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+test: install kafka-jars pulsar-jars pulsar-admin-jars lint typecheck
+	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

@@ -12,11 +12,12 @@ Invariants:
     │   ├── InvalidBundle             not a range, not a bundle of the namespace
     │   ├── UnsplittableBundle        a one-hash range, or no boundary possible
     │   ├── UnknownStrategy
-    │   ├── UnknownNamespace / UnknownBroker / UnknownBundle
+    │   ├── UnknownNamespace / UnknownBroker / UnknownBundle / UnknownFailureDomain
     │   ├── NamespaceExists
     │   ├── TransferToCurrentOwner
     │   └── MalformedInput            JSON/shape errors in decide input
     ├── StateConflict                 the world moved (stale epoch, invalid transition, fenced)
+    │   ├── BrokerInOtherDomain       a broker already in another failure domain
     │   ├── StaleEpoch
     │   ├── InvalidTransition
     │   └── WriterFenced
@@ -83,6 +84,10 @@ class UnknownBundle(InvalidInput):
     code = "unknown_bundle"
 
 
+class UnknownFailureDomain(InvalidInput):
+    code = "unknown_failure_domain"
+
+
 class NamespaceExists(InvalidInput):
     code = "namespace_exists"
 
@@ -99,6 +104,12 @@ class ForeignCluster(InvalidInput):
 
 class StateConflict(LoadBalancerError):
     code = "state_conflict"
+
+
+class BrokerInOtherDomain(StateConflict):
+    """A failure domain may not take a broker another domain holds (Pulsar answers 409)."""
+
+    code = "broker_in_other_domain"
 
 
 class StaleEpoch(StateConflict):
@@ -137,7 +148,8 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        NamespaceExists, TransferToCurrentOwner, ForeignCluster, StateConflict, StaleEpoch, InvalidTransition,
+        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
+        StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
         WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

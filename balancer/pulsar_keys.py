@@ -240,5 +240,12 @@ zooKeeperCacheExpirySeconds zooKeeperOperationTimeoutSeconds zooKeeperSessionTim
 zookeeperServers
 """
 
-PULSAR_KEYS: frozenset[str] = frozenset(_ALL.split())
+_TOKEN_PROVIDER = """
+tokenAudience tokenAudienceClaim tokenAuthClaim tokenPublicAlg tokenPublicKey tokenSecretKey
+tokenSettingPrefix
+"""
+"""Not ``ServiceConfiguration`` fields but properties Pulsar's shipped broker.conf carries for its
+token authentication provider (``AuthenticationProviderToken`` reads them); the web service does."""
+
+PULSAR_KEYS: frozenset[str] = frozenset(_ALL.split()) | frozenset(_TOKEN_PROVIDER.split())
 DEPRECATED: frozenset[str] = frozenset(_DEPRECATED.split())

@@ -2,6 +2,7 @@
 
     lbctl run [--conf conf/broker.conf] [--brokers 3] [--workload zipf --topics 2000]
               [--minutes 60] [--speed 60] [--host ray|inproc] [--seed 0] [--keep]
+              [--web-service-port PORT]
 
 ``--minutes`` is simulated time; ``--speed`` is simulated seconds per wall second (60: a
 simulated hour takes a wall minute; 0: as fast as the host can). With the defaults the run ends
@@ -15,14 +16,21 @@ Invariants:
   admin verbs can find it (inproc: the log stays there and each verb restarts the cluster from
   it; Ray: this process keeps the cluster alive until interrupted, its workload and cluster
   time still running at ``--speed``, as a real cluster's clients would);
-- bad input (a missing ``--conf``, an unknown broker.conf key, a non-positive count) is one line
-  and exit status 2, before any cluster starts.
+- with ``--web-service-port`` (else broker.conf's ``webServicePort``) the web service
+  (``web.serve``: Pulsar's admin REST API) listens on 127.0.0.1 from when the cluster is ready
+  until the cluster closes; with ``--keep`` the process, the cluster and the service stay up
+  until SIGINT/SIGTERM on either host (inproc: cluster time keeps running at ``--speed``, at
+  the wall clock's pace for ``--speed 0``);
+- bad input (a missing ``--conf``, an unknown broker.conf key, a non-positive count, a bad port
+  or auth setting) is one line and exit status 2, before any cluster starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import importlib.util
 import signal
 import sys
@@ -30,7 +38,7 @@ import textwrap
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.api import Cluster
 from actors.cluster.kept import FINDING_HELP, HOSTS, LOG_SUBDIR, ClusterSpec, state_dir, write_spec
@@ -43,6 +51,10 @@ from lbctl.procmem import MemorySampler
 from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
 from lbctl.runstats import Move, RunStats
 from lbctl.summary import summary
+
+if TYPE_CHECKING:  # aiohttp is imported only when a run serves the web API
+    from web.serve import WebService
+    from web.settings import WebSettings
 
 DEFAULT_CONF = "conf/broker.conf"
 FRAME_S = 0.25
@@ -62,7 +74,11 @@ With the defaults it ends by itself after about a minute and exits 0.
 
 --keep leaves the cluster to the admin verbs (lbctl namespaces|clusters|topics|brokers|
 broker-stats ...); on Ray the process stays up and the workload keeps running at --speed
-until Ctrl-C."""
+until Ctrl-C.
+
+--web-service-port PORT (or webServicePort in broker.conf) serves Pulsar's admin REST API
+(/admin/v2, /lookup/v2; docs/admin-api.md) on 127.0.0.1:PORT while the cluster runs; with
+--keep the process and the service stay up until Ctrl-C/SIGTERM, on inproc as on Ray."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,6 +107,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--state-dir", default=None, help="where --keep records the cluster "
                         "(default: $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--plain", action="store_true", help="progress lines even on a terminal")
+    parser.add_argument("--web-service-port", type=int, default=None, metavar="PORT",
+                        help="serve Pulsar's admin REST API on 127.0.0.1:PORT (0: a free port; "
+                             "default: broker.conf's webServicePort, else none)")
     parser.set_defaults(handler=_handle)
 
 
@@ -137,7 +156,20 @@ def _handle(args: argparse.Namespace) -> int:
     notice = config.notice()  # keys of other broker components ignored, deprecated ones named
     if notice is not None:
         print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
-    return asyncio.run(run(spec, config, args))
+    web = web_settings(spec, args.web_service_port)  # bad port or auth keys: before any start
+    return asyncio.run(run(spec, config, args, web))
+
+
+def web_settings(spec: ClusterSpec, port: int | None) -> WebSettings:
+    """broker.conf's web settings, the port overridden by ``--web-service-port``."""
+    from web.settings import WebSettings
+
+    found = WebSettings.load(spec.conf)
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise MalformedInput(f"--web-service-port {port}: expected a port number 0-65535", value=port)
+        found = dataclasses.replace(found, port=port)
+    return found
 
 
 async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None) -> Cluster:
@@ -151,13 +183,21 @@ async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: 
     return await Cluster.start(config, spec.brokers, log_dir=log_dir, speed=spec.speed, **options)
 
 
-async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace) -> int:
+async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace,
+              web: WebSettings) -> int:
     sampler = MemorySampler().start()
     wall0 = time.monotonic()
     keep_in = state_dir(args.state_dir) if args.keep else None
     cluster = await start_cluster(spec, config, keep_in)
+    service: WebService | None = None
     try:
         await cluster.wait_ready(spec.brokers, READY_S)
+        if web.port is not None:
+            from web.serve import serve
+
+            service = await serve(cluster, web.port, auth=web.auth, cluster_name=web.cluster_name)
+            print(f"web service: {service.url}", flush=True)
+            spec = dataclasses.replace(spec, web_service_url=service.url)
         await cluster.create_namespace(spec.namespace, bundles=args.bundles)
         stats = RunStats(start_ms=cluster.now_ms())
         view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()
@@ -170,6 +210,8 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
         if keep_in is not None:
             await keep(cluster, spec, keep_in)
     finally:
+        if service is not None:
+            await service.close()
         await cluster.close()
     return 0
 
@@ -191,6 +233,8 @@ async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec
         if spec.speed > 0:
             next_frame += FRAME_S
             await asyncio.sleep(max(0.0, next_frame - time.monotonic()))
+        else:
+            await asyncio.sleep(0)  # as fast as possible, yet the web service answers meanwhile
 
 
 def frame(cluster: Cluster, stats: RunStats, spec: ClusterSpec, elapsed: int, total: int,
@@ -210,7 +254,9 @@ async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
     hint = f"lbctl namespaces bundles {spec.namespace} --state-dir {directory}"
     if spec.deployment is not None:
         hint = f"lbctl --cluster {spec.deployment} namespaces bundles {spec.namespace}"
-    if cluster.kind == "inproc":
+    if spec.web_service_url is not None:
+        hint = f"lbctl --admin-url {spec.web_service_url} namespaces bundles {spec.namespace}"
+    if cluster.kind == "inproc" and spec.web_service_url is None:
         print(f"kept: {path} (the log is in {directory}/log); try `{hint}`")
         return
     print(f"kept: {path}; the cluster and its workload keep running (at --speed {spec.speed:g}) "
@@ -221,9 +267,25 @@ async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):  # also when started with SIGINT ignored (&)
         loop.add_signal_handler(signum, stop.set)
     try:
+        if cluster.virtual:
+            await run_clock(cluster, spec, stop)
         await stop.wait()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        path.unlink(missing_ok=True)  # the cluster goes with this process
+        if cluster.virtual:  # its log stays for the verbs to restart it; the service is gone
+            write_spec(directory, dataclasses.replace(cluster.describe(spec), web_service_url=None))
+        else:
+            path.unlink(missing_ok=True)  # a Ray-hosted cluster goes with this process
         print("stopping the cluster", flush=True)
+
+
+async def run_clock(cluster: Cluster, spec: ClusterSpec, stop: asyncio.Event) -> None:
+    """Let an in-process cluster's time pass at ``--speed`` (0: the wall clock's pace) until
+    ``stop``, as a Ray-hosted one's does by itself; what it folds is not kept (nobody polls)."""
+    step_ms = int(FRAME_S * 1000 * (spec.speed or 1.0))
+    while not stop.is_set():
+        await cluster.sleep(step_ms)
+        cluster.poll()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), FRAME_S)

@@ -57,6 +57,8 @@ class ClusterSpec:
     """A conf/cluster.yaml: the actors run on its Ray cluster over its Kafka."""
     cluster_id: str | None = None
     """Stamped on every record of the cluster's log; a log of another cluster is refused."""
+    web_service_url: str | None = None
+    """The admin REST service the keeping process serves (``lbctl run --web-service-port``)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -1,0 +1,61 @@
+"""What broker.conf says about the web service: ``webServicePort`` and the auth keys.
+
+Invariants: the keys are Pulsar's (``LoadBalancerConfig`` reads the same file and ignores
+them as keys of another component); no ``webServicePort`` means no web service for ``lbctl run``
+(Pulsar's default, 8080, applies where a broker.conf sets the key without a value); a bad value
+is one ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from balancer.config import broker_conf_pairs
+from balancer.errors import ConfigError
+from web.admin import DEFAULT_CLUSTER_NAME
+from web.auth import WebAuth
+
+PULSAR_DEFAULT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The web service of one broker.conf: its port (None: off) and its auth (None: open)."""
+
+    port: int | None = None
+    auth: WebAuth | None = None
+    cluster_name: str = DEFAULT_CLUSTER_NAME
+    """``clusterName``: what ``/admin/v2/clusters`` lists and cluster paths must name."""
+
+    @classmethod
+    def from_text(cls, text: str) -> WebSettings:
+        pairs = broker_conf_pairs(text)
+        return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
+                   cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME)
+
+    @classmethod
+    def load(cls, conf: str | None) -> WebSettings:
+        """From a broker.conf path (None: no file, no service, no auth)."""
+        if conf is None:
+            return cls()
+        try:
+            return cls.from_text(Path(conf).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"broker.conf {conf!r}: cannot read it ({exc.strerror})",
+                              value=conf) from None
+
+
+def _port(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.strip():
+        return PULSAR_DEFAULT_PORT
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"webServicePort={value}: expected a port number 0-65535",
+                          key="webServicePort", value=value)
+    return port
