@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin
+from web import admin, observe
 from web.auth import WebAuth
 
 
@@ -19,4 +19,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None) -> web.Applicat
     middlewares = [auth.middleware()] if auth is not None else []
     app = web.Application(middlewares=middlewares)
     admin.add_routes(app, cluster)
+    observe.add_routes(app, cluster)
     return app
