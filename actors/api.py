@@ -56,6 +56,7 @@ from balancer.errors import (
     StaleEpoch,
     Unavailable,
     UnknownBundle,
+    UnknownFailureDomain,
     UnknownNamespace,
 )
 from balancer.ownership import BundleState
@@ -337,7 +338,17 @@ class Cluster:
                                  isolation=info.isolation if info is not None else None)
 
     async def set_failure_domain(self, domain: str, brokers: Sequence[str]) -> Receipt:
+        """Create or replace a failure domain (``BrokerInOtherDomain`` if another holds one)."""
         return await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+
+    async def delete_failure_domain(self, domain: str) -> Receipt:
+        """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet)."""
+        await self.link.catch_up()
+        known = self.failure_domains()
+        if domain not in known:
+            raise UnknownFailureDomain(f"failure domain {domain!r} does not exist; domains: "
+                                       f"{', '.join(sorted(known)) or 'none'}", value=domain)
+        return await self._issue(SetFailureDomain, domain=domain, brokers=[])
 
     @staticmethod
     def _bundle_id(namespace: str, bundle: str) -> str:
@@ -377,6 +388,18 @@ class Cluster:
 
     def brokers(self) -> list[BrokerStatus]:
         return self.view.broker_statuses()
+
+    def failure_domains(self) -> dict[str, list[str]]:
+        """Each failure domain the admin set (FailureDomainSet) -> its brokers, sorted."""
+        domains: dict[str, list[str]] = {}
+        for broker, domain in sorted(self.view.view.failure_domains.items()):
+            domains.setdefault(domain, []).append(broker)
+        return domains
+
+    def anti_affinity_group(self, namespace: str) -> str | None:
+        """The namespace's anti-affinity group (None: none); ``UnknownNamespace`` if absent."""
+        self.bundles(namespace)  # names an unknown namespace
+        return self.view.view.namespaces[namespace].anti_affinity_group
 
     def load_report(self, broker: str) -> dict[str, Any]:
         """The broker's latest LoadReported (``ts_ms`` and payload; none yet: ``None``s)."""
@@ -490,5 +513,9 @@ class Cluster:
     async def explain(self, bundle: str) -> list[MoveRecord]:
         """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""
         return moves_of(bundle, await self.link.history())
+
+    async def log_tail(self, limit: int) -> list[Record]:
+        """The last ``limit`` records of the log, read back from the log, in log order."""
+        return (await self.link.history())[-limit:] if limit > 0 else []
 
 

@@ -37,6 +37,7 @@ from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.errors import (
+    BrokerInOtherDomain,
     InvalidInput,
     LoadBalancerError,
     NoBrokerAvailable,
@@ -218,7 +219,7 @@ class LeaderBody(Follower):
             return rejection(command, exc, key=command.default_key(), under=LEADER_KEY, epoch=self.my_epoch)
 
     def _set_domain(self, command: SetFailureDomain) -> Effects:
-        check_domain(self.brokers, command)
+        check_domain(self.brokers, self.view.failure_domains, command)
         event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers))
         return appending(CLUSTER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
@@ -487,9 +488,17 @@ def _sends_only(effects: Effects) -> Effects:
                    expected_seq=effects.expected_seq)
 
 
-def check_domain(brokers: Mapping[str, Any], command: SetFailureDomain) -> None:
-    """A failure domain may name registered brokers only."""
+def check_domain(brokers: Mapping[str, Any], domains: Mapping[str, str],
+                 command: SetFailureDomain) -> None:
+    """A failure domain may name registered brokers only, none that another domain holds (as
+    Pulsar's ``validateBrokerExistsInOtherDomain``: delete or shrink that domain first)."""
     unknown = [b for b in command.brokers if b not in brokers]
     if unknown:
         raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
                             f"{', '.join(sorted(brokers)) or 'none'}", value=unknown)
+    for broker in command.brokers:
+        held = domains.get(broker)
+        if held is not None and held != command.domain:
+            raise BrokerInOtherDomain(f"broker {broker} is already in failure domain {held!r}; "
+                                      f"remove it there before adding it to {command.domain!r}",
+                                      value=broker)

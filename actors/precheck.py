@@ -24,7 +24,7 @@ SELECTED = ("LARGEST", "HOT")
 def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     """Raise the ``InvalidInput`` the command's writer would refuse ``command`` with."""
     if isinstance(command, SetFailureDomain):
-        check_domain(follower.brokers, command)
+        check_domain(follower.brokers, follower.view.failure_domains, command)
         return
     judge = NamespaceBody(follower.config)
     judge.view, judge.brokers, judge.epoch = follower.view, follower.brokers, follower.epoch

@@ -12,11 +12,12 @@ Invariants:
     │   ├── InvalidBundle             not a range, not a bundle of the namespace
     │   ├── UnsplittableBundle        a one-hash range, or no boundary possible
     │   ├── UnknownStrategy
-    │   ├── UnknownNamespace / UnknownBroker / UnknownBundle
+    │   ├── UnknownNamespace / UnknownBroker / UnknownBundle / UnknownFailureDomain
     │   ├── NamespaceExists
     │   ├── TransferToCurrentOwner
     │   └── MalformedInput            JSON/shape errors in decide input
     ├── StateConflict                 the world moved (stale epoch, invalid transition, fenced)
+    │   ├── BrokerInOtherDomain       a broker already in another failure domain
     │   ├── StaleEpoch
     │   ├── InvalidTransition
     │   └── WriterFenced
@@ -83,6 +84,10 @@ class UnknownBundle(InvalidInput):
     code = "unknown_bundle"
 
 
+class UnknownFailureDomain(InvalidInput):
+    code = "unknown_failure_domain"
+
+
 class NamespaceExists(InvalidInput):
     code = "namespace_exists"
 
@@ -93,6 +98,12 @@ class TransferToCurrentOwner(InvalidInput):
 
 class StateConflict(LoadBalancerError):
     code = "state_conflict"
+
+
+class BrokerInOtherDomain(StateConflict):
+    """A failure domain may not take a broker another domain holds (Pulsar answers 409)."""
+
+    code = "broker_in_other_domain"
 
 
 class StaleEpoch(StateConflict):
@@ -131,7 +142,8 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        NamespaceExists, TransferToCurrentOwner, StateConflict, StaleEpoch, InvalidTransition,
+        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, StateConflict,
+        BrokerInOtherDomain, StaleEpoch, InvalidTransition,
         WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

@@ -1,25 +1,229 @@
-"""Pulsar's admin v2 and lookup v2 REST paths, and the project's own reads, over one ``Cluster``.
+"""Pulsar's admin v2 REST paths over one ``Cluster`` (docs/admin-api.md lists each one).
 
-Filled in by the verbs of issue 21; this first cut serves what a client needs to see that the
-service is up: the cluster list and the leader broker.
+    GET    /admin/v2/clusters                                   [name]
+    POST   /admin/v2/clusters/{c}/failureDomains/{d}            {"brokers": [...]} -> 204
+    GET    /admin/v2/clusters/{c}/failureDomains[/{d}]          {d: {"brokers": [...]}} | {"brokers": [...]}
+    DELETE /admin/v2/clusters/{c}/failureDomains/{d}            204
+    GET    /admin/v2/namespaces/{tenant}                        ["tenant/ns", ...]
+    PUT    /admin/v2/namespaces/{t}/{n}                         Policies ({"bundles": BundlesData}) -> 204
+    GET    /admin/v2/namespaces/{t}/{n}/bundles                 BundlesData
+    PUT    /admin/v2/namespaces/{t}/{n}/unload                  204
+    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204
+    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/split?unload=&splitAlgorithmName=      [boundaries] -> 204
+    POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
+    GET    /admin/v2/brokers[/{c}]                              [broker id, ...]
+    GET    /admin/v2/brokers/leaderBroker                       BrokerInfo
+    GET    /admin/v2/broker-stats/load-report                   LocalBrokerData
+
+Invariants: each handler is one call on the ``Cluster`` (no verb is re-implemented here) and
+answers as ``web.replies`` says; a change returns once the cluster's view shows it settled; a
+cluster name other than this one's is 404, as Pulsar answers for an unknown cluster; the
+service answers for its home broker (the first registered) where Pulsar's answers for the
+broker it runs in (``broker-stats``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from aiohttp import web
 
 from actors.api import Cluster
+from balancer.errors import MalformedInput, UnknownBroker
+from web import lookup, own, shapes
+from web.replies import answer, body_json, document, done, refused, text
 
-CLUSTER_NAME = "standalone"
+DEFAULT_CLUSTER_NAME = "standalone"
+SPECIFIED = "specified_positions_divide"
 
 
-def add_routes(app: web.Application, cluster: Cluster) -> None:
-    async def clusters(request: web.Request) -> web.Response:
-        return web.json_response([CLUSTER_NAME])
+def add_routes(app: web.Application, cluster: Cluster, *,
+               cluster_name: str = DEFAULT_CLUSTER_NAME) -> None:
+    """Every admin v2 path above, plus ``web.lookup``'s and ``web.own``'s."""
+    routes = _Routes(cluster, cluster_name)
+    v2 = "/admin/v2"
+    domains = v2 + "/clusters/{cluster}/failureDomains"
+    ns = v2 + "/namespaces/{tenant}/{namespace}"
+    add = app.router.add_route
+    for method, path, handler in (
+        ("GET", v2 + "/clusters", routes.clusters),
+        ("GET", domains, routes.domains),
+        ("GET", domains + "/{domain}", routes.domain),
+        ("POST", domains + "/{domain}", routes.set_domain),
+        ("DELETE", domains + "/{domain}", routes.delete_domain),
+        ("GET", v2 + "/namespaces/{tenant}", routes.namespaces),
+        ("PUT", ns, routes.create_namespace),
+        ("GET", ns + "/bundles", routes.bundles),
+        ("PUT", ns + "/unload", routes.unload_namespace),
+        ("GET", ns + "/antiAffinity", routes.affinity),
+        ("POST", ns + "/antiAffinity", routes.set_affinity),
+        ("DELETE", ns + "/antiAffinity", routes.delete_affinity),
+        ("PUT", ns + "/{bundle}/unload", routes.unload_bundle),
+        ("PUT", ns + "/{bundle}/split", routes.split),
+        ("GET", v2 + "/brokers/leaderBroker", routes.leader),
+        ("GET", v2 + "/brokers", routes.brokers),
+        ("GET", v2 + "/brokers/{cluster}", routes.brokers),
+        ("GET", v2 + "/broker-stats/load-report", routes.load_report),
+    ):
+        add(method, path, answer(handler))
+    lookup.add_routes(app, cluster)
+    own.add_routes(app, cluster)
 
-    async def leader(request: web.Request) -> web.Response:
-        leader_id, _ = cluster.leader()
-        return web.json_response({"serviceUrl": leader_id, "brokerId": leader_id})
 
-    app.router.add_get("/admin/v2/clusters", clusters)
-    app.router.add_get("/admin/v2/brokers/leaderBroker", leader)
+class _Routes:
+    """The handlers, bound to one cluster and its name."""
+
+    def __init__(self, cluster: Cluster, name: str) -> None:
+        self.cluster, self.name = cluster, name
+
+    def _known(self, request: web.Request) -> None:
+        asked = request.match_info.get("cluster", self.name)
+        if asked != self.name:
+            raise web.HTTPNotFound(text=f'{{"reason": "Cluster {asked} does not exist"}}',
+                                   content_type="application/json")
+
+    # -- clusters and failure domains ------------------------------------------------------------
+    async def clusters(self, request: web.Request) -> web.Response:
+        return document([self.name])
+
+    async def domains(self, request: web.Request) -> web.Response:
+        self._known(request)
+        await self.cluster.catch_up()
+        return document({d: shapes.failure_domain(b) for d, b in self.cluster.failure_domains().items()})
+
+    async def domain(self, request: web.Request) -> web.Response:
+        self._known(request)
+        await self.cluster.catch_up()
+        name = request.match_info["domain"]
+        found = self.cluster.failure_domains().get(name)
+        if found is None:
+            return refused(404, f"Domain {name} does not exist in cluster {self.name}")
+        return document(shapes.failure_domain(found))
+
+    async def set_domain(self, request: web.Request) -> web.Response:
+        self._known(request)
+        body = await body_json(request, "failure domain")
+        brokers = body.get("brokers") if isinstance(body, Mapping) else None
+        if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
+            raise MalformedInput(f"failure domain body {body!r}: expected {{\"brokers\": [ids]}}",
+                                 value=body)
+        await self.cluster.set_failure_domain(request.match_info["domain"], brokers)
+        return done()
+
+    async def delete_domain(self, request: web.Request) -> web.Response:
+        self._known(request)
+        await self.cluster.delete_failure_domain(request.match_info["domain"])
+        return done()
+
+    # -- namespaces --------------------------------------------------------------------------------
+    async def namespaces(self, request: web.Request) -> web.Response:
+        tenant = request.match_info["tenant"]
+        await self.cluster.catch_up()
+        found = [n for n in self.cluster.namespaces() if n.split("/", 1)[0] == tenant]
+        if not found:
+            return refused(404, f"Tenant {tenant} does not exist (it has no namespace)")
+        return document(found)
+
+    async def create_namespace(self, request: web.Request) -> web.Response:
+        policies = await body_json(request, "namespace policies")
+        bundles, boundaries = _bundles_policy(policies)
+        await self.cluster.create_namespace(_namespace(request), bundles=bundles, boundaries=boundaries)
+        return done()
+
+    async def bundles(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        return document(shapes.bundles_data(self.cluster.bundles(_namespace(request))))
+
+    async def unload_namespace(self, request: web.Request) -> web.Response:
+        await self.cluster.unload(_namespace(request))
+        return done()
+
+    async def unload_bundle(self, request: web.Request) -> web.Response:
+        destination = request.query.get("destinationBroker") or None
+        await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination)
+        return done()
+
+    async def split(self, request: web.Request) -> web.Response:
+        raw = await body_json(request, "split boundaries")
+        positions = _positions(raw)
+        algorithm = request.query.get("splitAlgorithmName") or (SPECIFIED if positions else None)
+        unload = request.query.get("unload", "false").lower() == "true"
+        await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
+                                        algorithm, positions, unload)
+        return done()
+
+    async def affinity(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        group = self.cluster.anti_affinity_group(_namespace(request))
+        return done() if group is None else text(group)
+
+    async def set_affinity(self, request: web.Request) -> web.Response:
+        group = (await request.text()).strip()
+        if group.startswith('"') and group.endswith('"') and len(group) >= 2:
+            group = group[1:-1]  # a JSON string, as some clients send it
+        if not group:
+            return refused(412, "antiAffinityGroup can't be empty")
+        await self.cluster.set_anti_affinity_group(_namespace(request), group)
+        return done()
+
+    async def delete_affinity(self, request: web.Request) -> web.Response:
+        await self.cluster.set_anti_affinity_group(_namespace(request), None)
+        return done()
+
+    # -- brokers -------------------------------------------------------------------------------------
+    async def brokers(self, request: web.Request) -> web.Response:
+        self._known(request)
+        await self.cluster.catch_up()
+        return document([b.broker_id for b in self.cluster.brokers()])
+
+    async def leader(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        leader_id, _ = self.cluster.leader()
+        return document(shapes.broker_info(leader_id, f"{request.scheme}://{request.host}"))
+
+    async def load_report(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        brokers = self.cluster.brokers()
+        if not brokers:
+            raise UnknownBroker("no broker is registered", value=None)
+        home = brokers[0]
+        report = self.cluster.load_report(home.broker_id)
+        return document(shapes.local_broker_data(report, home.url, home.version))
+
+
+def _namespace(request: web.Request) -> str:
+    return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+
+
+def _bundles_policy(policies: Any) -> tuple[int | None, list[int] | None]:
+    """(numBundles, boundaries) of a ``Policies`` body; both None: the configured default."""
+    if policies is None:
+        return None, None
+    data = policies.get("bundles") if isinstance(policies, Mapping) else None
+    if data is None:
+        return None, None
+    if not isinstance(data, Mapping):
+        raise MalformedInput(f"bundles {data!r}: expected BundlesData", value=data)
+    boundaries = data.get("boundaries")
+    if boundaries:
+        try:
+            return None, [int(str(b), 16) for b in boundaries]
+        except ValueError:
+            raise MalformedInput(f"boundaries {boundaries!r}: expected hex strings such as "
+                                 "0x40000000", value=boundaries) from None
+    count = data.get("numBundles")
+    if count is None or count == 0:
+        return None, None
+    if not isinstance(count, int):
+        raise MalformedInput(f"numBundles {count!r}: expected an integer", value=count)
+    return count, None
+
+
+def _positions(raw: Any) -> list[int] | None:
+    if raw is None or raw == "" or raw == []:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(p, int) for p in raw):
+        raise MalformedInput(f"split boundaries {raw!r}: expected a JSON list of hash positions",
+                             value=raw)
+    return list(raw)

@@ -15,9 +15,12 @@ from web import admin, observe
 from web.auth import WebAuth
 
 
-def create_app(cluster: Cluster, *, auth: WebAuth | None = None) -> web.Application:
+def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
+               cluster_name: str = admin.DEFAULT_CLUSTER_NAME) -> web.Application:
+    """The application; ``cluster_name`` is what ``/admin/v2/clusters`` lists (broker.conf's
+    ``clusterName``)."""
     middlewares = [auth.middleware()] if auth is not None else []
     app = web.Application(middlewares=middlewares)
-    admin.add_routes(app, cluster)
-    observe.add_routes(app, cluster)
+    admin.add_routes(app, cluster, cluster_name=cluster_name)
+    observe.add_routes(app, cluster, cluster_name=cluster_name)
     return app

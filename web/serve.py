@@ -19,6 +19,7 @@ from aiohttp import web
 
 from actors.api import Cluster
 from balancer.errors import Unavailable
+from web.admin import DEFAULT_CLUSTER_NAME
 from web.app import create_app
 from web.auth import WebAuth
 
@@ -26,8 +27,10 @@ from web.auth import WebAuth
 class WebService:
     """A running (once started) web service over ``cluster``."""
 
-    def __init__(self, cluster: Cluster, port: int, host: str, auth: WebAuth | None) -> None:
+    def __init__(self, cluster: Cluster, port: int, host: str, auth: WebAuth | None,
+                 cluster_name: str = DEFAULT_CLUSTER_NAME) -> None:
         self.cluster, self.port, self.host, self.auth = cluster, port, host, auth
+        self.cluster_name = cluster_name
         self._runner: web.AppRunner | None = None
 
     @property
@@ -35,7 +38,8 @@ class WebService:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> WebService:
-        runner = web.AppRunner(create_app(self.cluster, auth=self.auth), access_log=None)
+        app = create_app(self.cluster, auth=self.auth, cluster_name=self.cluster_name)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:
@@ -66,10 +70,10 @@ class WebService:
         await self.close()
 
 
-def serve(cluster: Cluster, port: int, *, host: str = "127.0.0.1",
-          auth: WebAuth | None = None) -> WebService:
+def serve(cluster: Cluster, port: int, *, host: str = "127.0.0.1", auth: WebAuth | None = None,
+          cluster_name: str = DEFAULT_CLUSTER_NAME) -> WebService:
     """The web service over ``cluster``, started when awaited or entered."""
-    return WebService(cluster, port, host, auth)
+    return WebService(cluster, port, host, auth, cluster_name)
 
 
 def _bound_port(runner: web.AppRunner) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from balancer.config import broker_conf_pairs
 from balancer.errors import ConfigError
+from web.admin import DEFAULT_CLUSTER_NAME
 from web.auth import WebAuth
 
 PULSAR_DEFAULT_PORT = 8080
@@ -24,11 +25,14 @@ class WebSettings:
 
     port: int | None = None
     auth: WebAuth | None = None
+    cluster_name: str = DEFAULT_CLUSTER_NAME
+    """``clusterName``: what ``/admin/v2/clusters`` lists and cluster paths must name."""
 
     @classmethod
     def from_text(cls, text: str) -> WebSettings:
         pairs = broker_conf_pairs(text)
-        return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs))
+        return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
+                   cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME)
 
     @classmethod
     def load(cls, conf: str | None) -> WebSettings:

@@ -1,0 +1,46 @@
+"""Pulsar's lookup v2 REST paths over one ``Cluster``.
+
+    GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}          LookupData
+    GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle   "0xLLLLLLLL_0xUUUUUUUU"
+
+Invariants: a lookup is ``Cluster.lookup`` (an owned bundle is a read of the client's view, an
+unowned one is placed by the leader first); the bundle range is a read of the view and assigns
+nothing; an unknown namespace is 404.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from actors.api import Cluster
+from balancer.errors import MalformedInput
+from web import shapes
+from web.replies import answer, document, text
+
+TOPIC = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+DOMAINS = ("persistent", "non-persistent")
+
+
+def add_routes(app: web.Application, cluster: Cluster) -> None:
+    async def lookup(request: web.Request) -> web.Response:
+        topic = _topic(request)
+        owner = await cluster.lookup(topic)
+        url = next((b.url for b in cluster.brokers() if b.broker_id == owner), "")
+        return document(shapes.lookup_data(url))
+
+    async def bundle(request: web.Request) -> web.Response:
+        topic = _topic(request)
+        await cluster.catch_up()
+        cluster.bundles(topic.split("://", 1)[1].rsplit("/", 1)[0])  # names an unknown namespace
+        return text(cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1])
+
+    app.router.add_get(TOPIC + "/bundle", answer(bundle))
+    app.router.add_get(TOPIC, answer(lookup))
+
+
+def _topic(request: web.Request) -> str:
+    info = request.match_info
+    if info["domain"] not in DOMAINS:
+        raise MalformedInput(f"topic domain {info['domain']!r}: expected persistent or "
+                             "non-persistent", value=info["domain"])
+    return f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}"

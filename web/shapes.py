@@ -1,0 +1,80 @@
+"""Pulsar's JSON shapes of what the admin API returns, built from the cluster's own views.
+
+Invariants: field names are those of Pulsar 4.0's data classes (``BundlesData``,
+``FailureDomain``, ``LookupData``, ``BrokerInfo``, ``LocalBrokerData``), which the real
+``PulsarAdmin`` client deserialises; hash boundaries print as ``0x%08x``; nothing here reads
+the clock or talks to the cluster: every function is a pure reshaping of values it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from projections.ownership import BundleRow
+
+
+def boundary(value: int) -> str:
+    return f"0x{value:08x}"
+
+
+def bundles_data(rows: Sequence[BundleRow]) -> dict[str, Any]:
+    """``BundlesData``: the boundaries of a namespace's bundles, in range order."""
+    ranges = [row.bundle.rsplit("/", 1)[1].split("_") for row in rows]
+    boundaries = [low for low, _ in ranges] + ([ranges[-1][1]] if ranges else [])
+    return {"boundaries": boundaries, "numBundles": len(rows)}
+
+
+def failure_domain(brokers: Sequence[str]) -> dict[str, Any]:
+    return {"brokers": sorted(brokers)}
+
+
+def http_url(broker_url: str) -> str:
+    """A broker's HTTP address from its ``pulsar://host:port`` one (Pulsar's default 8080)."""
+    host = broker_url.split("://", 1)[-1].rsplit(":", 1)[0]
+    return f"http://{host}:8080"
+
+
+def lookup_data(broker_url: str) -> dict[str, Any]:
+    """``LookupData`` of a topic owned by the broker at ``broker_url`` (no TLS listeners)."""
+    return {"brokerUrl": broker_url, "brokerUrlTls": None, "httpUrl": http_url(broker_url),
+            "httpUrlTls": None, "nativeUrl": broker_url}
+
+
+def broker_info(leader_id: str | None, service_url: str) -> dict[str, Any]:
+    """``BrokerInfo`` of the leader: its id and the web service that answers for it."""
+    return {"brokerId": leader_id, "serviceUrl": service_url}
+
+
+def local_broker_data(report: Mapping[str, Any], broker_url: str, version: str) -> dict[str, Any]:
+    """``LocalBrokerData`` of a broker's latest LoadReported (``Cluster.load_report``)."""
+    load: Mapping[str, Any] = report.get("broker_load") or {}
+    stats = {str(b["bundle"]): _bundle_stats(b) for b in report.get("bundles") or []}
+    return {
+        "webServiceUrl": http_url(broker_url), "pulsarServiceUrl": broker_url,
+        "persistentTopicsEnabled": True, "nonPersistentTopicsEnabled": True,
+        **{pulsar: _usage(load.get(ours)) for pulsar, ours in _RESOURCES.items()},
+        **{pulsar: float(load.get(ours, 0.0)) for pulsar, ours in _RATES.items()},
+        "numTopics": int(load.get("topics", 0)), "numBundles": int(load.get("bundles", 0)),
+        "numProducers": int(load.get("producers", 0)), "numConsumers": int(load.get("consumers", 0)),
+        "lastUpdate": report.get("ts_ms") or 0, "bundles": sorted(stats), "lastStats": stats,
+        "brokerVersionString": version,
+    }
+
+
+_RESOURCES = {"cpu": "cpu", "memory": "memory", "directMemory": "direct_memory",
+              "bandwidthIn": "bandwidth_in", "bandwidthOut": "bandwidth_out"}
+_RATES = {"msgRateIn": "msg_rate_in", "msgRateOut": "msg_rate_out",
+          "msgThroughputIn": "msg_throughput_in", "msgThroughputOut": "msg_throughput_out"}
+
+
+def _usage(raw: Mapping[str, Any] | None) -> dict[str, float]:
+    raw = raw or {}
+    return {"usage": float(raw.get("usage", 0.0)), "limit": float(raw.get("limit", 0.0))}
+
+
+def _bundle_stats(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``NamespaceBundleStats`` of one bundle of a report."""
+    return {**{pulsar: float(raw.get(ours, 0.0)) for pulsar, ours in _RATES.items()},
+            "topics": int(raw.get("topics", 0)), "producerCount": int(raw.get("producers", 0)),
+            "consumerCount": int(raw.get("consumers", 0))}
