@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from balancer.load import max_usage
 from web.observe.observer import Observer
+from web.observe.tally import ASSIGN_KEYS, SPLIT_KEYS, UNLOAD_KEYS
 
 USAGES = (("cpu", "cpu"), ("memory", "memory"), ("direct_memory", "direct_memory"),
           ("bandwidth_in", "bandwidth_in"), ("bandwidth_out", "bandwidth_out"))
@@ -94,30 +95,33 @@ class ClusterCollector(Collector):
                                       "(once per shedding run)", labels=labels)
         bundles = CounterMetricFamily("brk_lb_unload_bundle", "Bundles unloaded (shedding and "
                                       "admin)", labels=labels)
-        for leader in sorted({*tally.unload_brokers, *tally.unload_bundles}):
+        for leader in tally.leaders():
             brokers.add_metric([c, leader, "bundleUnloading"], tally.unload_brokers[leader])
             bundles.add_metric([c, leader, "bundleUnloading"], tally.unload_bundles[leader])
         breakdown = CounterMetricFamily("brk_lb_unload_broker_breakdown", "Unload decisions by "
                                         "result (Success, Skip, Failure) and reason",
                                         labels=[*labels, "result", "reason"])
-        for (leader, result, reason), count in sorted(tally.unload_breakdown.items()):
-            breakdown.add_metric([c, leader, "bundleUnloading", result, reason], count)
+        for leader, result, reason in _keys(tally.leaders(), UNLOAD_KEYS, tally.unload_breakdown):
+            breakdown.add_metric([c, leader, "bundleUnloading", result, reason],
+                                 tally.unload_breakdown[leader, result, reason])
         yield from (brokers, bundles, breakdown)
 
     def _splits_and_assigns(self) -> Iterable[Metric]:
         c, tally = self.cluster_name, self.observer.tally
         labels = ["cluster", "broker", "metric"]
         total = CounterMetricFamily("brk_lb_bundles_split", "Bundles split", labels=labels)
-        for leader, count in sorted(tally.splits.items()):
-            total.add_metric([c, leader, "bundlesSplit"], count)
+        for leader in tally.leaders():
+            total.add_metric([c, leader, "bundlesSplit"], tally.splits[leader])
         breakdown = CounterMetricFamily("brk_lb_bundles_split_breakdown", "Split decisions by "
                                         "result and reason", labels=[*labels, "result", "reason"])
-        for (leader, result, reason), count in sorted(tally.split_breakdown.items()):
-            breakdown.add_metric([c, leader, "bundlesSplit", result, reason], count)
+        for leader, result, reason in _keys(tally.leaders(), SPLIT_KEYS, tally.split_breakdown):
+            breakdown.add_metric([c, leader, "bundlesSplit", result, reason],
+                                 tally.split_breakdown[leader, result, reason])
         assign = CounterMetricFamily("brk_lb_assign_broker_breakdown", "Assignments of unowned "
                                      "bundles by result", labels=[*labels, "result"])
-        for (leader, result), count in sorted(tally.assign_breakdown.items()):
-            assign.add_metric([c, leader, "assign", result], count)
+        for leader in tally.leaders():
+            for result in ASSIGN_KEYS:
+                assign.add_metric([c, leader, "assign", result], tally.assign_breakdown[leader, result])
         yield from (total, breakdown, assign)
 
     def _latencies(self) -> Iterable[Metric]:
@@ -212,6 +216,12 @@ class ClusterCollector(Collector):
         brokers = GaugeMetricFamily("bb_brokers", "Registered brokers", labels=["cluster"])
         brokers.add_metric([c], len(cluster.view.brokers))
         yield from (owned, states, brokers)
+
+
+def _keys(leaders: list[str], pulsars: Iterable[tuple[str, str]],
+          seen: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Pulsar's (result, reason) keys for every leader, and any other key the log produced."""
+    return sorted({*((leader, *key) for leader in leaders for key in pulsars), *seen})
 
 
 def registry_for(observer: Observer, cluster_name: str) -> CollectorRegistry:

@@ -5,7 +5,8 @@ Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
 ``AssignCounter`` and PIP-307's ``UnloadManager`` latencies, docs/operations.md#metrics):
 
 - an unload (``UnloadRequested`` or ``TransferPrepared``, counted once per move) is a
-  ``Success`` under its decision's reason; a skipped shedding run (``SheddingSkipped``) a
+  ``Success`` under its decision's reason (an admin unload: ``Admin``; the children a split
+  unloads are the split's, not unloads); a skipped shedding run (``SheddingSkipped``) a
   ``Skip`` under its reason; a refused unload command (``CommandRejected``) a
   ``Failure``/``Unknown``. A broker counts once per shedding run it lost bundles in;
 - counters are attributed to the leader that was elected when the event was logged (the
@@ -36,6 +37,14 @@ OUR_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 UNLOAD_SUCCESS_REASONS = frozenset({"Overloaded", "Underloaded", "Admin"})
 SPLIT_REASONS = frozenset({"Topics", "Sessions", "MsgRate", "Bandwidth", "Admin"})
 NO_LEADER = "none"
+UNLOAD_KEYS = (("Success", "Overloaded"), ("Success", "Underloaded"), ("Success", "Admin"),
+               ("Skip", "HitCount"), ("Skip", "NoBundles"), ("Skip", "CoolDown"),
+               ("Skip", "OutDatedData"), ("Skip", "NoLoadData"), ("Skip", "NoBrokers"),
+               ("Skip", "Unknown"), ("Failure", "Unknown"))
+"""Pulsar's ``UnloadCounter`` breakdown: every (result, reason) is exported from 0."""
+SPLIT_KEYS = (*(("Success", r) for r in ("Topics", "Sessions", "MsgRate", "Bandwidth", "Admin")),
+              ("Failure", "Unknown"))
+ASSIGN_KEYS = ("Success", "Failure", "Skip")
 
 
 @dataclass
@@ -95,6 +104,12 @@ class Tally:
         self._split_reasons: dict[str, str] = {}
         self._run: tuple[Any, set[str]] = (None, set())
 
+    def leaders(self) -> list[str]:
+        """Every leader a counter is attributed to, the current one included."""
+        found = {*self.unload_bundles, *self.splits, *(k[0] for k in self.unload_breakdown),
+                 *(k[0] for k in self.assign_breakdown), *(k[0] for k in self.split_breakdown)}
+        return sorted(found | {self.leader})
+
     def take(self, record: Record) -> None:
         env = record.envelope
         self.appended[env.type] += 1
@@ -115,9 +130,10 @@ class Tally:
         dst = payload.get("dst") or decision.get("destination")
         self._start(self._unloading, bundle, Pending(ts_ms, src, dst))
         self._start(self._releasing, bundle, Pending(ts_ms, src, dst))
-        reason = str(decision.get("reason") or "")
-        if str(payload.get("reason", "")).lower() == "admin" or not reason:
-            reason = "Admin" if str(payload.get("reason", "")).lower() == "admin" else "Unknown"
+        logged = str(payload.get("reason", "")).lower()
+        if logged == "split":
+            return  # a split's children: counted as the split (Pulsar's unload counter skips them)
+        reason = "Admin" if logged == "admin" else str(decision.get("reason") or "Unknown")
         self.unload_bundles[self.leader] += 1
         self.unload_breakdown[self.leader, "Success",
                               reason if reason in UNLOAD_SUCCESS_REASONS else "Unknown"] += 1

@@ -118,7 +118,8 @@ function renderMoves(moves) {
     if (i === 0 && newest !== lastMoveKey && lastMoveKey !== null) row.classList.add("fresh");
     row.append(el("td", {}, iso(move.ts_ms)), el("td", {}, move.kind),
                el("td", {class: "bundle"}, move.bundle), el("td", {}, move.src || "-"),
-               el("td", {}, move.dst || "(placement)"), el("td", {}, move.reason));
+               el("td", {}, move.dst || (move.kind === "split" ? "-" : "(placement)")),
+               el("td", {}, move.reason));
     row.addEventListener("click", () => explain(move.bundle));
     body.append(row);
   });
