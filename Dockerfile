@@ -22,6 +22,7 @@ COPY events events
 COPY projections projections
 COPY actors actors
 COPY spark_replay spark_replay
+COPY web web
 COPY lbctl lbctl
 COPY bench bench
 COPY conf conf

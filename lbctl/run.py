@@ -195,7 +195,8 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
         if web.port is not None:
             from web.serve import serve
 
-            service = await serve(cluster, web.port, auth=web.auth, cluster_name=web.cluster_name)
+            service = await serve(cluster, web.port, host=web.bind_address, auth=web.auth,
+                                  cluster_name=web.cluster_name)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)
         await cluster.create_namespace(spec.namespace, bundles=args.bundles)

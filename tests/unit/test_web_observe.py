@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from random import Random
 
 import pytest
@@ -24,6 +26,7 @@ from balancer.errors import InvalidTransition, TransferToCurrentOwner
 from web.app import create_app
 
 NS = "public/default"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -139,3 +142,15 @@ async def test_the_page_and_its_assets_are_served_from_the_package(served: tuple
     assert "http" not in page.replace("http-equiv", "")  # nothing is fetched from elsewhere
     script = await client.get("/static/dashboard.js")
     assert script.status == 200 and "EventSource" in await script.text()
+
+
+async def test_every_metric_the_grafana_dashboard_queries_is_exported(served: tuple[Cluster, TestClient]) -> None:
+    _, client = served
+    text = await (await client.get("/metrics")).text()
+    suffixes = {"counter": ("", "_total"), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    exported = {name + suffix for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
+                for suffix in suffixes[kind]}  # every family, with or without samples yet
+    dashboard = json.loads((ROOT / "compose" / "grafana" / "dashboards" / "bundle-balancer.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\b((?:brk|pulsar|bb)_[a-z_]+)", target["expr"])}
+    assert queried and queried <= exported, queried - exported
