@@ -24,6 +24,7 @@ from actors import Cluster
 from actors.workload import Workload
 from balancer.errors import InvalidTransition, TransferToCurrentOwner
 from web.app import create_app
+from web.auth import WebAuth
 
 NS = "public/default"
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +155,15 @@ async def test_every_metric_the_grafana_dashboard_queries_is_exported(served: tu
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\b((?:brk|pulsar|bb)_[a-z_]+)", target["expr"])}
     assert queried and queried <= exported, queried - exported
+
+
+async def test_with_authentication_on_metrics_and_the_page_stay_open(served: tuple[Cluster, TestClient]) -> None:
+    """Pulsar's default ``authenticateMetricsEndpoint=false``; the dashboard's data is a ``/bb``
+    path like the other reads, so it asks for a token."""
+    cluster, _ = served
+    auth = WebAuth(authentication_enabled=True, secret_key=b"s" * 32)
+    async with TestClient(TestServer(create_app(cluster, auth=auth))) as client:
+        assert (await client.get("/metrics")).status == 200
+        assert (await client.get("/")).status == 200
+        assert (await client.get("/static/dashboard.js")).status == 200
+        assert (await client.get("/bb/v1/dashboard/state")).status == 401

@@ -26,8 +26,6 @@ from web.observe.observer import Observer
 
 STATIC = Path(__file__).resolve().parent / "static"
 OBSERVER: web.AppKey[Observer] = web.AppKey("observer", Observer)
-PUBLIC_PATHS = ("/metrics",)
-"""Paths an authenticating middleware lets through (Pulsar's ``authenticateMetricsEndpoint``)."""
 
 
 def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "standalone") -> Observer:
