@@ -191,20 +191,21 @@ def test_the_dashboard_shows_every_broker_and_a_move_as_it_happens(served: Serve
                                                                    tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
+    # The page redraws with every push: read it in the page, in one script, never a stale node.
+    def page(script: str, *args: str) -> Any:
+        return browser.execute_script(script, *args)
+
     browser.get(served.url + "/")
-    until("every broker on the page", lambda: {e.get_attribute("data-broker") for e in
-                                               browser.find_elements(By.CSS_SELECTOR, ".broker")} == set(BROKERS))
-    until("the live feed", lambda: browser.find_element(By.ID, "link").text == "live")
+    until("every broker on the page", lambda: sorted(page(
+        "return [...document.querySelectorAll('.broker')].map(e => e.dataset.broker)")) == list(BROKERS))
+    until("the live feed", lambda: page("return document.getElementById('link').textContent") == "live")
     bundle, src, dst = served.transfer()
-
-    def the_move() -> bool:
-        rows = browser.find_elements(By.CSS_SELECTOR, f'tr.move[data-bundle="{bundle}"]')
-        return any(src in row.text and dst in row.text and "admin" in row.text for row in rows)
-
-    until(f"the move of {bundle} from {src} to {dst}", the_move, 60)
-    strip = browser.find_element(By.CSS_SELECTOR, f'.strip .bundle[data-bundle="{bundle}"]')
-    assert strip.get_attribute("data-owner") == dst
-    strip.click()
+    rows = "return [...document.querySelectorAll('tr.move')].filter(r => r.dataset.bundle === arguments[0]).map(r => r.textContent)"
+    until(f"the move of {bundle} from {src} to {dst}", lambda: any(
+        src in row and dst in row and "admin" in row for row in page(rows, bundle)), 60)
+    strip = "document.querySelector(`.strip .bundle[data-bundle='${arguments[0]}']`)"
+    assert page(f"return {strip}.dataset.owner", bundle) == dst
+    page(f"{strip}.click()", bundle)
     until("the explain of the bundle", lambda: "TransferPrepared" in browser.find_element(By.ID, "explain").text)
 
     shot = tmp_path / "dashboard.png"
