@@ -36,19 +36,19 @@ import itertools
 import os
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from actors.client import BrokerStatus, ClientView, LeaderStatus
 from actors.cluster.kept import ClusterSpec, open_kept
+from actors.cluster.life import TIMEOUT_S, ActorLife
 from actors.cluster.link import Link
 from actors.cluster.options import ConfSource, Starting, broker_ids, load_config
 from actors.cluster_conf import ClusterConf
 from actors.effects import Receipt
 from actors.precheck import check_input
-from actors.settings import LEADER, ActorSettings, broker_body_name, route
+from actors.settings import LEADER, ActorSettings, route
 from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
 from balancer.errors import (
@@ -70,25 +70,14 @@ from events.catalog import (
     UnloadBundle,
     UnloadNamespace,
 )
-from events.log.port import Offsets, Record
+from events.log.port import Record
 from projections.explain import MoveRecord, moves_of
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
 
-if TYPE_CHECKING:
-    from actors.cluster.ray_link import RayLink
 C = TypeVar("C", bound=Command)
-TIMEOUT_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class ActorView:
-    """A body's live ownership view and the log position (partition -> next offset) it folded."""
-
-    view: OwnershipProjection
-    position: Offsets
-
-
-class Cluster:
+class Cluster(ActorLife):
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
 
     def __init__(self, link: Link) -> None:
@@ -99,11 +88,6 @@ class Cluster:
         self._ids = itertools.count(1)
         self._polled: asyncio.Queue[Record] = self.view.listen()
         self._closed = False
-
-    @property
-    def kind(self) -> str:
-        """The host: ``ray`` or ``inproc``."""
-        return self.link.kind
 
     @property
     def virtual(self) -> bool:
@@ -293,10 +277,12 @@ class Cluster:
                                boundaries: Sequence[int] | None = None,
                                anti_affinity_group: str | None = None,
                                isolation: Mapping[str, Any] | None = None) -> Receipt:
-        return await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
-                                 boundaries=list(boundaries) if boundaries is not None else None,
-                                 anti_affinity_group=anti_affinity_group,
-                                 isolation=dict(isolation) if isolation else None)
+        receipt = await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
+                                    boundaries=list(boundaries) if boundaries is not None else None,
+                                    anti_affinity_group=anti_affinity_group,
+                                    isolation=dict(isolation) if isolation else None)
+        await self._shown(lambda: namespace in self.view.view.namespaces, f"namespace {namespace}")
+        return receipt
 
     async def split_bundle(self, namespace: str, bundle: str = "LARGEST",
                            algorithm: str | None = None, positions: Sequence[int] | None = None,
@@ -334,12 +320,18 @@ class Cluster:
     async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
         await self.link.catch_up()
         info = self.view.view.namespaces.get(namespace)
-        return await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
-                                 isolation=info.isolation if info is not None else None)
+        receipt = await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
+                                    isolation=info.isolation if info is not None else None)
+        await self._shown(lambda: self.view.view.namespaces[namespace].anti_affinity_group == group,
+                          f"the anti-affinity group of {namespace}")
+        return receipt
 
     async def set_failure_domain(self, domain: str, brokers: Sequence[str]) -> Receipt:
         """Create or replace a failure domain (``BrokerInOtherDomain`` if another holds one)."""
-        return await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+        await self._shown(lambda: sorted(self.failure_domains().get(domain, [])) == sorted(brokers),
+                          f"failure domain {domain}")
+        return receipt
 
     async def delete_failure_domain(self, domain: str) -> Receipt:
         """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet)."""
@@ -348,7 +340,15 @@ class Cluster:
         if domain not in known:
             raise UnknownFailureDomain(f"failure domain {domain!r} does not exist; domains: "
                                        f"{', '.join(sorted(known)) or 'none'}", value=domain)
-        return await self._issue(SetFailureDomain, domain=domain, brokers=[])
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=[])
+        await self._shown(lambda: domain not in self.failure_domains(), f"failure domain {domain}")
+        return receipt
+
+    async def _shown(self, predicate: Callable[[], bool], what: str) -> None:
+        """Until the view shows what a verb appended (a log may serve a record moments after its
+        append, e.g. Kafka's transactions): the verb's invariant, returned once in the view."""
+        if not await self.link.wait_for(predicate, TIMEOUT_S):
+            raise Unavailable(f"{what}: appended, not in the client's view after {TIMEOUT_S:g} s")
 
     @staticmethod
     def _bundle_id(namespace: str, bundle: str) -> str:
@@ -419,54 +419,6 @@ class Cluster:
     async def replay(self) -> OwnershipProjection:
         """A fresh fold of the whole log, read back from the log itself."""
         return await self.view.replay()
-
-    async def actor_views(self, timeout_s: float = TIMEOUT_S) -> dict[str, ActorView]:
-        """Each hosted body's live ownership view, once it has folded at least what the client
-        has, with the log position it is a fold of (compare it with a replay up to there)."""
-        await self.link.catch_up()
-        snaps = await self._ray("actor_views").snapshots(dict(self.view.cursor.position), timeout_s)
-        return {n: ActorView(OwnershipProjection.restore(s["view"]), dict(s["position"]))
-                for n, s in snaps.items()}
-
-    async def statuses(self) -> dict[str, dict[str, Any]]:
-        """Each hosted body's ``status()`` (Ray)."""
-        return await self._ray("statuses").statuses()
-
-    # -- the actors' life (tests, ``lbctl run``) ------------------------------------------------
-    def _ray(self, what: str) -> RayLink:
-        from actors.cluster.ray_link import RayLink
-
-        if not isinstance(self.link, RayLink):
-            raise InvalidInput(f"{what}: a Ray-hosted cluster's operation; this one runs {self.kind}",
-                               value=what)
-        return self.link
-
-    async def add_broker(self, broker_id: str | None = None, *, failure_domain: str | None = None,
-                         capacity: Capacity | None = None, options: Mapping[str, Any] | None = None,
-                         timeout_s: float = TIMEOUT_S) -> str:
-        """Start one more broker (``broker-N``, the first N free); its id once it is registered."""
-        broker_id = self._ray("add_broker").spawn_broker(broker_id, failure_domain, capacity, options)
-        if not await self.link.wait_for(lambda: broker_id in self.view.brokers, timeout_s):
-            raise Unavailable(f"broker {broker_id} did not register within {timeout_s}s")
-        return broker_id
-
-    async def kill_broker(self, broker_id: str, *, restart: bool = False) -> None:
-        """Hard-kill a broker's actor (a crash); ``restart``: Ray starts it again from the log."""
-        self._ray("kill_broker").kill(broker_body_name(broker_id), broker_id=broker_id, restart=restart)
-
-    async def shutdown_broker(self, broker_id: str, *, timeout_s: float | None = None) -> None:
-        """Graceful shutdown: the broker's bundles are transferred, it leaves, its actor ends."""
-        ray = self._ray("shutdown_broker")
-        await ray.ask_broker(broker_id, "shutdown")
-        drain_s = ray.host.clock.wall_s(self.settings.drain_timeout_ms) + 10.0
-        if not await self.link.wait_for(lambda: broker_id not in self.view.brokers,
-                                        drain_s if timeout_s is None else timeout_s):
-            raise Unavailable(f"broker {broker_id} did not leave in time")
-        await ray.retire(broker_body_name(broker_id))
-
-    async def kill_leader(self, *, restart: bool = True) -> None:
-        """Hard-kill the leader's actor; Ray restarts it and it campaigns for a new epoch."""
-        self._ray("kill_leader").kill(LEADER, restart=restart)
 
     # -- waiting on the cluster -------------------------------------------------------------
     async def wait_ready(self, brokers: int, timeout_s: float = TIMEOUT_S) -> None:

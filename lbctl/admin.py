@@ -1,14 +1,21 @@
 """The ``pulsar-admin``-like verbs of contracts §4, against a live cluster (``actors.api.Cluster``).
 
-    lbctl namespaces create tenant/ns [--bundles N]
+    lbctl namespaces create tenant/ns [-b|--bundles N]
     lbctl namespaces bundles tenant/ns
-    lbctl namespaces split-bundle tenant/ns -b RANGE|LARGEST|HOT [-san ALGORITHM] [-u]
-    lbctl namespaces unload tenant/ns [-b RANGE] [-d BROKER]
-    lbctl namespaces set-anti-affinity-group tenant/ns --group G
+    lbctl namespaces split-bundle tenant/ns (-b RANGE | -bt LARGEST|HOT) [-san ALGORITHM] [-sb P1,P2] [-u]
+    lbctl namespaces unload tenant/ns [-b RANGE] [-d|--destinationBroker BROKER]
+    lbctl namespaces set-anti-affinity-group tenant/ns -g|--group G
+    lbctl namespaces get-anti-affinity-group | delete-anti-affinity-group tenant/ns
     lbctl clusters create-failure-domain [CLUSTER] --domain-name D --broker-list B1,B2
+    lbctl clusters list-failure-domains [CLUSTER]
+    lbctl clusters get-failure-domain | delete-failure-domain [CLUSTER] --domain-name D
     lbctl topics lookup persistent://tenant/ns/topic
-    lbctl brokers list [CLUSTER]
-    lbctl broker-stats load-report BROKER
+    lbctl brokers list [CLUSTER]; lbctl brokers leader-broker
+    lbctl broker-stats load-report [BROKER]        (default: the first registered broker)
+
+Flag names and short forms are pulsar-admin's; the earlier spellings (``-b LARGEST``,
+``--destination-broker``) keep working. With ``lbctl --admin-url URL`` (or client.conf's
+``webServiceUrl``) every verb here goes over the admin REST API instead (``lbctl.admin_rest``).
 
 Invariants:
 - the cluster is the judge of every command (unknown namespace, bundle or broker, unsplittable
@@ -35,12 +42,11 @@ from typing import Any
 from actors.api import Cluster
 from actors.cluster.kept import FINDING_HELP
 from actors.effects import Receipt
-from balancer.bundles import validate_namespace
-from balancer.errors import MalformedInput, Unavailable, UnknownNamespace
-from balancer.load import max_usage
+from balancer.errors import MalformedInput, Unavailable, UnknownFailureDomain
 from events.log.port import Record
+from lbctl.admin_http import endpoint
 from lbctl.attach import session
-from projections.load import report_from_payload
+from web.documents import brokers_document, bundles_document
 
 Verb = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
 
@@ -52,44 +58,60 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     domain.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
     domain.add_argument("--domain-name", required=True, help="the failure domain")
     domain.add_argument("--broker-list", required=True, help="comma-separated broker ids")
+    listed = _verb(clusters, "list-failure-domains", "the failure domains and their brokers", _list_domains)
+    listed.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
+    for name, text, verb in (("get-failure-domain", "one failure domain's brokers", _get_domain),
+                             ("delete-failure-domain", "dissolve a failure domain", _delete_domain)):
+        one = _verb(clusters, name, text, verb)
+        one.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
+        one.add_argument("--domain-name", required=True, help="the failure domain")
     topics = _group(sub, "topics", "topic lookups")
     lookup = _verb(topics, "lookup", "the broker serving a topic (assigns its bundle if unowned)", _lookup)
     lookup.add_argument("topic", help="persistent://tenant/namespace/topic")
     brokers = _group(sub, "brokers", "registered brokers")
     listing = _verb(brokers, "list", "registered brokers with their bundles and load", _list_brokers)
     listing.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
+    _verb(brokers, "leader-broker", "the leader: its id and epoch", _leader)
     stats = _group(sub, "broker-stats", "broker load data")
     report = _verb(stats, "load-report", "a broker's latest load report (JSON)", _load_report)
-    report.add_argument("broker", help="broker id, as `lbctl brokers list` shows it")
+    report.add_argument("broker", nargs="?", default=None,
+                        help="broker id, as `lbctl brokers list` shows it (default: the first)")
 
 
 def _namespaces(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ns = _group(sub, "namespaces", "namespaces and their bundles")
     create = _verb(ns, "create", "create a namespace", _create)
     create.add_argument("namespace", help="tenant/namespace")
-    create.add_argument("--bundles", type=int, default=None,
+    create.add_argument("-b", "--bundles", type=int, default=None,
                         help="number of bundles (default: defaultNumberOfNamespaceBundles)")
     bundles = _verb(ns, "bundles", "the bundles of a namespace, their state and owner", _bundles)
     bundles.add_argument("namespace", help="tenant/namespace")
     split = _verb(ns, "split-bundle", "split a bundle (waits until done)", _split)
     split.add_argument("namespace", help="tenant/namespace")
-    split.add_argument("-b", "--bundle", required=True,
-                       help="0xLLLLLLLL_0xUUUUUUUU, LARGEST (most topics) or HOT (most traffic)")
+    which = split.add_mutually_exclusive_group(required=True)
+    which.add_argument("-b", "--bundle", help="0xLLLLLLLL_0xUUUUUUUU (LARGEST and HOT as for -bt)")
+    which.add_argument("-bt", "--bundle-type", choices=("LARGEST", "HOT"), dest="bundle",
+                       help="LARGEST (most topics) or HOT (most traffic)")
     split.add_argument("-san", "--split-algorithm-name", default=None, dest="algorithm",
                        help="range_equally_divide, topic_count_equally_divide, "
                             "specified_positions_divide or flow_or_qps_equally_divide "
                             "(default: defaultNamespaceBundleSplitAlgorithm)")
-    split.add_argument("--split-boundaries", default=None,
+    split.add_argument("-sb", "--split-boundaries", default=None,
                        help="comma-separated hash positions (specified_positions_divide)")
     split.add_argument("-u", "--unload", action="store_true", help="unload the children after")
     unload = _verb(ns, "unload", "unload a namespace or a bundle; -d transfers it", _unload)
     unload.add_argument("namespace", help="tenant/namespace")
     unload.add_argument("-b", "--bundle", default=None, help="0xLLLLLLLL_0xUUUUUUUU (default: all)")
-    unload.add_argument("-d", "--destination-broker", default=None, dest="destination",
+    unload.add_argument("-d", "--destinationBroker", "--destination-broker", default=None, dest="destination",
                         help="transfer the bundle to this broker (needs -b)")
     group = _verb(ns, "set-anti-affinity-group", "set the namespace's anti-affinity group", _affinity)
     group.add_argument("namespace", help="tenant/namespace")
-    group.add_argument("--group", required=True, help="the anti-affinity group name")
+    group.add_argument("-g", "--group", required=True, help="the anti-affinity group name")
+    for name, text, verb in (("get-anti-affinity-group", "the namespace's anti-affinity group", _get_affinity),
+                             ("delete-anti-affinity-group", "remove the namespace's anti-affinity group",
+                              _delete_affinity)):
+        one = _verb(ns, name, text, verb)
+        one.add_argument("namespace", help="tenant/namespace")
 
 
 def _group(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
@@ -116,6 +138,13 @@ def _verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
 
 def _handler(verb: Verb) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
+        http = endpoint(getattr(args, "admin_url", None), getattr(args, "auth_plugin", None),
+                        getattr(args, "auth_params", None), getattr(args, "client_conf", None))
+        if http is not None:
+            from lbctl.admin_rest import run_rest
+
+            return run_rest(verb.__name__, http, args)
+
         async def go() -> int:
             async with session(args.state_dir, getattr(args, "cluster_conf", None)) as cluster:
                 await cluster.catch_up()
@@ -140,24 +169,19 @@ async def _create(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 async def _bundles(cluster: Cluster, args: argparse.Namespace) -> int:
-    namespace = _known_namespace(cluster, args.namespace)
-    rows = list(cluster.ownership().bundles(namespace))
-    ranges = [row.bundle.rsplit("/", 1)[1] for row in rows]
-    document = {
-        "numBundles": len(rows),
-        "boundaries": [r.split("_")[0] for r in ranges] + ([ranges[-1].split("_")[1]] if ranges else []),
-        "bundles": [{"range": r, "state": row.state, "owner": row.owner, "version": row.version}
-                    for r, row in zip(ranges, rows, strict=True)],
-    }
-    lines = [(r, row.state, row.owner or "-", str(row.version)) for r, row in zip(ranges, rows, strict=True)]
-    text = _table(("RANGE", "STATE", "OWNER", "VERSION"), lines)
-    degraded = cluster.ownership().degraded_reason(namespace)
-    if degraded is not None:
-        document["degraded"] = degraded
-        text += f"\nDEGRADED: {namespace}: a record under it cannot be read ({degraded}); states may be wrong"
-        print(f"lbctl: warning: the view of {namespace} is degraded: {degraded}", file=sys.stderr)
-    _emit(args, document, text)
+    print_bundles(args, bundles_document(cluster, args.namespace))
     return 0
+
+
+def print_bundles(args: argparse.Namespace, document: Mapping[str, Any]) -> None:
+    rows = document["bundles"]
+    text = _table(("RANGE", "STATE", "OWNER", "VERSION"),
+                  [(r["range"], r["state"], r["owner"] or "-", str(r["version"])) for r in rows])
+    degraded = document.get("degraded")
+    if degraded is not None:
+        text += f"\nDEGRADED: {args.namespace}: a record under it cannot be read ({degraded}); states may be wrong"
+        print(f"lbctl: warning: the view of {args.namespace} is degraded: {degraded}", file=sys.stderr)
+    _emit(args, document, text)
 
 
 async def _split(cluster: Cluster, args: argparse.Namespace) -> int:
@@ -223,6 +247,19 @@ async def _affinity(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _get_affinity(cluster: Cluster, args: argparse.Namespace) -> int:
+    group = cluster.anti_affinity_group(args.namespace)
+    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
+    return 0
+
+
+async def _delete_affinity(cluster: Cluster, args: argparse.Namespace) -> int:
+    await cluster.set_anti_affinity_group(args.namespace, None)
+    _emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
+          f"{args.namespace}: no anti-affinity group")
+    return 0
+
+
 # -- clusters, topics, brokers ------------------------------------------------------------------
 
 
@@ -234,6 +271,37 @@ async def _create_domain(cluster: Cluster, args: argparse.Namespace) -> int:
     receipt = await cluster.set_failure_domain(args.domain_name, brokers)
     event = _event(receipt, "FailureDomainSet")
     _emit(args, dict(event), f"failure domain {args.domain_name}: {', '.join(brokers)}")
+    return 0
+
+
+async def _list_domains(cluster: Cluster, args: argparse.Namespace) -> int:
+    emit_domains(args, cluster.failure_domains())
+    return 0
+
+
+async def _get_domain(cluster: Cluster, args: argparse.Namespace) -> int:
+    found = cluster.failure_domains().get(args.domain_name)
+    if found is None:
+        raise UnknownFailureDomain(f"failure domain {args.domain_name!r} does not exist",
+                                   value=args.domain_name)
+    _emit(args, {"brokers": found}, ", ".join(found))
+    return 0
+
+
+async def _delete_domain(cluster: Cluster, args: argparse.Namespace) -> int:
+    await cluster.delete_failure_domain(args.domain_name)
+    _emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
+    return 0
+
+
+def emit_domains(args: argparse.Namespace, domains: Mapping[str, Sequence[str]]) -> None:
+    _emit(args, {d: {"brokers": list(b)} for d, b in domains.items()},
+          _table(("DOMAIN", "BROKERS"), [(d, ",".join(b)) for d, b in sorted(domains.items())]))
+
+
+async def _leader(cluster: Cluster, args: argparse.Namespace) -> int:
+    leader_id, epoch = cluster.leader()
+    _emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
     return 0
 
 
@@ -249,45 +317,29 @@ async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 async def _list_brokers(cluster: Cluster, args: argparse.Namespace) -> int:
-    owners = cluster.ownership().owners()
-    leader = cluster.leader()
-    leader_id, epoch = leader.leader_id, leader.epoch
-    rows: list[dict[str, Any]] = []
-    for broker, info in sorted(cluster.view.brokers.items()):
-        report = cluster.load_report(broker)
-        load = report["broker_load"]
-        usage = max_usage(report_from_payload(broker, load)) if load is not None else None
-        rows.append({"broker": broker, "url": info.get("url"), "failureDomain": info.get("failure_domain"),
-                     "bundles": sum(1 for o in owners.values() if o == broker),
-                     "maxResourceUsage": usage})
-    lines = [(r["broker"], str(r["url"]), str(r["failureDomain"] or "-"), str(r["bundles"]),
-              "-" if r["maxResourceUsage"] is None else f"{100 * r['maxResourceUsage']:.1f}%")
-             for r in rows]
-    text = _table(("BROKER", "URL", "DOMAIN", "BUNDLES", "LOAD"), lines)
-    _emit(args, {"brokers": rows, "leader": leader_id, "epoch": epoch},
-          f"{text}\nleader: {leader_id or '-'} (epoch {epoch})")
+    print_brokers(args, brokers_document(cluster))
     return 0
 
 
+def print_brokers(args: argparse.Namespace, document: Mapping[str, Any]) -> None:
+    lines = [(r["broker"], str(r["url"]), str(r["failureDomain"] or "-"), str(r["bundles"]),
+              "-" if r["maxResourceUsage"] is None else f"{100 * r['maxResourceUsage']:.1f}%")
+             for r in document["brokers"]]
+    text = _table(("BROKER", "URL", "DOMAIN", "BUNDLES", "LOAD"), lines)
+    _emit(args, document, f"{text}\nleader: {document['leader'] or '-'} (epoch {document['epoch']})")
+
+
 async def _load_report(cluster: Cluster, args: argparse.Namespace) -> int:
-    report = cluster.load_report(args.broker)  # an unregistered broker is named
+    broker = args.broker or next((b.broker_id for b in cluster.brokers()), "")
+    report = cluster.load_report(broker)  # an unregistered broker is named
     if report["ts_ms"] is None:
-        raise Unavailable(f"broker {args.broker} has not reported its load yet")
+        raise Unavailable(f"broker {broker} has not reported its load yet")
     payload = {k: v for k, v in report.items() if k != "ts_ms"}  # the LoadReported payload
     print(json.dumps(payload, indent=None if args.json else 2, sort_keys=True))
     return 0
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _known_namespace(cluster: Cluster, namespace: str) -> str:
-    validate_namespace(namespace)
-    known = cluster.ownership().namespaces
-    if namespace not in known:
-        raise UnknownNamespace(f"namespace {namespace!r} does not exist; known: "
-                               f"{', '.join(sorted(known)) or 'none'}", value=namespace)
-    return namespace
 
 
 def _event(receipt: Receipt, kind: str) -> Mapping[str, Any]:

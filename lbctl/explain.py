@@ -1,8 +1,8 @@
 """``lbctl explain BUNDLE``: every move of one bundle from the log, with the decision behind it.
 
 Reads the embedded log (``--log-dir``), Kafka (``--bootstrap``) like ``lbctl log``, or by
-default the log of a kept cluster (``--state-dir``, default ``.lbctl``: its ``log`` folder);
-only reads. Output: one block per move (``projections.explain.render``) or JSON lines with ``--json``.
+default the log of a kept cluster (``--state-dir``, default ``.lbctl``: its ``log`` folder), or
+with ``lbctl --admin-url URL`` the web service's ``/bb/v1/explain``; only reads. Output: one block per move (``projections.explain.render``) or JSON lines with ``--json``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import asyncio
 from actors.cluster.kept import LOG_SUBDIR, state_dir
 from events.codec import to_json_value
 from events.log.port import Record
+from lbctl.admin_http import endpoint
 from lbctl.log import open_log
-from projections.explain import moves_of, render
+from projections.explain import MoveRecord, moves_of, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +44,13 @@ async def _read(args: argparse.Namespace) -> list[Record]:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    records = asyncio.run(_read(args))
-    moves = moves_of(args.bundle, records)
+    http = endpoint(getattr(args, "admin_url", None), getattr(args, "auth_plugin", None),
+                    getattr(args, "auth_params", None), getattr(args, "client_conf", None))
+    if http is not None:
+        found = http.call("GET", f"/bb/v1/explain/{args.bundle}")["moves"]
+        moves = [MoveRecord(**move) for move in found]
+    else:
+        moves = moves_of(args.bundle, asyncio.run(_read(args)))
     if args.json:
         for move in moves:
             print(to_json_value(move.to_dict()).decode())

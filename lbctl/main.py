@@ -29,7 +29,7 @@ def _registrars() -> list[Registrar]:
 
     registrars: list[Registrar] = [decide.register]
     for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
-                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka"):
+                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka", "lbctl.tokens"):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as exc:
@@ -48,6 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("LBCTL_CLUSTER"),
                         help="a deployment's conf/cluster.yaml (Kafka + a Ray cluster): `run` starts "
                              "the actors there, the admin verbs attach to them (env LBCTL_CLUSTER)")
+    rest = parser.add_argument_group("the admin REST API (pulsar-admin's options; docs/admin-api.md)")
+    rest.add_argument("--admin-url", default=None, metavar="URL",
+                      help="send the admin verbs to this web service (lbctl run --web-service-port) "
+                           "instead of attaching to the cluster; default: client.conf's webServiceUrl")
+    rest.add_argument("--auth-plugin", default=None,
+                      help="org.apache.pulsar.client.impl.auth.AuthenticationToken (client.conf: authPlugin)")
+    rest.add_argument("--auth-params", default=None,
+                      help="token:<jwt> or file:///path/to/token (client.conf: authParams)")
+    rest.add_argument("--client-conf", default=os.environ.get("PULSAR_CLIENT_CONF"), metavar="FILE",
+                      help="a Pulsar client.conf: webServiceUrl, authPlugin, authParams "
+                           "(env PULSAR_CLIENT_CONF)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True

@@ -283,7 +283,10 @@ async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        path.unlink(missing_ok=True)  # the cluster goes with this process
+        if cluster.virtual:  # its log stays for the verbs to restart it; the service is gone
+            write_spec(directory, dataclasses.replace(cluster.describe(spec), web_service_url=None))
+        else:
+            path.unlink(missing_ok=True)  # a Ray-hosted cluster goes with this process
         print("stopping the cluster", flush=True)
 
 

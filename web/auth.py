@@ -31,8 +31,6 @@ from web.keys import public_key, read_key
 
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 PROTECTED = ("/admin/", "/lookup/", "/bb/")
-ROLE_KEY = "bb.role"
-"""Where the authenticated role is kept on the request."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -99,7 +97,6 @@ class WebAuth:
             if self.authorization_enabled and role not in self.super_user_roles:
                 raise refusal(web.HTTPForbidden, f"role {role!r} is not authorized for "
                               f"{request.method} {request.path} (superUserRoles only)")
-            request[ROLE_KEY] = role
             return await handler(request)
 
         return check

@@ -3,9 +3,13 @@
     GET /bb/v1/explain/{tenant}/{namespace}/{bundle}     every move of the bundle, with its decision
     GET /bb/v1/log/tail?limit=N                          the last N records of the log (default 20)
     GET /bb/v1/brokers/{broker}/load-report              the broker's latest LoadReported
+    GET /bb/v1/brokers                                   the brokers, their load and the leader
+    GET /bb/v1/namespaces/{tenant}/{namespace}/bundles   each bundle's state, owner and version
 
 Invariants: each is a read through ``Cluster`` (explain and the tail read the log back);
-records are shaped as ``lbctl log tail --json`` prints them; a bad ``limit`` is 412 naming it.
+records are shaped as ``lbctl log tail --json`` prints them, the brokers and bundles as ``lbctl
+brokers list --json`` and ``lbctl namespaces bundles --json`` (``web.documents``, the same
+builders); a bad ``limit`` is 412 naming it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from actors.api import Cluster
 from balancer.errors import MalformedInput, Unavailable
 from events.codec import to_json, to_json_value
 from events.log.port import Record
+from web.documents import brokers_document, bundles_document
 from web.replies import answer
 
 DEFAULT_TAIL = 20
@@ -45,6 +50,17 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
             raise Unavailable(f"broker {broker} has not reported its load yet", value=broker)
         return _json(report)
 
+    async def brokers(request: web.Request) -> web.Response:
+        await cluster.catch_up()
+        return _json(brokers_document(cluster))
+
+    async def bundles(request: web.Request) -> web.Response:
+        await cluster.catch_up()
+        info = request.match_info
+        return _json(bundles_document(cluster, f"{info['tenant']}/{info['namespace']}"))
+
+    app.router.add_get("/bb/v1/brokers", answer(brokers))
+    app.router.add_get("/bb/v1/namespaces/{tenant}/{namespace}/bundles", answer(bundles))
     app.router.add_get("/bb/v1/explain/{tenant}/{namespace}/{bundle}", answer(explain))
     app.router.add_get("/bb/v1/log/tail", answer(tail))
     app.router.add_get("/bb/v1/brokers/{broker}/load-report", answer(load_report))

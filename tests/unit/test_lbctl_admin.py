@@ -150,6 +150,33 @@ def test_failure_domain(host: InProcessHost, capsys: pytest.CaptureFixture[str])
     assert domains == {"broker-1": None, "broker-2": None, "broker-3": None}  # registration's domain
 
 
+def test_pulsar_admin_spellings_and_the_added_verbs(host: InProcessHost,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert lbctl(capsys, "namespaces", "create", "public/c", "-b", "2")[:2] == (0, "created public/c with 2 bundle(s)\n")
+    assert lbctl(capsys, "namespaces", "set-anti-affinity-group", "public/c", "-g", "g3")[0] == 0
+    assert lbctl(capsys, "namespaces", "get-anti-affinity-group", "public/c")[1].strip() == "g3"
+    assert lbctl(capsys, "namespaces", "delete-anti-affinity-group", "public/c")[0] == 0
+    assert host.view.namespaces["public/c"].anti_affinity_group is None
+    lbctl(capsys, "clusters", "create-failure-domain", "--domain-name", "d1", "--broker-list", "broker-1")
+    code, out, _ = lbctl(capsys, "clusters", "list-failure-domains", "standalone", "--json")
+    assert (code, json.loads(out)) == (0, {"d1": {"brokers": ["broker-1"]}})
+    assert lbctl(capsys, "clusters", "get-failure-domain", "--domain-name", "d1")[1].strip() == "broker-1"
+    code, _, err = lbctl(capsys, "clusters", "create-failure-domain", "--domain-name", "d2",
+                         "--broker-list", "broker-1")
+    assert code == 1 and "broker-1" in err and "d1" in err  # another domain holds it: refused
+    assert lbctl(capsys, "clusters", "delete-failure-domain", "--domain-name", "d1")[0] == 0
+    assert host.view.failure_domains == {}
+    assert lbctl(capsys, "clusters", "get-failure-domain", "--domain-name", "d1")[0] == 2
+    assert lbctl(capsys, "brokers", "leader-broker")[1].strip() == "leader (epoch 1)"
+    parent = bundles(host, "public/a")[0].rsplit("/", 1)[1]
+    code, out, _ = lbctl(capsys, "namespaces", "split-bundle", "public/a", "-b", parent,
+                         "-san", "specified_positions_divide", "-sb", "0x10000000")
+    assert code == 0 and "0x10000000" in out
+    host.advance(10_000)
+    code, out, _ = lbctl(capsys, "broker-stats", "load-report")
+    assert code == 0 and json.loads(out)["broker_id"] == "broker-1"
+
+
 def test_topics_lookup_assigns_an_unowned_bundle(host: InProcessHost, capsys: pytest.CaptureFixture[str]) -> None:
     call(host, CreateNamespace, namespace="public/fresh", bundles=2)
     code, out, _ = lbctl(capsys, "topics", "lookup", "persistent://public/fresh/orders", "--json")

@@ -99,3 +99,23 @@ async def test_refusals_have_pulsar_status_and_reason(client: TestClient, method
     reply = await client.request(method, path, data=body)
     assert reply.status == status, await reply.text()
     assert named in (await reply.json())["reason"]
+
+
+async def test_own_reads_explain_and_log_tail(client: TestClient, cluster: Cluster) -> None:
+    topic = "persistent://public/default/orders"
+    await client.get("/lookup/v2/topic/persistent/public/default/orders")
+    bundle = cluster.ownership().bundle_of_topic(topic)
+    other = next(b.broker_id for b in cluster.brokers() if b.broker_id != cluster.owner_of(topic))
+    await client.put(f"{NS}/{bundle.rsplit('/', 1)[1]}/unload?destinationBroker={other}", data="")
+    explained = await (await client.get(f"/bb/v1/explain/{bundle}")).json()
+    assert [m["event"] for m in explained["moves"]] == [m.event for m in await cluster.explain(bundle)]
+    assert explained["moves"][-1]["dst"] == other
+    tail = (await (await client.get("/bb/v1/log/tail?limit=5")).json())["records"]
+    logged = await cluster.log_tail(5)
+    assert [(r["offset"], r["type"]) for r in tail] == [(r.offset, r.envelope.type) for r in logged]
+    refused = await client.get("/bb/v1/log/tail?limit=0")
+    assert refused.status == 412 and "limit=0" in (await refused.json())["reason"]
+    rows = await (await client.get("/bb/v1/namespaces/public/default/bundles")).json()
+    assert {r["range"]: r["owner"] for r in rows["bundles"]}[bundle.rsplit("/", 1)[1]] == other
+    brokers = await (await client.get("/bb/v1/brokers")).json()
+    assert [b["broker"] for b in brokers["brokers"]] == ["broker-1", "broker-2", "broker-3"]

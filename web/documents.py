@@ -1,0 +1,53 @@
+"""The project's own documents of a cluster's views, one builder each: ``lbctl``'s ``--json`` output
+and the ``/bb/v1`` reads are the same document, whichever way it travels.
+
+Invariants: each builder reads the ``Cluster``'s view only (no command, nothing appended); keys
+are sorted when serialised; a degraded namespace (a record under it cannot be read) says so in
+``degraded`` rather than being shown as healthy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.api import Cluster
+from balancer.bundles import validate_namespace
+from balancer.errors import UnknownNamespace
+from balancer.load import max_usage
+from projections.load import report_from_payload
+
+
+def bundles_document(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    """Each bundle of ``namespace`` with its state, owner and version, and the boundaries."""
+    validate_namespace(namespace)
+    known = cluster.ownership().namespaces
+    if namespace not in known:
+        raise UnknownNamespace(f"namespace {namespace!r} does not exist; known: "
+                               f"{', '.join(sorted(known)) or 'none'}", value=namespace)
+    rows = list(cluster.ownership().bundles(namespace))
+    ranges = [row.bundle.rsplit("/", 1)[1] for row in rows]
+    document: dict[str, Any] = {
+        "numBundles": len(rows),
+        "boundaries": [r.split("_")[0] for r in ranges] + ([ranges[-1].split("_")[1]] if ranges else []),
+        "bundles": [{"range": r, "state": row.state, "owner": row.owner, "version": row.version}
+                    for r, row in zip(ranges, rows, strict=True)],
+    }
+    degraded = cluster.ownership().degraded_reason(namespace)
+    if degraded is not None:
+        document["degraded"] = degraded
+    return document
+
+
+def brokers_document(cluster: Cluster) -> dict[str, Any]:
+    """Each registered broker (url, failure domain, bundles owned, peak resource usage) and the
+    leader with its epoch."""
+    owners = cluster.ownership().owners()
+    leader_id, epoch = cluster.leader()
+    rows: list[dict[str, Any]] = []
+    for broker, info in sorted(cluster.view.brokers.items()):
+        load = cluster.load_report(broker)["broker_load"]
+        usage = max_usage(report_from_payload(broker, load)) if load is not None else None
+        rows.append({"broker": broker, "url": info.get("url"), "failureDomain": info.get("failure_domain"),
+                     "bundles": sum(1 for o in owners.values() if o == broker),
+                     "maxResourceUsage": usage})
+    return {"brokers": rows, "leader": leader_id, "epoch": epoch}
