@@ -167,3 +167,33 @@ async def test_with_authentication_on_metrics_and_the_page_stay_open(served: tup
         assert (await client.get("/")).status == 200
         assert (await client.get("/static/dashboard.js")).status == 200
         assert (await client.get("/bb/v1/dashboard/state")).status == 401
+
+
+async def test_the_counters_agree_with_the_log_after_half_an_hour_of_shedding() -> None:
+    """Every Pulsar counter is the log, counted: the moves a shedding run made (by reason and
+    source broker per run), its skips, the splits, with nothing counted twice."""
+    load = Workload.zipf(Random(1), [NS], topics_per_namespace=500, total_msg_rate=120_000.0)
+    async with Cluster.start(conf="conf/broker.conf", brokers=3, host="inproc", workload=load,
+                             clients=True, seed=1) as cluster:
+        await cluster.wait_ready(3)
+        await cluster.create_namespace(NS, bundles=8)
+        await cluster.sleep(30 * 60_000)
+        async with TestClient(TestServer(create_app(cluster))) as client:
+            found = await scrape(client)
+            events = cluster.events(from_start=True)
+            log = [await anext(events) for _ in range(int(total(found, "bb_events_appended_total")))]
+            await events.aclose()
+    moves: dict[str, dict[str, object]] = {}  # one per decision: UnloadRequested + TransferPrepared
+    for record in log:
+        payload = record.envelope.payload
+        if record.envelope.type in ("UnloadRequested", "TransferPrepared") and payload["reason"] != "split":
+            moves[f"{payload['bundle']}@{payload['decision'].get('run_ms')}"] = payload["decision"]
+    kinds = [r.envelope.type for r in log]
+    shed = [d for d in moves.values() if d.get("reason") == "Overloaded"]
+    assert shed, "the scenario sheds: ThresholdShedder moves bundles off the hottest broker"
+    assert total(found, "brk_lb_unload_bundle_total") == len(moves)
+    assert total(found, "brk_lb_unload_broker_breakdown_total", result="Success", reason="Overloaded") == len(shed)
+    assert total(found, "brk_lb_unload_broker_total") == len({(d["run_ms"], d["source"]) for d in shed})
+    assert total(found, "brk_lb_unload_broker_breakdown_total", result="Skip") == kinds.count("SheddingSkipped")
+    assert total(found, "brk_lb_bundles_split_total") == kinds.count("SplitCompleted") > 0
+    assert total(found, "brk_lb_bundles_split_breakdown_total", reason="MsgRate") == kinds.count("SplitCompleted")
