@@ -197,3 +197,17 @@ async def test_the_counters_agree_with_the_log_after_half_an_hour_of_shedding() 
     assert total(found, "brk_lb_unload_broker_breakdown_total", result="Skip") == kinds.count("SheddingSkipped")
     assert total(found, "brk_lb_bundles_split_total") == kinds.count("SplitCompleted") > 0
     assert total(found, "brk_lb_bundles_split_breakdown_total", reason="MsgRate") == kinds.count("SplitCompleted")
+
+
+async def test_an_open_page_does_not_hold_the_service_when_it_stops(served: tuple[Cluster, TestClient]) -> None:
+    """A dashboard left open keeps an event stream; stopping the service ends it at once instead
+    of waiting out aiohttp's grace period for open requests (60 s)."""
+    cluster, _ = served
+    client = TestClient(TestServer(create_app(cluster)))
+    await client.start_server()
+    stream = await client.get("/bb/v1/dashboard/events")
+    assert (await stream.content.readuntil(b"\n\n")).startswith(b"event: state")
+    stopping = asyncio.create_task(client.server.close())
+    await asyncio.wait_for(stream.content.read(), 30)  # the end of the stream, well before 60 s
+    await asyncio.wait_for(stopping, 30)
+    await client.close()

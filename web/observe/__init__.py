@@ -46,7 +46,11 @@ def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "s
         yield
         await observer.stop()
 
+    async def release(app: web.Application) -> None:
+        observer.release()
+
     app.cleanup_ctx.append(follow)
+    app.on_shutdown.append(release)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
     app.router.add_static("/static/", STATIC)

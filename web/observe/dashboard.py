@@ -3,7 +3,8 @@
 - ``GET /bb/v1/dashboard/state``: the state once (what the page draws);
 - ``GET /bb/v1/dashboard/events``: ``text/event-stream``; a ``state`` event at once and after
   every change of the log (at most every ``PUSH_EVERY_S``), a comment line as a heartbeat when
-  nothing changed for ``HEARTBEAT_S``; the page's ``EventSource`` reconnects by itself;
+  nothing changed for ``HEARTBEAT_S``; the page's ``EventSource`` reconnects by itself; every
+  stream ends when the service shuts down (``Observer.release``), so an open page never holds it;
 - ``GET /bb/v1/dashboard/explain?bundle=ID``: ``Cluster.explain`` of the bundle, its current row,
   as JSON (an unknown bundle: 404 with one line naming it).
 
@@ -74,8 +75,8 @@ def handlers(observer: Observer) -> list[web.RouteDef]:
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
         sent = -1
-        with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-            while True:
+        with contextlib.suppress(ConnectionResetError):  # the page went away
+            while not observer.closing:
                 if observer.version != sent:
                     sent = observer.version
                     await response.write(b"event: state\ndata: " + orjson.dumps(state(observer)) + b"\n\n")

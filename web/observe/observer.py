@@ -68,6 +68,8 @@ class Observer:
         self.recent_anomalies: deque[dict[str, Any]] = deque(maxlen=ANOMALIES)
         self.actor_positions: dict[str, int] = {}
         self.version = 0
+        self.closing = False
+        """Set when the service shuts down: open event streams end at once (``release``)."""
         self._anomalies_seen = 0
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -86,6 +88,12 @@ class Observer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+
+    def release(self) -> None:
+        """End every open event stream now (the service is shutting down): without this a page
+        left open would hold the shutdown for aiohttp's whole grace period."""
+        self.closing = True
+        self._changed.set()
 
     async def wait_changed(self, timeout_s: float) -> bool:
         """Until a record is taken (True) or ``timeout_s`` passes (False)."""
