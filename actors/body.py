@@ -48,6 +48,11 @@ class Body(Protocol):
 
     def on_log_health(self, healthy: bool, now_ms: int) -> None: ...
 
+    def status(self) -> dict[str, Any]:
+        """What the body says of itself (epoch, role, registration, degraded keys); a host adds
+        its own (position, counts) and answers ``status`` with both."""
+        ...
+
 
 class Follower:
     """Folds the log into the ownership view, the leader epoch and the broker registry."""
@@ -91,6 +96,10 @@ class Follower:
     def on_log_health(self, healthy: bool, now_ms: int) -> None:
         """The host's last append or read of the log succeeded (``healthy``) or failed."""
 
+    def status(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "leads": False, "my_epoch": None, "role": "",
+                "registered": None, "stopped": None, "degraded": dict(self.view.degraded)}
+
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
         """Fold one record; False if it was folded before (a redelivery) or its writer was not
@@ -101,7 +110,7 @@ class Follower:
             return False
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)
-        if not entitled(envelope, self.view.elected):
+        if not entitled(envelope, self.view.elected, self.view.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
         kind, payload = envelope.type, envelope.payload
         bundle = payload.get("bundle")
@@ -134,6 +143,14 @@ class Follower:
     def is_void(self, bundle: str, record: OwnershipRecord) -> bool:
         """The record is still the one a departed broker's session left behind."""
         return self.voided.get(bundle) == record.version
+
+    def void_bundles(self) -> list[str]:
+        """The bundles whose record is still void; forgets those that moved on since."""
+        records = self.view.records
+        for bundle in [b for b, version in self.voided.items()
+                       if b not in records or records[b].version != version]:
+            del self.voided[bundle]
+        return list(self.voided)
 
     def note_dead_letter(self, letter: DeadLetter) -> None:
         """A record of the log that cannot be read: named in the view, its key's view degraded."""

@@ -158,6 +158,9 @@ class BrokerBody(Follower):
             broker_id=self.broker_id, url=self.url, failure_domain=self.failure_domain,
             version=self.version, capacity=self.capacity.to_dict()))
 
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "registered": self.registered, "stopped": self.stopped}
+
     def owned(self) -> list[str]:
         """The bundles this broker serves now, ascending: none while it is not registered (a
         broker the leader expired, or one restarted that could not register yet, serves nothing

@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import shutil
@@ -34,6 +35,7 @@ from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, Unavailable, UnknownBroker
+from events.envelope import new_cluster_id
 from events.log.kafka_client import ROLES, KafkaSecurity
 from events.log.kafka_topics import ensure_topic
 
@@ -173,13 +175,26 @@ class Launch:
     replication_factor: int | None = None
     retention_ms: int | None = None
     security: KafkaSecurity | None = None
+    cluster_id: str | None = None
+    """The cluster's id (None: the log's own, else a new one; ``RayLink.start`` resolves it)."""
 
-    def fleet(self) -> Fleet:
-        """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
+    def _log(self) -> tuple[LogSpec, str | None]:
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
                                  partitions=self.partitions, transactional=self.transactional,
                                  fsync=self.fsync, replication_factor=self.replication_factor,
                                  retention_ms=self.retention_ms, security=self.security)
+        return dataclasses.replace(log, cluster_id=self.cluster_id), temp_dir
+
+    async def resolved(self) -> Launch:
+        """This launch with its cluster id settled: given, the log's own, or new."""
+        if self.log_dir is None and self.bootstrap is None:  # a fresh temporary directory
+            return dataclasses.replace(self, cluster_id=self.cluster_id or new_cluster_id())
+        log = await self._log()[0].resolve_cluster(Clock.starting_now(self.speed))
+        return dataclasses.replace(self, cluster_id=log.cluster_id)
+
+    def fleet(self) -> Fleet:
+        """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
+        log, temp_dir = self._log()
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)

@@ -93,6 +93,21 @@ def appending(key: str, events: Iterable[Event], *, epoch: int,
                    causation_id=causation_id, reply=reply)
 
 
+def append_plan(effects: Effects) -> list[tuple[str, list[Event], int | None]]:
+    """The appends every host makes of ``effects``, in order: each run of consecutive events of
+    one key is one atomic append; only a key's first run carries its ``expected_seq`` (the
+    compare-and-set the body asked for; the runs after it follow its own records)."""
+    plan: list[tuple[str, list[Event], int | None]] = []
+    guarded: set[str] = set()
+    for key, event in effects.append:
+        if plan and plan[-1][0] == key:
+            plan[-1][1].append(event)
+            continue
+        plan.append((key, [event], None if key in guarded else effects.expected_seq.get(key)))
+        guarded.add(key)
+    return plan
+
+
 def sending(*commands: Command) -> Effects:
     return Effects(send=tuple(commands))
 

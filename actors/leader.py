@@ -139,6 +139,9 @@ class LeaderBody(Follower):
     def my_epoch(self) -> int:
         return self.attempt or 0
 
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role)}
+
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record) -> None:
         envelope = record.envelope
@@ -393,11 +396,12 @@ class LeaderBody(Follower):
         return _sends_only(combine(parts))
 
     def _orphan_order(self, live: Mapping[str, Any]) -> list[tuple[str, OwnershipRecord]]:
-        """Records naming a broker not in ``live`` (the only ones that can be orphans), by id;
-        largest load first when the shedder brings its own placement (it fills brokers by
-        headroom, so the small orphans even out the large ones), as the simulator does."""
+        """Records naming a broker not in ``live`` and void records (the only ones that can be
+        orphans), by id; largest load first when the shedder brings its own placement (it fills
+        brokers by headroom, so the small orphans even out the large ones), as the simulator does."""
         dead = {b for broker in self.by_broker.brokers() if broker not in live
                 for b in self.by_broker.involving(broker)}
+        dead.update(self.void_bundles())
         records = sorted((b, self.view.records[b]) for b in dead)
         if isinstance(self.shedding.strategy, BringsPlacement):
             records.sort(key=lambda item: -self._throughput(item[0]))  # stable: ties by id

@@ -229,9 +229,11 @@ class NamespaceBody(Follower):
         record = self._record(cmd.bundle)
         src: str | None = None
         if cmd.force and record is not None:
-            if record.state is BundleState.OWNED and record.dst in self.brokers and record.dst != cmd.dst:
+            if (record.state is BundleState.OWNED and record.dst in self.brokers and record.dst != cmd.dst
+                    and not self.is_void(cmd.bundle, record)):
                 # Behaviour §6.3: re-registration cancels the cleanup. A forced reassignment that
-                # was sent while the owner was gone must not take a bundle its owner serves again.
+                # was sent while the owner was gone must not take a bundle its owner serves again;
+                # a record of its departed session it never serves again, so that one may go.
                 raise StateConflict(f"{cmd.bundle} is Owned by {record.dst}, which is registered: "
                                     "its cleanup was cancelled by the re-registration", bundle=cmd.bundle)
             src = record.dst if record.state is BundleState.OWNED else record.src

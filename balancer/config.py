@@ -465,7 +465,10 @@ def render_broker_conf() -> str:
     ]
     for key in KEYS:
         lines.append(f"# {key.doc}")
-        lines.append(f"{key.name}={_render_value(key.default)}")
+        # A deprecated key is shown at its default but not set: the shipped file must not
+        # earn the deprecation notice on every command.
+        lead = "# (deprecated in Pulsar 4.0) " if key.name in DEPRECATED else ""
+        lines.append(f"{lead}{key.name}={_render_value(key.default)}")
         lines.append("")
     return "\n".join(lines)
 

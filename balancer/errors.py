@@ -96,6 +96,12 @@ class TransferToCurrentOwner(InvalidInput):
     code = "transfer_to_current_owner"
 
 
+class ForeignCluster(InvalidInput):
+    """A log founded by another cluster than the one a process belongs to."""
+
+    code = "foreign_cluster"
+
+
 class StateConflict(LoadBalancerError):
     code = "state_conflict"
 
@@ -142,8 +148,8 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, StateConflict,
-        BrokerInOtherDomain, StaleEpoch, InvalidTransition,
+        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
+        StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
         WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

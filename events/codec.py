@@ -1,9 +1,10 @@
 """Wire format (msgpack), JSON export (orjson) and upcasting of old payload versions.
 
 Invariants:
-- wire format 1: the envelope as a 10-element msgpack array in ``envelope.FIELDS`` order, with
-  ``use_bin_type`` (str and bytes stay distinct); a msgpack map with the same field names is also
-  read, so hand-made or foreign records decode too;
+- wire format 1: the envelope as an 11-element msgpack array in ``envelope.FIELDS`` order, with
+  ``use_bin_type`` (str and bytes stay distinct); without a cluster id, the first 10 (what every
+  record written before the cluster id existed is, and still reads as); a msgpack map with the
+  same field names is also read, so hand-made or foreign records decode too;
 - ``decode`` either returns an envelope whose payload matches the *current* version of its type
   (known type, required fields present, no unknown field) or raises ``DecodeError`` whose
   ``details["reason"]`` is one of ``REASONS``; it never returns something half-valid;
@@ -37,6 +38,7 @@ REASONS = (
 )
 
 _N_FIELDS = len(FIELDS)
+_N_LEGACY = _N_FIELDS - 1  # before cluster_id
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
 _new_envelope = tuple.__new__
@@ -62,7 +64,8 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
 
 def encode(envelope: Envelope) -> bytes:
     """The wire bytes of an envelope."""
-    data: bytes = _packb(envelope, use_bin_type=True)
+    data: bytes = _packb(envelope if envelope[_N_LEGACY] is not None else envelope[:_N_LEGACY],
+                         use_bin_type=True)
     return data
 
 
@@ -81,6 +84,9 @@ def decode(raw: bytes) -> Envelope:
         raise DecodeError(f"not msgpack ({len(raw)} bytes): {detail}", reason="corrupt") from None
     if type(obj) is list and len(obj) == _N_FIELDS:
         envelope: Envelope = _new_envelope(Envelope, obj)
+    elif type(obj) is list and len(obj) == _N_LEGACY:
+        obj.append(None)
+        envelope = _new_envelope(Envelope, obj)
     elif isinstance(obj, dict):
         envelope = _from_map(obj)
     else:
@@ -96,15 +102,16 @@ def decode_message(raw: bytes) -> Message:
 
 def _describe(obj: Any) -> str:
     if isinstance(obj, list):
-        return f"an array of {len(obj)} elements, expected {_N_FIELDS}"
+        return f"an array of {len(obj)} elements, expected {_N_LEGACY} or {_N_FIELDS}"
     return f"a {type(obj).__name__}"
 
 
 def _from_map(obj: dict[Any, Any]) -> Envelope:
-    missing = [name for name in FIELDS if name not in obj]
+    missing = [name for name in FIELDS[:_N_LEGACY] if name not in obj]
     if missing:
         raise DecodeError(f"envelope lacks {', '.join(missing)}", reason="bad_envelope")
-    return Envelope(*(obj[name] for name in FIELDS))
+    values: list[Any] = [obj.get(name) for name in FIELDS]
+    return Envelope(*values)
 
 
 _OPTIONAL_STR = (str, type(None))
@@ -117,7 +124,7 @@ def _check_envelope(env: Envelope) -> None:
         type(env[0]) is str and type(env[1]) is str and type(env[2]) is int
         and type(env[3]) is str and type(env[4]) is int and type(env[5]) is int
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
-        and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict
+        and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict and type(env[10]) in _OPTIONAL_STR
     ):
         if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and _INT64_MIN <= env[6] <= _INT64_MAX:
             return
@@ -131,7 +138,7 @@ def _check_envelope(env: Envelope) -> None:
 
 
 def _field_checks(env: Envelope) -> list[bool]:
-    kinds = (str, str, int, str, int, int, int, _OPTIONAL_STR, _OPTIONAL_STR, dict)
+    kinds = (str, str, int, str, int, int, int, _OPTIONAL_STR, _OPTIONAL_STR, dict, _OPTIONAL_STR)
     return [
         type(value) in kind if isinstance(kind, tuple) else type(value) is kind
         for value, kind in zip(env, kinds, strict=True)

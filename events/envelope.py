@@ -2,7 +2,9 @@
 
 Invariants:
 - fields, in wire order: event_id (uuid str), type, version, key, seq (per key, from 1,
-  gap-free), epoch (leader term), ts_ms, causation_id, correlation_id, payload;
+  gap-free), epoch (leader term), ts_ms, causation_id, correlation_id, payload, cluster_id (the
+  cluster whose writer stamped it: a log holds one cluster's records; None for records written
+  before it existed, or raw, and then left off the wire and out of the JSON);
 - an ``Envelope`` is immutable; it is a ``NamedTuple`` so that the codec packs it as a msgpack
   array without building an intermediate dict, and rebuilds it with one tuple allocation (A1);
 - time and ids come from injected functions (``clock_ms``, ``new_id``); the defaults are the
@@ -24,7 +26,7 @@ IdFactory = Callable[[], str]
 
 FIELDS: tuple[str, ...] = (
     "event_id", "type", "version", "key", "seq", "epoch", "ts_ms",
-    "causation_id", "correlation_id", "payload",
+    "causation_id", "correlation_id", "payload", "cluster_id",
 )
 
 
@@ -51,6 +53,11 @@ def random_id() -> str:
         return _ID_POOL.pop()
 
 
+def new_cluster_id() -> str:
+    """The id of a cluster founding a new log (a random UUID4 string)."""
+    return random_id()
+
+
 # A forked child must not hand out the ids its parent still holds.
 os.register_at_fork(after_in_child=_ID_POOL.clear)
 
@@ -75,13 +82,17 @@ class Envelope(NamedTuple):
     causation_id: str | None
     correlation_id: str | None
     payload: dict[str, Any]
+    cluster_id: str | None = None
 
     def message(self) -> Message:
         """The typed event or command (the payload must already be of the current version)."""
         return from_payload(self.type, self.payload)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(zip(FIELDS, self, strict=True))
+        fields = dict(zip(FIELDS, self, strict=True))
+        if self.cluster_id is None:
+            del fields["cluster_id"]
+        return fields
 
 
 def seal(
@@ -105,11 +116,14 @@ def seal(
 class Stamper:
     """Carries the injected clock and id factory so log adapters stamp envelopes the same way."""
 
-    __slots__ = ("clock_ms", "new_id")
+    __slots__ = ("clock_ms", "cluster_id", "new_id")
 
-    def __init__(self, clock_ms: Clock = wall_clock_ms, new_id: IdFactory = random_id) -> None:
+    def __init__(self, clock_ms: Clock = wall_clock_ms, new_id: IdFactory = random_id,
+                 cluster_id: str | None = None) -> None:
         self.clock_ms = clock_ms
         self.new_id = new_id
+        self.cluster_id = cluster_id
+        """Stamped on every envelope sealed here; a log started with one refuses another's."""
 
     def seal(
         self, message: Message, *, key: str, seq: int, epoch: int,
@@ -117,7 +131,7 @@ class Stamper:
     ) -> Envelope:
         return Envelope(
             self.new_id(), message.TYPE, message.VERSION, key, seq, epoch, self.clock_ms(),
-            causation_id, correlation_id, message.to_payload(),
+            causation_id, correlation_id, message.to_payload(), self.cluster_id,
         )
 
 

@@ -84,6 +84,8 @@ class OwnershipProjection:
     elected: int | None = None
     """The newest epoch a ``LeaderElected`` under ``_leader`` established (None: no election yet,
     a log of imports or tests; epochs are then not checked)."""
+    cluster_id: str | None = None
+    """The cluster of the first stamped record: a record stamped by another is an anomaly."""
     ordered: bool = True
     """The log is read as one ordered stream (one partition): an election read later was
     written later. False on several partitions (set by ProjectionRunner and the live host)."""
@@ -99,7 +101,12 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, kind, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
+        _, kind, _, key, seq, epoch, _, _, _, _, cluster = envelope  # one unpack, not 5 reads
+        if cluster != self.cluster_id and cluster is not None:
+            if self.cluster_id is not None:
+                return self._unauthorized(offset, envelope, f"a record of cluster {cluster!r} in "
+                                          f"the log of cluster {self.cluster_id!r}")
+            self.cluster_id = cluster
         elected = self.elected
         if elected is not None and epoch > elected and key != LEADER_KEY:
             # An epoch no election in the log has established. In one ordered stream that is
@@ -123,7 +130,7 @@ class OwnershipProjection:
         return self._admitted(offset, envelope)
 
     def _admitted(self, offset: int, envelope: Envelope) -> bool:
-        _, kind, _, key, _, _, ts_ms, _, _, payload = envelope
+        _, kind, _, key, _, _, ts_ms, _, _, payload, _ = envelope
         tracker = self.tracker
         simple = _SIMPLE.get(kind)
         if simple is None:
@@ -301,6 +308,7 @@ class OwnershipProjection:
             "applied": self.applied,
             "degraded": dict(self.degraded),
             "elected": self.elected,
+            "cluster_id": self.cluster_id,
             "held": {k: [[o, list(e)] for o, e in q] for k, q in self._held.items()},
         }
 
@@ -317,6 +325,7 @@ class OwnershipProjection:
         projection.applied = int(data["applied"])
         projection.degraded = dict(data.get("degraded", {}))
         projection.elected = data.get("elected")
+        projection.cluster_id = data.get("cluster_id")
         projection._held = {k: [(int(o), Envelope(*e)) for o, e in q] for k, q in data.get("held", {}).items()}
         return projection
 
@@ -329,11 +338,13 @@ class OwnershipProjection:
 _BROKER_EVENTS = frozenset({"BrokerRegistered", "BrokerLeft", "LoadReported"})
 
 
-def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
+def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = None) -> bool:
     """Whether the writer of ``envelope`` may have written it (the fold's authority rules, for
-    bodies that react to events): elections only under ``_leader``, a broker's events only
-    under its key, namespace events only under their namespace, and, once the log has an
-    election, no epoch above the newest one."""
+    bodies that react to events): a writer of this cluster (``cluster_id``: the log's), elections
+    only under ``_leader``, a broker's events only under its key, namespace events only under
+    their namespace, and, once the log has an election, no epoch above the newest one."""
+    if envelope.cluster_id is not None and envelope.cluster_id != cluster_id:
+        return False
     kind, key, payload = envelope.type, envelope.key, envelope.payload
     if kind == "LeaderElected":
         return key == LEADER_KEY

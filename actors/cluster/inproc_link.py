@@ -30,9 +30,9 @@ from actors.runtime import InProcessHost, Ticket, run_sync
 from actors.settings import LEADER
 from balancer.errors import LoadBalancerError, MalformedInput, Unavailable
 from events.catalog import Command
-from events.envelope import Stamper
+from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
-from events.log.port import Record
+from events.log.port import FOUNDING_RECORDS, Record, founding_cluster, refuse_foreign
 
 LEADER_WAIT_MS = 30_000
 
@@ -43,8 +43,10 @@ class InProcLink:
     kind = "inproc"
     virtual = True
 
-    def __init__(self, host: InProcessHost, *, lock_fd: int | None = None) -> None:
+    def __init__(self, host: InProcessHost, *, lock_fd: int | None = None,
+                 cluster_id: str | None = None) -> None:
         self.host = host
+        self.cluster_id = cluster_id
         self.config, self.settings = host.config, host.settings
         self.view = ClientView(host.config, host.log)  # fed from the host's records, never started
         self._fed = 0
@@ -61,20 +63,30 @@ class InProcLink:
             os.close(lock)
             raise MalformedInput(f"--state-dir {str(keep_in.parent)!r} already holds a cluster log; "
                                  "remove it or choose another --state-dir", value=str(keep_in.parent))
-        _attach(host, keep_in)
-        return cls(host, lock_fd=lock)
+        cluster_id = new_cluster_id()
+        _attach(host, keep_in, cluster_id)
+        return cls(host, lock_fd=lock, cluster_id=cluster_id)
 
     @classmethod
-    def resume(cls, build: Callable[[int | None], InProcessHost], log_dir: Path) -> InProcLink:
-        """Restart the cluster whose log is ``log_dir``; ``build(start_ms)`` makes its host."""
+    def resume(cls, build: Callable[[int | None], InProcessHost], log_dir: Path,
+               cluster_id: str | None = None) -> InProcLink:
+        """Restart the cluster whose log is ``log_dir``; ``build(start_ms)`` makes its host;
+        ``cluster_id`` (what ``cluster.json`` recorded): a log of another cluster is refused."""
         lock = lock_directory(log_dir)
-        history = _history(log_dir)
+        try:
+            history = _history(log_dir)
+            if cluster_id is not None:
+                refuse_foreign(history[:FOUNDING_RECORDS], cluster_id, f"the log in {log_dir}")
+        except BaseException:
+            os.close(lock)
+            raise
+        cluster_id = cluster_id or founding_cluster(history) or new_cluster_id()
         start_ms = max((r.envelope.ts_ms for r in history), default=0) + 1 if history else None
         host = build(start_ms)
-        _attach(host, log_dir)
+        _attach(host, log_dir, cluster_id)
         # The restarted leader takes a new epoch: commands are made after its election.
         host.run_until(lambda: _elected(host), LEADER_WAIT_MS)
-        return cls(host, lock_fd=lock)
+        return cls(host, lock_fd=lock, cluster_id=cluster_id)
 
     # -- the link --------------------------------------------------------------------------
     def _feed(self) -> None:
@@ -128,7 +140,8 @@ class InProcLink:
         return list(self.host.records)
 
     def describe(self) -> Mapping[str, Any]:
-        return {}  # the log directory next to cluster.json is all another process needs
+        # The log directory next to cluster.json is where another process finds the cluster.
+        return {} if self.cluster_id is None else {"cluster_id": self.cluster_id}
 
     async def close(self) -> None:
         run_sync(self.host.log.close())
@@ -147,9 +160,10 @@ def _history(log_dir: Path) -> list[Record]:
         run_sync(log.close())
 
 
-def _attach(host: InProcessHost, log_dir: Path) -> None:
+def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
     """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
-    log = LocalEventLog(log_dir, group_commit=False, stamper=Stamper(clock_ms=lambda: host.now_ms))
+    log = LocalEventLog(log_dir, group_commit=False,
+                        stamper=Stamper(clock_ms=lambda: host.now_ms, cluster_id=cluster_id))
     read = run_sync(log.read())
     history = read.records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet

@@ -55,6 +55,8 @@ class ClusterSpec:
     log_dir: str | None = None
     deployment: str | None = None
     """A conf/cluster.yaml: the actors run on its Ray cluster over its Kafka."""
+    cluster_id: str | None = None
+    """Stamped on every record of the cluster's log; a log of another cluster is refused."""
     web_service_url: str | None = None
     """The admin REST service the keeping process serves (``lbctl run --web-service-port``)."""
 
@@ -124,7 +126,7 @@ async def open_kept(directory: Path) -> Link:
             return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
                                  workload=spec.workload(), clients=True, **options)
 
-        return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR)
+        return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)
     if spec.host == "ray":
         from actors.cluster.ray_link import RayLink
 

@@ -75,6 +75,7 @@ class RayLink:
         embedded = launch.log_dir if launch.bootstrap is None else None
         lock = lock_directory(Path(embedded).resolve()) if embedded is not None else None
         try:
+            launch = await launch.resolved()  # before Ray: a foreign log is refused at once
             ray_started = ensure_ray(launch.ray_address, namespace=launch.ray_namespace,
                                      num_cpus=launch.num_cpus)
         except BaseException:
@@ -191,7 +192,8 @@ class RayLink:
         return list((await self.view.log.read()).records)
 
     def describe(self) -> Mapping[str, Any]:
-        return {"log_dir": self.host.log.directory, "ray_namespace": self.ray_namespace}
+        return {"log_dir": self.host.log.directory, "ray_namespace": self.ray_namespace,
+                "cluster_id": self.host.log.cluster_id}
 
     # -- the actors (what only Ray hosts can be asked) --------------------------------------
     def _names(self) -> list[str]:

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, TypeVar
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
-from actors.effects import NOTHING, Effects
+from actors.effects import NOTHING, Effects, append_plan
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, route
@@ -36,7 +36,7 @@ from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
 from balancer.ownership import AcceptMode
-from events.catalog import AssignBundle, Command, Event
+from events.catalog import AssignBundle, Command
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
 from events.log.port import DeadLetter, Record
@@ -293,10 +293,7 @@ class InProcessHost:
             body.on_log_health(healthy, self.now_for(name))
 
     def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
-        guarded: set[str] = set()
-        for key, events in _runs(effects.append):
-            expected = effects.expected_seq.get(key) if key not in guarded else None
-            guarded.add(key)
+        for key, events, expected in append_plan(effects):
             try:
                 run_sync(self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
                                          causation_id=effects.causation_id))
@@ -349,17 +346,6 @@ class InProcessHost:
     def settled(self) -> bool:
         """No bundle in flight (every bundle Init, Free, Owned or gone)."""
         return not any(r.state.in_flight for r in self.view.records.values())
-
-
-def _runs(appends: Iterable[tuple[str, Event]]) -> list[tuple[str, list[Event]]]:
-    """Consecutive events of one key form one atomic append."""
-    out: list[tuple[str, list[Event]]] = []
-    for key, event in appends:
-        if out and out[-1][0] == key:
-            out[-1][1].append(event)
-        else:
-            out.append((key, [event]))
-    return out
 
 
 def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfig | None = None,

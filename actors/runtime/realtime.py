@@ -32,30 +32,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol
 
 from actors.body import Body
 from actors.broker import BrokerBody
-from actors.effects import Effects
+from actors.effects import Effects, append_plan
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput, LoadBalancerError, Unavailable, WriterFenced
-from events.catalog import Command, Event
-from events.envelope import Envelope, Stamper
+from balancer.errors import (
+    ForeignCluster,
+    InvalidInput,
+    LoadBalancerError,
+    Unavailable,
+    WriterFenced,
+)
+from events.catalog import Command
+from events.envelope import Envelope, Stamper, new_cluster_id
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_client import KafkaSecurity
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
+from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, cluster_of
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +114,8 @@ class LogSpec:
     security: KafkaSecurity | None = None
     """Kafka: TLS/SASL settings; ``open(role=...)`` uses that role's credentials. Holds where
     the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
+    cluster_id: str | None = None
+    """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -120,7 +129,7 @@ class LogSpec:
     def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
         """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
         kind of actor whose Kafka credentials it uses (None: the process's own)."""
-        stamper = Stamper(clock_ms=clock.now_ms)
+        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
         if self.directory is not None:
             return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
         assert self.bootstrap is not None
@@ -129,6 +138,20 @@ class LogSpec:
                              replication_factor=self.replication_factor,
                              retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
                              security=self.security.for_role(role) if self.security else None)
+
+    async def resolve_cluster(self, clock: Clock) -> LogSpec:
+        """This spec with its cluster id: the given one, else the log's own (a cluster that
+        resumes on it), else a new one (a new cluster founds the log)."""
+        log = dataclasses.replace(self, cluster_id=None).open(clock)
+        try:
+            await log.start()
+            founding = await cluster_of(log)
+        finally:
+            await log.close()
+        if self.cluster_id is not None and founding not in (None, self.cluster_id):
+            raise ForeignCluster(f"{self.describe()} belongs to cluster {founding!r}, not to cluster "
+                                 f"{self.cluster_id!r}: refusing to use it", value=founding)
+        return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
 
     def describe(self) -> str:
         if self.directory is not None:
@@ -244,17 +267,6 @@ def subscribe(log: EventLog, start: Offsets, poll_s: float) -> AsyncIterator[Ite
     if isinstance(log, LocalEventLog):
         return log.subscribe(start, poll_interval_s=poll_s)
     return log.subscribe(start)
-
-
-def key_runs(appends: Iterable[tuple[str, Event]]) -> list[tuple[str, list[Event]]]:
-    """Consecutive events of one key form one atomic append (as in the in-process host)."""
-    out: list[tuple[str, list[Event]]] = []
-    for key, event in appends:
-        if out and out[-1][0] == key:
-            out[-1][1].append(event)
-        else:
-            out.append((key, [event]))
-    return out
 
 
 class LiveHost:
@@ -382,10 +394,7 @@ class LiveHost:
         return failure
 
     async def _append(self, effects: Effects) -> LoadBalancerError | None:
-        guarded: set[str] = set()
-        for key, events in key_runs(effects.append):
-            expected = effects.expected_seq.get(key) if key not in guarded else None
-            guarded.add(key)
+        for key, events, expected in append_plan(effects):
             try:
                 await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
                                       causation_id=effects.causation_id)
@@ -479,12 +488,9 @@ class LiveHost:
         body = self.body
         return {
             "name": self.name, "pid": os.getpid(), "now_ms": self.clock.now_ms(),
-            "epoch": getattr(body, "epoch", 0), "leads": bool(getattr(body, "leads", False)),
-            "my_epoch": getattr(body, "my_epoch", None), "role": str(getattr(body, "role", "")),
-            "registered": getattr(body, "registered", None), "stopped": getattr(body, "stopped", None),
+            **body.status(),
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
             "dead_letters": self.cursor.dead_letters,
-            "degraded": dict(getattr(getattr(body, "view", None), "degraded", {}) or {}),
         }

@@ -20,11 +20,20 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import NamedTuple, Self
 
-from balancer.errors import LoadBalancerError, StateConflict, WriterFenced
+from balancer.errors import ForeignCluster, LoadBalancerError, StateConflict, WriterFenced
 from events.catalog import LEADER_KEY, Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
-from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
+from events.log.port import (
+    FOUNDING_RECORDS,
+    DeadLetter,
+    Item,
+    Offsets,
+    ReadResult,
+    Record,
+    refuse_foreign,
+    to_item,
+)
 
 SUBSCRIBE_BATCH = 1000
 
@@ -180,6 +189,7 @@ class StoreLog:
         self._stamper = stamper or Stamper()
         self._pending: list[_Pending] = []
         self._committing = False
+        self._cluster_checked = stamper is None or stamper.cluster_id is None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -191,7 +201,20 @@ class StoreLog:
         await self.close()
 
     async def start(self) -> None:
-        return None
+        self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        """Once, before the first append: the log's first records are of this cluster."""
+        if not self._cluster_checked:
+            assert self._stamper.cluster_id is not None
+            first = self._read_from(self._begin(None, None), FOUNDING_RECORDS).records
+            refuse_foreign(first, self._stamper.cluster_id, self.where)
+            self._cluster_checked = True
+
+    @property
+    def where(self) -> str:
+        """What messages call this log."""
+        return f"the log {self.name!r}"
 
     async def close(self) -> None:
         self._store.close()
@@ -228,6 +251,12 @@ class StoreLog:
         return await future
 
     def _commit(self, group: list[_Pending]) -> None:
+        try:
+            self._check_cluster()
+        except ForeignCluster as exc:
+            for p in group:
+                p.future.set_exception(exc)
+            return
         with self._store.locked() as heads:
             ahead = _GroupHeads(heads)
             accepted: list[_Accepted] = []

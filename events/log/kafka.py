@@ -47,7 +47,7 @@ from events.log.kafka_topics import (
     stream_config,
     topic_name,
 )
-from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, to_item
+from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, check_cluster, to_item
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 _FETCH_BYTES = 8 * 1024 * 1024
@@ -116,6 +116,7 @@ class KafkaEventLog:
             security=self.security,
         )
         self._started = True
+        await check_cluster(self, self._stamper.cluster_id, f"Kafka topic {self.topic}")
         if self.transactional_id is not None:
             await self._open_producer()
 

@@ -240,5 +240,10 @@ class LocalEventLog(StoreLog):
         group_commit: bool = True,
     ) -> None:
         self.store = LocalStore(directory, fsync=fsync, segment_bytes=segment_bytes)
+        self.directory = Path(directory)
         super().__init__(name, self.store, stamper, group_commit=group_commit)
+
+    @property
+    def where(self) -> str:
+        return f"the log in {self.directory}"
 

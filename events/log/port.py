@@ -13,7 +13,10 @@ Invariants every adapter keeps (``tests/contracts/`` checks them on all three):
   checkpoint can move past it; nothing is dropped silently;
 - ``Offsets`` map partition -> the next offset to read; a partition left out means "from the
   beginning"; checkpoints store ``Offsets`` under a name and survive a restart;
-- time comes from the adapter's injected clock (``Stamper``), never read here.
+- time comes from the adapter's injected clock (``Stamper``), never read here;
+- one log, one cluster: an adapter whose stamper names a cluster refuses, when it starts, a log
+  whose first records were stamped by another (``ForeignCluster``, naming both), before it
+  appends anything (``check_cluster``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from balancer.errors import DecodeError
+from balancer.errors import DecodeError, ForeignCluster
 from events.catalog import Message
 from events.codec import decode, reason_of
 from events.envelope import Envelope
@@ -94,6 +97,37 @@ def to_item(partition: int, offset: int, raw: bytes, key: str | None, ts_ms: int
         return Record(partition, offset, decode(raw))
     except DecodeError as exc:
         return DeadLetter(partition, offset, key, bytes(raw), reason_of(exc), exc.message, ts_ms)
+
+
+FOUNDING_RECORDS = 16
+"""How many of a log's first records ``check_cluster`` reads (a few per partition)."""
+
+
+async def check_cluster(log: EventLog, cluster_id: str | None, where: str) -> None:
+    """Refuse ``log`` if its first records belong to a cluster other than ``cluster_id``."""
+    if cluster_id is not None:
+        refuse_foreign((await log.read(limit=FOUNDING_RECORDS)).records, cluster_id, where)
+
+
+def founding_cluster(records: Sequence[Record]) -> str | None:
+    """The cluster id the first stamped one of ``records`` carries (None: none is stamped)."""
+    return next((r.envelope.cluster_id for r in records if r.envelope.cluster_id is not None), None)
+
+
+async def cluster_of(log: EventLog) -> str | None:
+    """The cluster id of ``log``'s founding records (None for an empty or unstamped log)."""
+    return founding_cluster((await log.read(limit=FOUNDING_RECORDS)).records)
+
+
+def refuse_foreign(records: Sequence[Record], cluster_id: str, where: str) -> None:
+    """``ForeignCluster`` if any of ``records`` was stamped by another cluster."""
+    for record in records:
+        theirs = record.envelope.cluster_id
+        if theirs is not None and theirs != cluster_id:
+            raise ForeignCluster(
+                f"{where} belongs to cluster {theirs!r} (its record at partition {record.partition} "
+                f"offset {record.offset}), not to cluster {cluster_id!r}: refusing to use it",
+                value=theirs)
 
 
 def advance(offsets: Mapping[int, int], item: Item) -> Offsets:

@@ -44,17 +44,21 @@ class LogFactory:
         self._bootstrap = bootstrap
         self.opened: list[EventLog] = []
         self.clock = StepClock()
-        self.stamper = Stamper(self.clock, counting_ids())
+        self.ids = counting_ids()
+        self.stamper = Stamper(self.clock, self.ids)
 
-    async def open(self, *, writer_id: str = "writer-1", name: str = "events") -> EventLog:
+    async def open(self, *, writer_id: str = "writer-1", name: str = "events",
+                   cluster_id: str | None = None) -> EventLog:
+        """A handle; with ``cluster_id`` its appends are stamped with it (and it checks the log's)."""
         log: EventLog
+        stamper = self.stamper if cluster_id is None else Stamper(self.clock, self.ids, cluster_id)
         if self.kind == "memory":
-            log = MemoryEventLog(name, store=self.memory, stamper=self.stamper)
+            log = MemoryEventLog(name, store=self.memory, stamper=stamper)
         elif self.kind == "local":
-            log = LocalEventLog(self.directory / name, name=name, fsync=False, stamper=self.stamper)
+            log = LocalEventLog(self.directory / name, name=name, fsync=False, stamper=stamper)
         else:
             log = KafkaEventLog(self._bootstrap(), cluster=self.cluster, name=name, partitions=3,
-                                writer_id=writer_id, stamper=self.stamper, append_timeout_s=30,
+                                writer_id=writer_id, stamper=stamper, append_timeout_s=30,
                                 read_timeout_s=30)
         await log.start()
         self.opened.append(log)

@@ -13,7 +13,7 @@ from collections import defaultdict
 import msgpack
 import pytest
 
-from balancer.errors import StateConflict, WriterFenced
+from balancer.errors import ForeignCluster, StateConflict, WriterFenced
 from events.catalog import BrokerLeft, BundleAssigned, BundleOwned, LeaderElected
 from events.codec import encode
 from events.envelope import Envelope
@@ -199,3 +199,14 @@ class TestEventLogContract:
         assert by_key(result.items) == written
         await log.append(keys[0], [LeaderElected(leader_id="b", epoch=1)], epoch=1)
         assert len((await log.read(result.next)).records) == 1
+
+    async def test_a_log_founded_by_one_cluster_is_refused_by_another_by_name(self, logs: LogFactory) -> None:
+        east = await logs.open(cluster_id="east")
+        await east.append(NS, [assigned(1)], epoch=1)
+        with pytest.raises(ForeignCluster, match=r"belongs to cluster 'east'.*not to cluster 'west'"):
+            west = await logs.open(writer_id="writer-2", cluster_id="west")
+            await west.append(NS, [assigned(2)], epoch=1)
+        again = await logs.open(writer_id="writer-3", cluster_id="east")
+        await again.append(NS, [assigned(3)], epoch=1)
+        stamped = [r.envelope.cluster_id for r in (await again.read()).records]
+        assert stamped == ["east", "east"]  # nothing of the refused cluster reached the log

@@ -25,7 +25,7 @@ from events.catalog import (
     NamespacePolicySet,
 )
 from events.codec import encode
-from events.envelope import seal
+from events.envelope import Stamper, seal
 from events.log.local import LocalEventLog
 from lbctl.main import main
 from projections.load import LoadProjection
@@ -126,6 +126,24 @@ async def test_an_epoch_jump_without_an_election_fences_no_one(tmp_path: Path) -
     assert view.tracker.positions[NS][1] == 2, "the key's epoch is the elected one"
     assert view.namespaces[NS].anti_affinity_group == "g"
     assert [(a.kind, a.offset) for a in view.anomalies if a.offset == jump] == [("unauthorized", jump)]
+
+
+async def test_a_record_of_another_cluster_changes_no_view_and_is_named(tmp_path: Path) -> None:
+    log = LocalEventLog(tmp_path / "log", stamper=Stamper(cluster_id="east"))
+    await _legit(log)
+    stray = (await log.end_offsets())[0]
+    west = Stamper(cluster_id="west")
+    seq, _ = await log.head(NS)
+    await log.append_raw(NS, [encode(west.seal(BundleOwned(bundle=BUNDLE, owner="broker-evil"),
+                                               key=NS, seq=seq + 1, epoch=1))])
+    await log.append_raw("broker-9", [encode(west.seal(
+        BrokerRegistered(broker_id="broker-9", url="pulsar://west:6650"), key="broker-9", seq=1, epoch=1))])
+    await log.close()
+    view, follower, _ = await _fold(tmp_path / "log")
+    assert view.cluster_id == "east" and view.owner(BUNDLE) == "broker-1"
+    assert "broker-9" not in follower.brokers
+    named = [a for a in view.anomalies if a.offset == stray]
+    assert named and "cluster 'west' in the log of cluster 'east'" in named[0].detail
 
 
 def test_lbctl_names_the_forgery(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

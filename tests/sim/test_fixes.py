@@ -161,6 +161,31 @@ def test_an_unregistered_broker_serves_nothing() -> None:
     assert host.run_until(lambda: body.registered, 30_000)
 
 
+# -- seed 300296 scale_in: a void record's cleanup refused as "cancelled by re-registration" ----
+def test_a_departed_sessions_bundle_is_reassigned_after_its_broker_registers_again() -> None:
+    # broker-1 was expired and its orphans' reassignments failed; it registered again and (as it
+    # must) did not serve its departed session's bundles, while the namespace refused the
+    # leader's forced reassignment because broker-1 was registered: nobody served them, and
+    # their lookups went unanswered for good.
+    host = _calm_sim_host()
+    held = [b for b, r in host.view.records.items() if r.dst == "broker-1"]
+    host.crash("broker:broker-1")
+    host.crash("ns:0")  # the leader's forced reassignments of the orphans cannot land
+    assert host.run_until(lambda: "broker-1" not in host.client.brokers, 60_000)
+    body = host.restart("broker:broker-1")
+    assert isinstance(body, BrokerBody)
+    assert host.run_until(lambda: body.registered, 30_000)
+    assert all(host.view.records[b].dst == "broker-1" for b in held)  # still the void records
+    host.restart("ns:0")
+
+    def served() -> bool:
+        owners = {b: host.view.records[b].dst for b in held}
+        return all(o is not None and o in host.client.brokers
+                   and b in host.body(f"broker:{o}").owned()  # type: ignore[attr-defined]
+                   for b, o in owners.items())
+    assert host.run_until(served, 60_000)
+
+
 # -- seed 4773 split_storm: a split's confirmation taken for an earlier split's ----------------
 def test_every_split_of_a_bundle_that_never_splits_completes() -> None:
     # A split that finds no boundary leaves the bundle Owned at version 1 again (its child is

@@ -31,6 +31,7 @@ STEPS = 500
     pytest.param(20018, "leader_churn", id="forged-epoch-let-in-by-a-later-election"),
     pytest.param(20037, "scale_in", id="namespace-copied-a-forged-epoch"),
     pytest.param(20105, "hot_bundle", id="leader-stepped-down-for-a-forged-election"),
+    pytest.param(300296, "scale_in", id="void-record-cleanup-refused-after-reregistration"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

@@ -153,3 +153,13 @@ def test_ids_and_time_are_injected() -> None:
     assert (one.ts_ms, two.ts_ms) == (42, 43)
     assert one.event_id != two.event_id
     assert one.event_id == "00000000-0000-4000-8000-000000000001"
+
+
+def test_a_cluster_id_travels_with_the_envelope_and_an_unstamped_one_keeps_its_bytes() -> None:
+    stamper = Stamper(lambda: 1_700_000_000_000, counting_ids(), cluster_id="east")
+    env = stamper.seal(c.BundleOwned(bundle=BUNDLE, owner="broker-2"), key="public/default", seq=1, epoch=1)
+    assert decode(encode(env)) == env and env.cluster_id == "east"
+    assert orjson.loads(to_json(env))["cluster_id"] == "east"
+    bare = env._replace(cluster_id=None)
+    assert len(msgpack.unpackb(encode(bare))) == 10  # what every earlier record is, byte for byte
+    assert decode(encode(bare)) == bare and "cluster_id" not in orjson.loads(to_json(bare))
