@@ -12,7 +12,7 @@ PULSAR_ADMIN_LIBS := $(CACHE)/pulsar-admin-libs
 CONFORMANCE_CASES ?= 10000
 PYTEST_ARGS ?=
 
-.PHONY: run test install kafka-jars spark-jars pulsar-jars pulsar-admin-jars conformance lint typecheck unit bench clean
+.PHONY: web-tools run test install kafka-jars spark-jars pulsar-jars pulsar-admin-jars conformance lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,22 @@ $(PULSAR_ADMIN_LIBS)/.fetched: conf/pulsar-admin/pom.xml
 
 pulsar-admin-jars: $(PULSAR_ADMIN_LIBS)/.fetched
 
+# The tools of the web service's tests (tests/integration/test_web_observe.py): a real Prometheus
+# server and promtool (Debian's prometheus), headless Chromium and its driver (chromium,
+# chromium-driver). Nothing to do when they are installed; else apt-get, which needs root (or
+# sudo); when that fails, the tests name the missing program and say how to install it.
+WEB_TOOLS := /usr/bin/prometheus /usr/bin/promtool /usr/bin/chromium /usr/bin/chromedriver
+
+web-tools:
+	@missing=""; for t in $(WEB_TOOLS); do [ -x $$t ] || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "web-tools: installing prometheus chromium chromium-driver (missing:$$missing)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q \
+	    --no-install-recommends prometheus chromium chromium-driver \
+	  || echo "web-tools: could not install them; the web service's tests will say so"; \
+	fi
+
 # Random inputs through `lbctl decide` and through Pulsar's own classes; CONFORMANCE_CASES per family.
 conformance: install pulsar-jars
 	PULSAR_LIBS=$(PULSAR_LIBS) $(BIN)/lbctl conformance --cases $(CONFORMANCE_CASES)
@@ -71,7 +87,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy balancer events projections actors web lbctl spark_replay
 
-test: install kafka-jars pulsar-jars pulsar-admin-jars lint typecheck
+test: install kafka-jars pulsar-jars pulsar-admin-jars web-tools lint typecheck
 	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install

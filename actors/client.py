@@ -112,6 +112,9 @@ class ClientView(Follower):
 
     def take(self, records: list[Record]) -> None:
         """Fold ``records`` handed over by a host that feeds the view itself (in-process)."""
+        for record in records:  # the cursor stands past them, as if read: ``records(from_start)``
+            position = self.cursor.position  # reads back what was folded up to there
+            position[record.partition] = max(position.get(record.partition, 0), record.offset + 1)
         self._take(records)
 
     def _take(self, records: list[Record]) -> None:

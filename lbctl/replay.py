@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     whatif.add_argument("--strategy", action="append", default=[], help="a strategy (repeatable)")
     whatif.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
                         help="sweep a broker.conf key over values (repeatable)")
-    whatif.add_argument("--report", default=None, metavar="DIR", help="write PNG plots and report.html")
+    whatif.add_argument("--report", default=None, metavar="DIR",
+                        help="write PNG plots and report.html (with the audit's findings and an "
+                             "ownership Gantt chart per namespace)")
     whatif.add_argument("--seed", type=int, default=0)
     whatif.set_defaults(handler=_whatif)
     export = verbs.add_parser("export-parquet", help="write the decoded log as Parquet")
@@ -255,6 +257,7 @@ def _grid(args: argparse.Namespace) -> list[Any]:
 
 @_bounds_checked
 def _whatif(args: argparse.Namespace) -> int:
+    from spark_replay.audit import audit, timeline
     from spark_replay.report import whatif_table, write_report
     from spark_replay.whatif import whatif
 
@@ -265,8 +268,12 @@ def _whatif(args: argparse.Namespace) -> int:
         step(f"simulating {len(grid) + 1} configuration(s)")
         result = whatif(spark, df, grid, live=_base(args), seed=args.seed)
         if args.report:
+            step("auditing")
+            wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
+            report = audit(df, in_flight_ms=wait)
+            intervals = [r.asDict() for r in timeline(df).collect()]
             step("drawing the report")
-            path = write_report(args.report, result)
+            path = write_report(args.report, result, report, intervals, end_ms=report.end_ms)
     if args.json:
         for row in result.summary.to_dict(orient="records"):
             print(json.dumps(row, sort_keys=True, default=str))

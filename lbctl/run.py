@@ -2,7 +2,7 @@
 
     lbctl run [--conf conf/broker.conf] [--brokers 3] [--workload zipf --topics 2000]
               [--minutes 60] [--speed 60] [--host ray|inproc] [--seed 0] [--keep]
-              [--web-service-port PORT]
+              [--web-service-port PORT] [--plot FILE]
 
 ``--minutes`` is simulated time; ``--speed`` is simulated seconds per wall second (60: a
 simulated hour takes a wall minute; 0: as fast as the host can). With the defaults the run ends
@@ -48,6 +48,7 @@ from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
 from lbctl.procmem import MemorySampler
+from lbctl.run_plot import check_plot_path, write_plot
 from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
 from lbctl.runstats import Move, RunStats
 from lbctl.summary import summary
@@ -107,6 +108,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--state-dir", default=None, help="where --keep records the cluster "
                         "(default: $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--plain", action="store_true", help="progress lines even on a terminal")
+    parser.add_argument("--plot", default=None, metavar="FILE",
+                        help="write the balance over time (each broker's load, the moves, "
+                             "max/mean) to FILE (.png, .svg or .pdf) when the run ends")
     parser.add_argument("--web-service-port", type=int, default=None, metavar="PORT",
                         help="serve Pulsar's admin REST API on 127.0.0.1:PORT (0: a free port; "
                              "default: broker.conf's webServicePort, else none)")
@@ -157,6 +161,8 @@ def _handle(args: argparse.Namespace) -> int:
     if notice is not None:
         print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
     web = web_settings(spec, args.web_service_port)  # bad port or auth keys: before any start
+    if args.plot is not None:
+        check_plot_path(args.plot)
     return asyncio.run(run(spec, config, args, web))
 
 
@@ -195,7 +201,8 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
         if web.port is not None:
             from web.serve import serve
 
-            service = await serve(cluster, web.port, auth=web.auth, cluster_name=web.cluster_name)
+            service = await serve(cluster, web.port, host=web.bind_address, auth=web.auth,
+                                  cluster_name=web.cluster_name)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)
         await cluster.create_namespace(spec.namespace, bundles=args.bundles)
@@ -207,6 +214,9 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
             view.close()
         print(summary(stats, spec, config, cluster, time.monotonic() - wall0, sampler.stop(),
                       bundles=args.bundles))
+        if args.plot is not None:
+            title = f"{spec.brokers} brokers on {spec.host}, {spec.namespace}, {spec.topics} topics"
+            print(f"plot: {write_plot(stats, Path(args.plot), title)}", flush=True)
         if keep_in is not None:
             await keep(cluster, spec, keep_in)
     finally:

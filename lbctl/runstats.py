@@ -62,6 +62,8 @@ class RunStats:
     epoch: int = 0
     leader_id: str | None = None
     balances: list[Balance] = field(default_factory=list)
+    loads_over_time: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    """(elapsed ms, broker -> load) at each ``sample``: what ``--plot`` draws."""
     now_ms: int = 0
     """The cluster's clock at the last ``tick`` (the run's progress)."""
 
@@ -116,6 +118,8 @@ class RunStats:
         found = self.balance()
         if found is not None and found.mean > 0:
             self.balances.append(found)
+            if not self.loads_over_time or self.loads_over_time[-1][0] < self.elapsed_ms():
+                self.loads_over_time.append((self.elapsed_ms(), dict(self.loads)))
 
     def tick(self, now_ms: int) -> int:
         """Note the cluster's clock; the run's elapsed time."""

@@ -60,6 +60,8 @@ class Violation:
 class AuditReport:
     events: int
     violations: tuple[Violation, ...] = field(default_factory=tuple)
+    end_ms: int = 0
+    """The timestamp of the log's last record (0: an empty log)."""
 
     @property
     def clean(self) -> bool:
@@ -257,7 +259,7 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditRe
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
-    return AuditReport(events, tuple(violations))
+    return AuditReport(events, tuple(violations), end_ts)
 
 
 def timeline(df: DataFrame) -> DataFrame:

@@ -96,23 +96,74 @@ def plots(result: WhatIf) -> dict[str, bytes]:
     return out
 
 
-def write_report(directory: str | Path, result: WhatIf, audit: AuditReport | None = None) -> Path:
-    """PNGs and ``report.html`` (self-contained) into ``directory``; returns the HTML path."""
+def gantt(intervals: Sequence[dict[str, Any]], end_ms: int) -> dict[str, bytes]:
+    """name -> PNG: per namespace, one row per bundle (in hash order), a bar per owner interval,
+    coloured by owner; an interval still open at the end of the log runs to ``end_ms``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    by_namespace: dict[str, list[dict[str, Any]]] = {}
+    for row in intervals:
+        by_namespace.setdefault(str(row["bundle"]).rsplit("/", 1)[0], []).append(row)
+    out: dict[str, bytes] = {}
+    for namespace, rows in sorted(by_namespace.items()):
+        bundles = sorted({str(r["bundle"]) for r in rows}, key=lambda b: b.rsplit("/", 1)[1])
+        owners = sorted({str(r["owner"]) for r in rows})
+        colours = {o: plt.get_cmap("tab10")(i % 10) for i, o in enumerate(owners)}
+        start = min(int(r["from_ts"]) for r in rows)
+        fig, ax = plt.subplots(figsize=(10, max(2.5, 0.22 * len(bundles) + 1.2)))
+        for y, bundle in enumerate(bundles):
+            for r in (r for r in rows if r["bundle"] == bundle):
+                begin = (int(r["from_ts"]) - start) / 60_000
+                until = ((int(r["to_ts"]) if r["to_ts"] is not None else end_ms) - start) / 60_000
+                ax.broken_barh([(begin, max(until - begin, 0.01))], (y - 0.4, 0.8),
+                               color=colours[str(r["owner"])])
+        ax.set_yticks(range(len(bundles)), [b.rsplit("/", 1)[1] for b in bundles], fontsize=7)
+        ax.invert_yaxis()  # the hash space from the top down
+        ax.set(xlabel="minutes since the first owner", title=f"ownership of {namespace}")
+        ax.legend(handles=[Patch(color=colours[o]) for o in owners],
+                  labels=owners, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        out[f"ownership-{namespace.replace('/', '-')}.png"] = _png(fig)
+        plt.close(fig)
+    return out
+
+
+def _audit_html(audit: AuditReport) -> list[str]:
+    head = f"<h1>Audit: {audit.events} records, {len(audit.violations)} violation(s)</h1>"
+    if audit.clean:
+        return [head, "<p>Every check passed: no violation in the log.</p>"]
+    counts = ", ".join(f"{html.escape(k)}: {n}" for k, n in sorted(audit.by_check().items()))
+    return [head, f"<p>{counts}</p>",
+            pd.DataFrame([v.to_dict() for v in audit.violations]).to_html(index=False, na_rep="-")]
+
+
+def write_report(directory: str | Path, result: WhatIf, audit: AuditReport | None = None,
+                 intervals: Sequence[dict[str, Any]] | None = None, end_ms: int | None = None) -> Path:
+    """PNGs and ``report.html`` (self-contained) into ``directory``; returns the HTML path. With
+    ``audit``, its findings; with ``intervals`` (``audit.timeline``'s rows), a Gantt chart of
+    ownership per namespace up to ``end_ms`` (the log's last record; default: the last change)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     images = plots(result)
-    for name, data in images.items():
+    last = max((int(r["to_ts"] or r["from_ts"]) for r in intervals or ()), default=0)
+    charts = gantt(intervals, max(last, end_ms or 0)) if intervals else {}
+    for name, data in {**images, **charts}.items():
         (root / name).write_bytes(data)
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>bundle-balancer replay</title>",
              "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>",
              "<h1>What-if</h1>", result.summary.to_html(index=False, na_rep="-")]
     if audit is not None:
-        parts += [f"<h1>Audit: {audit.events} records, {len(audit.violations)} violation(s)</h1>",
-                  pd.DataFrame([v.to_dict() for v in audit.violations]).to_html(index=False)]
-    for name, data in images.items():
-        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
-                     f"src='data:image/png;base64,{base64.b64encode(data).decode()}'>")
+        parts += _audit_html(audit)
+    for title, shown in (("Plots", images), ("Ownership", charts)):
+        if shown:
+            parts.append(f"<h1>{title}</h1>")
+        for name, data in shown.items():
+            parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
+                         f"src='data:image/png;base64,{base64.b64encode(data).decode()}'>")
     parts.append("</body></html>")
     path = root / "report.html"
     path.write_text("\n".join(parts))

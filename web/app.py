@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin
+from web import admin, observe
 from web.auth import WebAuth
 
 
@@ -22,4 +22,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
     middlewares = [auth.middleware()] if auth is not None else []
     app = web.Application(middlewares=middlewares)
     admin.add_routes(app, cluster, cluster_name=cluster_name)
+    observe.add_routes(app, cluster, cluster_name=cluster_name)
     return app

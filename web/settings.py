@@ -17,6 +17,7 @@ from web.admin import DEFAULT_CLUSTER_NAME
 from web.auth import WebAuth
 
 PULSAR_DEFAULT_PORT = 8080
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,16 @@ class WebSettings:
     auth: WebAuth | None = None
     cluster_name: str = DEFAULT_CLUSTER_NAME
     """``clusterName``: what ``/admin/v2/clusters`` lists and cluster paths must name."""
+    bind_address: str = LOOPBACK
+    """``bindAddress``: where the service listens. Pulsar's default is every interface; ours is
+    the loopback unless broker.conf says otherwise (a container sets 0.0.0.0, compose/)."""
 
     @classmethod
     def from_text(cls, text: str) -> WebSettings:
         pairs = broker_conf_pairs(text)
         return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
-                   cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME)
+                   cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME,
+                   bind_address=pairs.get("bindAddress") or LOOPBACK)
 
     @classmethod
     def load(cls, conf: str | None) -> WebSettings:

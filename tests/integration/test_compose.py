@@ -7,6 +7,7 @@ every path it copies), and that compose/cluster.yaml names this deployment's Kaf
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -113,3 +114,24 @@ def test_compose_up_where_a_docker_engine_answers() -> None:
         assert listed.returncode in (0, 2), listed.stderr  # 2: no actors started yet, said in one line
     finally:
         subprocess.run([*up, "down", "-v"], timeout=600)
+
+
+def test_prometheus_scrapes_the_web_service_and_grafana_shows_the_dashboard() -> None:
+    """Issue 22: bb-web serves /metrics on its container port, Prometheus scrapes it there,
+    Grafana's provisioned data source is that Prometheus and its dashboard is mounted."""
+    found = services()
+    web_port = host_ports(found["bb-web"])[0].split(":")[1]
+    assert f"--web-service-port {web_port}" in found["bb-web"]["entrypoint"][-1]
+    assert "bindAddress=0.0.0.0" in found["bb-web"]["entrypoint"][-1]
+    scrape = yaml.safe_load((COMPOSE.parent / "prometheus.yml").read_text())["scrape_configs"]
+    assert scrape[0]["static_configs"][0]["targets"] == [f"bb-web:{web_port}"]
+    assert "./prometheus.yml:/etc/prometheus/prometheus.yml:ro" in found["prometheus"]["volumes"]
+    prometheus_port = host_ports(found["prometheus"])[0].split(":")[1]
+    grafana = COMPOSE.parent / "grafana"
+    source = yaml.safe_load((grafana / "provisioning/datasources/prometheus.yml").read_text())["datasources"][0]
+    assert source["url"] == f"http://prometheus:{prometheus_port}"
+    provider = yaml.safe_load((grafana / "provisioning/dashboards/bundle-balancer.yml").read_text())
+    mounted = dict(v.split(":")[:2] for v in found["grafana"]["volumes"])
+    assert mounted["./grafana/dashboards"] == provider["providers"][0]["options"]["path"]
+    dashboard = json.loads((grafana / "dashboards" / "bundle-balancer.json").read_text())
+    assert {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]} == {source["uid"]}

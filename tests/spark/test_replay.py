@@ -228,6 +228,15 @@ def test_whatif_reproduces_the_live_strategy_and_ranks_the_others(
     html = write_report(tmp_path / "report", result).read_text()
     assert html.count("data:image/png;base64,") == 2 and "as recorded" in html
 
+    # Issue 22: the report with the audit's findings and the ownership Gantt chart.
+    intervals = [r.asDict() for r in timeline(df).collect()]
+    audited = audit(df)
+    html = write_report(tmp_path / "full", result, audited, intervals, end_ms=audited.end_ms).read_text()
+    assert f"Audit: {df.count()} records, 0 violation(s)" in html and "Every check passed" in html
+    assert html.count("data:image/png;base64,") == 3
+    gantt = tmp_path / "full" / "ownership-public-default.png"
+    assert "<h2>ownership-public-default.png</h2>" in html and gantt.stat().st_size > 10_000
+
 
 @pytest.mark.parametrize(("argv", "named"), [
     (["--strategy", "NoSuchShedder"], "NoSuchShedder"),

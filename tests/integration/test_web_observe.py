@@ -1,0 +1,228 @@
+"""``lbctl run --web-service-port`` seen the way an operator sees it (issue 22): a real Prometheus
+server scrapes ``/metrics`` and answers PromQL, ``promtool`` checks the exposition, and headless
+Chromium opens the dashboard, sees every broker and a move appear, and saves a screenshot.
+
+One cluster for the module: ``lbctl run --keep`` in a subprocess, its workload running; unloads
+are forced through the same service's admin REST API (Pulsar's unload path, as a user would). The
+tools come from ``make web-tools`` (Debian's prometheus, chromium, chromium-driver); a missing
+one fails its test naming the program and the command that installs it.
+
+``BB_DASHBOARD_PNG=docs/img/dashboard.png`` keeps the browser's screenshot there (the README's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.ray_scenarios import read_until_kept
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+
+ROOT = Path(__file__).resolve().parents[2]
+LBCTL = str(Path(sys.executable).parent / "lbctl")
+NS = "public/default"
+BROKERS = ("broker-1", "broker-2", "broker-3")
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+    if found is None:
+        pytest.fail(f"{name} is not installed: `make web-tools` installs it (apt-get install "
+                    "prometheus chromium chromium-driver, as root)")
+    return found
+
+
+@dataclass
+class Served:
+    url: str
+    host: str
+
+    def transfer(self, avoid: set[str] | None = None) -> tuple[str, str, str]:
+        """Transfer an owned bundle to another broker through the admin REST API (Pulsar's
+        ``PUT .../{bundle}/unload?destinationBroker=``); (bundle id, from, to)."""
+        state = json.loads(_get(f"{self.url}/bb/v1/dashboard/state") or "{}")
+        owned = next(b for b in state["namespaces"][0]["bundles"]
+                     if b["state"] == "Owned" and b["bundle"] not in (avoid or set()))
+        dst = next(b for b in BROKERS if b != owned["owner"])
+        bundle_range = owned["bundle"].rsplit("/", 1)[1]
+        request = urllib.request.Request(
+            f"{self.url}/admin/v2/namespaces/{NS}/{bundle_range}/unload?destinationBroker={dst}",
+            method="PUT")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.status == 204
+        return owned["bundle"], owned["owner"], dst
+
+
+@pytest.fixture(scope="module", params=["inproc", pytest.param("ray", marks=pytest.mark.ray)])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``lbctl run --web-service-port 0 --keep`` on each host (in process: a virtual clock at
+    --speed 60; Ray: an actor per body): the cluster, its workload and the service stay up until
+    SIGTERM."""
+    tmp = tmp_path_factory.mktemp("web")
+    err = tmp / "run.err"
+    run = subprocess.Popen([LBCTL, "run", "--host", request.param, "--web-service-port", "0", "--keep",
+                            "--minutes", "10", "--speed", "60", "--topics", "300", "--bundles", "8",
+                            "--plain", "--state-dir", str(tmp / "state")], stdout=subprocess.PIPE,
+                           stderr=err.open("w"), text=True, cwd=ROOT,
+                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    try:
+        out = read_until_kept(run, timeout_s=300)
+        assert "kept:" in out, out + err.read_text()[-3000:]
+        url = next(line.split()[-1] for line in out.splitlines() if line.startswith("web service:"))
+        yield Served(url, request.param)
+    finally:
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=90) == 0
+
+
+def until(what: str, probe: Callable[[], Any], timeout_s: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not seen within {timeout_s:g} s (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# -- Prometheus ------------------------------------------------------------------------------
+
+@pytest.fixture
+def prometheus(served: Served, tmp_path: Path) -> Iterator[str]:
+    binary, port = tool("prometheus"), free_port()
+    target = urllib.parse.urlsplit(served.url).netloc
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                      f"scrape_configs:\n- job_name: bundle-balancer\n  static_configs:\n"
+                      f"  - targets: ['{target}']\n")
+    log = (tmp_path / "prometheus.log").open("w")
+    server = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                               f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
+    api = f"http://127.0.0.1:{port}"
+    try:
+        until("prometheus ready", lambda: _get(f"{api}/-/ready") is not None, 60)
+        yield api
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
+def promql(api: str, query: str) -> float | None:
+    """The value of a scalar-like query (a sum), None while it has no sample."""
+    body = _get(f"{api}/api/v1/query?{urllib.parse.urlencode({'query': query})}")
+    result = json.loads(body)["data"]["result"] if body else []
+    return float(result[0]["value"][1]) if result else None
+
+
+ADMIN_UNLOADS = 'sum(brk_lb_unload_broker_breakdown_total{result="Success",reason="Admin"})'
+
+
+def test_prometheus_counts_the_unloads_the_test_forced(served: Served, prometheus: str) -> None:
+    until("a first scrape", lambda: promql(prometheus, ADMIN_UNLOADS) is not None)
+    before = promql(prometheus, ADMIN_UNLOADS)  # Pulsar's breakdown starts every key at 0
+    assert before is not None
+    first, _, _ = served.transfer()
+    served.transfer(avoid={first})
+    until("two more admin unloads in Prometheus", lambda: promql(prometheus, ADMIN_UNLOADS) == before + 2)
+    assert (promql(prometheus, "sum(brk_lb_unload_bundle_total)") or 0) >= 2
+    assert promql(prometheus, 'count(brk_lb_cpu_usage{metric="loadBalancing"})') == len(BROKERS)
+    assert (promql(prometheus, "max(bb_leader_epoch)") or 0) >= 1
+    if served.host == "ray":  # one exporter, every actor: each one's fold position, asked of it
+        until("every actor's fold position", lambda: promql(
+            prometheus, 'count(bb_fold_position{actor=~"leader|ns:0|broker:broker-.*"})') == 5)
+
+    exposition = _get(f"{served.url}/metrics")
+    assert exposition is not None
+    checked = subprocess.run([tool("promtool"), "check", "metrics"], input=exposition,
+                             capture_output=True, text=True, timeout=60)
+    assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+
+
+# -- the dashboard in a real browser -----------------------------------------------------------
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = tool("chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1280,1000", "--disable-gpu"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(tool("chromedriver")))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_dashboard_shows_every_broker_and_a_move_as_it_happens(served: Served, browser: Any,
+                                                                   tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    # The page redraws with every push: read it in the page, in one script, never a stale node.
+    def page(script: str, *args: str) -> Any:
+        return browser.execute_script(script, *args)
+
+    browser.get(served.url + "/")
+    until("every broker on the page", lambda: sorted(page(
+        "return [...document.querySelectorAll('.broker')].map(e => e.dataset.broker)")) == list(BROKERS))
+    until("the live feed", lambda: page("return document.getElementById('link').textContent") == "live")
+    bundle, src, dst = served.transfer()
+    rows = "return [...document.querySelectorAll('tr.move')].filter(r => r.dataset.bundle === arguments[0]).map(r => r.textContent)"
+    until(f"the move of {bundle} from {src} to {dst}", lambda: any(
+        src in row and dst in row and "admin" in row for row in page(rows, bundle)), 60)
+    strip = "const e = document.querySelector(`.strip .bundle[data-bundle='${arguments[0]}']`);"
+    until("a click on the bundle in the strip", lambda: page(f"{strip} if (e) e.click(); return !!e", bundle))
+    until("the explain of the bundle", lambda: f"TransferPrepared: {src} -> {dst} reason admin"
+          in browser.find_element(By.ID, "explain").text)
+
+    shot = tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    assert_not_blank(shot)
+    keep = os.environ.get("BB_DASHBOARD_PNG")
+    if keep and served.host == "inproc":
+        (ROOT / keep).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, ROOT / keep)
+
+
+def assert_not_blank(png: Path) -> None:
+    """Many distinct colours and no single one covering almost everything."""
+    import numpy as np
+    from matplotlib import image
+
+    pixels = (image.imread(str(png))[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
+    colours, counts = np.unique(pixels, axis=0, return_counts=True)
+    assert len(colours) > 50, f"{len(colours)} distinct colours"
+    assert counts.max() / len(pixels) < 0.9, "one colour covers nearly the whole screenshot"
