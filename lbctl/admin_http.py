@@ -6,9 +6,11 @@ Invariants:
 - the flags win over the file; no URL anywhere means the verbs use the cluster directly
   (``lbctl.attach``); the only auth plugin is the token one (``AuthenticationToken``), whose
   params are ``token:<jwt>``, ``file:///path`` (the token in a file) or ``{"token": "<jwt>"}``;
-- an answer other than 2xx becomes one error naming the status and Pulsar's ``reason``: 409 a
-  ``StateConflict`` (a refused change, exit 1), any other 4xx ``InvalidInput`` (exit 2); an
-  unreachable service or a 5xx is ``Unavailable`` naming the URL (exit 2).
+- an answer other than 2xx becomes one error naming the status and Pulsar's ``reason``: the
+  project's own error when the service names it (``X-BB-Error``), so the exit status is the one
+  ``lbctl`` gives on the cluster itself; else 409 a ``StateConflict`` (a refused change, exit 1),
+  any other 4xx ``InvalidInput`` (exit 2); an unreachable service or a 5xx is ``Unavailable``
+  naming the URL (exit 2).
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from balancer.config import broker_conf_pairs
-from balancer.errors import ConfigError, InvalidInput, MalformedInput, StateConflict, Unavailable
+from balancer.errors import (
+    ERRORS_BY_CODE,
+    ConfigError,
+    InvalidInput,
+    MalformedInput,
+    StateConflict,
+    Unavailable,
+)
+from web.replies import ERROR_HEADER
 
 TOKEN_PLUGINS = ("org.apache.pulsar.client.impl.auth.AuthenticationToken", "AuthenticationToken", "token")
 TIMEOUT_S = 120.0
@@ -53,7 +63,8 @@ class AdminHttp:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
                 text = reply.read().decode()
         except urllib.error.HTTPError as exc:
-            raise refusal(exc.code, exc.read().decode(errors="replace"), method, path) from None
+            raise refusal(exc.code, exc.read().decode(errors="replace"), method, path,
+                          exc.headers.get(ERROR_HEADER)) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise Unavailable(f"admin service {self.url}: {reason}", value=self.url) from None
@@ -68,12 +79,15 @@ class AdminHttp:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
-def refusal(status: int, body: str, method: str, path: str) -> Exception:
+def refusal(status: int, body: str, method: str, path: str, code: str | None = None) -> Exception:
     try:
         reason = str(json.loads(body).get("reason", body))
     except (json.JSONDecodeError, AttributeError):
         reason = body.strip() or "no reason given"
     message = f"{method} {path}: {status} {reason}"
+    known = ERRORS_BY_CODE.get(code or "")
+    if known is not None:  # the service named the project's error: the same one as locally
+        return known(message, value=path)
     if status == 409:
         return StateConflict(message, value=path)
     if 400 <= status < 500:

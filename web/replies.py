@@ -8,7 +8,10 @@ Invariants:
   another domain 409 (``ConflictException``); other bad input 412
   (``PreconditionFailedException``); a refused state change 409; a cluster that cannot answer
   now 503; any other error 500, logged with its traceback;
-- a change that succeeded is 204 without a body, as Pulsar's admin answers it.
+- a change that succeeded is 204 without a body, as Pulsar's admin answers it;
+- a refusal from one of the project's errors also names its code in the ``X-BB-Error`` header
+  (Pulsar's clients ignore it), so ``lbctl --admin-url`` raises the same error, and exits with
+  the same status, as ``lbctl`` on the cluster itself.
 """
 
 from __future__ import annotations
@@ -48,9 +51,13 @@ def status_of(error: LoadBalancerError) -> int:
     return 500
 
 
-def refused(status: int, reason: str) -> web.Response:
+ERROR_HEADER = "X-BB-Error"
+
+
+def refused(status: int, reason: str, code: str | None = None) -> web.Response:
     return web.Response(status=status, text=json.dumps({"reason": reason}),
-                        content_type="application/json")
+                        content_type="application/json",
+                        headers={ERROR_HEADER: code} if code is not None else None)
 
 
 def answer(handler: Handler) -> Handler:
@@ -62,7 +69,7 @@ def answer(handler: Handler) -> Handler:
             status = status_of(exc)
             if status == 500:
                 logger.exception("%s %s failed", request.method, request.path)
-            return refused(status, exc.message)
+            return refused(status, exc.message, exc.code)
 
     return answering
 

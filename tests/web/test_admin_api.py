@@ -13,7 +13,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from actors.api import Cluster
+from balancer.errors import NamespaceExists, StateConflict
+from lbctl.admin_http import refusal
 from web.app import create_app
+from web.replies import ERROR_HEADER
 
 NS = "/admin/v2/namespaces/public/default"
 
@@ -119,3 +122,13 @@ async def test_own_reads_explain_and_log_tail(client: TestClient, cluster: Clust
     assert {r["range"]: r["owner"] for r in rows["bundles"]}[bundle.rsplit("/", 1)[1]] == other
     brokers = await (await client.get("/bb/v1/brokers")).json()
     assert [b["broker"] for b in brokers["brokers"]] == ["broker-1", "broker-2", "broker-3"]
+
+
+async def test_a_refusal_names_the_error_so_lbctl_over_rest_exits_as_it_does_locally(
+        client: TestClient) -> None:
+    again = await client.put(NS, json={"numBundles": 4})
+    assert again.status == 409 and again.headers[ERROR_HEADER] == "namespace_exists"
+    error = refusal(again.status, await again.text(), "PUT", NS, again.headers[ERROR_HEADER])
+    assert isinstance(error, NamespaceExists)  # an InvalidInput: exit 2, as `lbctl namespaces create`
+    assert "409" in error.message and "public/default" in error.message
+    assert isinstance(refusal(409, '{"reason": "x"}', "PUT", NS), StateConflict)  # another service
