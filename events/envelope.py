@@ -5,6 +5,9 @@ Invariants:
   gap-free), epoch (leader term), ts_ms, causation_id, correlation_id, payload;
 - an ``Envelope`` is immutable; it is a ``NamedTuple`` so that the codec packs it as a msgpack
   array without building an intermediate dict, and rebuilds it with one tuple allocation (A1);
+- ``message()`` is the typed event of the payload, built at most once per envelope and kept
+  beside the tuple (never packed, pickled or compared): a record that a hundred bodies fold is
+  typed once, and a fold reads attributes, not dict keys;
 - time and ids come from injected functions (``clock_ms``, ``new_id``); the defaults are the
   only places in ``events/`` that read the wall clock or the OS random source, so a simulator
   passes a virtual clock and a seeded id factory and gets byte-identical logs.
@@ -64,7 +67,7 @@ def _fresh_ids(count: int) -> list[str]:
     return out
 
 
-class Envelope(NamedTuple):
+class _Fields(NamedTuple):
     event_id: str
     type: str
     version: int
@@ -76,9 +79,26 @@ class Envelope(NamedTuple):
     correlation_id: str | None
     payload: dict[str, Any]
 
+
+class Envelope(_Fields):
+    """The ten wire fields (``FIELDS``) and, once asked for, the typed message of the payload.
+
+    No ``__slots__``: the instance dict (made on first use only) holds the typed message."""
+
+    _typed: Message | None = None
+
     def message(self) -> Message:
-        """The typed event or command (the payload must already be of the current version)."""
-        return from_payload(self.type, self.payload)
+        """The typed event or command (the payload must already be of the current version);
+        ``DecodeError`` for an unknown type or a payload that does not fit its class."""
+        typed = self._typed
+        if typed is None:
+            # Building a frozen dataclass costs more than a fold step: once per envelope.
+            typed = self._typed = from_payload(self.type, self.payload)
+        return typed
+
+    def __getstate__(self) -> None:
+        # Pickled (Ray, copies) as the ten fields alone; the receiver types it again if it folds it.
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(zip(FIELDS, self, strict=True))

@@ -239,7 +239,8 @@ async def _create_domain(cluster: Cluster, args: argparse.Namespace) -> int:
 
 async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
     owner = await cluster.lookup(args.topic, timeout_s=args.timeout)
-    url = str(cluster.view.brokers.get(owner, {}).get("url", ""))
+    registered = cluster.view.brokers.get(owner)
+    url = registered.url if registered is not None else ""
     bundle = cluster.ownership().bundle_of_topic(args.topic)
     degraded = cluster.ownership().degraded_reason(bundle.rsplit("/", 1)[0])
     if degraded is not None:
@@ -257,7 +258,7 @@ async def _list_brokers(cluster: Cluster, args: argparse.Namespace) -> int:
         report = cluster.load_report(broker)
         load = report["broker_load"]
         usage = max_usage(report_from_payload(broker, load)) if load is not None else None
-        rows.append({"broker": broker, "url": info.get("url"), "failureDomain": info.get("failure_domain"),
+        rows.append({"broker": broker, "url": info.url, "failureDomain": info.failure_domain,
                      "bundles": sum(1 for o in owners.values() if o == broker),
                      "maxResourceUsage": usage})
     lines = [(r["broker"], str(r["url"]), str(r["failureDomain"] or "-"), str(r["bundles"]),

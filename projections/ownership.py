@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from balancer.bundles import HashRange, NamespaceBundles, topic_hash
-from balancer.errors import InvalidBundle, LoadBalancerError
+from balancer.errors import DecodeError, InvalidBundle, LoadBalancerError
 from balancer.ownership import (
     _NO_CHILDREN,
     NEXT_VERSION_RULES,
@@ -39,8 +39,28 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
-from events.catalog import CLUSTER_KEY, LEADER_KEY
+from events.catalog import (
+    CLUSTER_KEY,
+    LEADER_KEY,
+    BrokerLeft,
+    BrokerRegistered,
+    BundleAssigned,
+    BundleOwned,
+    BundleReleased,
+    FailureDomainSet,
+    LeaderElected,
+    LoadReported,
+    Message,
+    NamespaceCreated,
+    NamespacePolicySet,
+    SplitCompleted,
+    SplitRequested,
+    TransferPrepared,
+    UnloadRequested,
+)
+from events.codec import reason_of
 from events.envelope import Envelope
+from projections.ownership_index import BundleEvent
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
 # Records are tuples underneath: a fold builds them with tuple.__new__, skipping validation of
@@ -99,7 +119,7 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, kind, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
+        _, _, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
         elected = self.elected
         if elected is not None and epoch > elected and key != LEADER_KEY:
             # An epoch no election in the log has established. In one ordered stream that is
@@ -118,21 +138,24 @@ class OwnershipProjection:
             position[0] = seq
         elif not tracker.admit(offset, envelope):
             return False
-        if kind == "LeaderElected":
-            return self._elected(offset, envelope)
-        return self._admitted(offset, envelope)
-
-    def _admitted(self, offset: int, envelope: Envelope) -> bool:
-        _, kind, _, key, _, _, ts_ms, _, _, payload = envelope
-        tracker = self.tracker
-        simple = _SIMPLE.get(kind)
-        if simple is None:
-            return self._apply_other(offset, envelope)
         try:
-            state, dst_field, force_field = simple
-            bundle = payload["bundle"]
-            if bundle.rpartition("/")[0] != key:
-                return self._unauthorized(offset, envelope, f"{bundle} is not of namespace key {key!r}")
+            event = envelope.message()
+        except DecodeError as exc:
+            if reason_of(exc) == "unknown_type":
+                return False  # not of the catalog: it took its seq all the same (_apply_other)
+            return self._bad_event(offset, envelope, exc)
+        move = _TRANSITIONS.get(type(event))
+        if move is None:
+            return self._apply_other(offset, envelope, event)
+        return self._moved(offset, envelope, move(event))
+
+    def _moved(self, offset: int, envelope: Envelope, move: Transition) -> bool:
+        """Apply one ownership transition ``(bundle, state, dst, src, force)`` of ``envelope``."""
+        bundle, state, dst, src, force = move
+        try:
+            if bundle.rpartition("/")[0] != envelope.key:
+                return self._unauthorized(offset, envelope,
+                                          f"{bundle} is not of namespace key {envelope.key!r}")
             current = self.records.get(bundle)
             # The fold numbers versions itself, so accept()'s version checks always pass: the
             # table decides (a property test holds it equal to accept and judge).
@@ -142,11 +165,11 @@ class OwnershipProjection:
                 version, rule = current[6] + 1, self._rules[current[0]].get(state)
             else:
                 version, rule = next_version(current[6]), self._rules[current[0]].get(state)
-            dst = (payload[dst_field] if dst_field else None) or None
-            src = payload.get("src") or None
-            force = bool(payload.get(force_field)) if force_field else False
-            incoming = _new_record(OwnershipRecord, (state, dst, src, _NO_CHILDREN, force, ts_ms, version))
-        except (KeyError, TypeError, AttributeError) as exc:
+            # Blank names mean "no broker" (as OwnershipRecord normalises them).
+            dst, src, force = dst or None, src or None, bool(force)
+            incoming = _new_record(OwnershipRecord,
+                                   (state, dst, src, _NO_CHILDREN, force, envelope.ts_ms, version))
+        except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         # "The same brokers" (half the transitions of any log) is checked here, not called.
         if (force or rule is True
@@ -155,24 +178,26 @@ class OwnershipProjection:
             self.records[bundle] = incoming
             self.applied += 1
             return True
-        tracker.record(offset, envelope, "invalid_transition",
-                       f"{bundle}: {judge(current, incoming, self.mode).rule}")
+        self.tracker.record(offset, envelope, "invalid_transition",
+                            f"{bundle}: {judge(current, incoming, self.mode).rule}")
         return False
 
-    def _apply_other(self, offset: int, envelope: EnvelopeLike) -> bool:
-        handler = _HANDLERS.get(envelope.type)
+    def _apply_other(self, offset: int, envelope: Envelope, event: Message) -> bool:
+        if isinstance(event, LeaderElected):
+            return self._elected(offset, envelope)
+        handler = _HANDLERS.get(type(event))
         if handler is None:
             # Other events of the key (CommandRejected, ...) took their seq all the same, or
             # the next folded event would look like a gap.
             return False
         try:
-            owner_key = _KEY_OF[envelope.type](envelope.payload)
-        except (KeyError, TypeError, AttributeError) as exc:
+            owner_key = _owner_key(event)
+        except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         if owner_key != envelope.key:
             return self._unauthorized(offset, envelope, f"belongs under key {owner_key!r}")
         try:
-            problem = handler(self, envelope.payload, envelope.ts_ms)
+            problem = handler(self, event, envelope.ts_ms)
         except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         if problem is not None:
@@ -326,7 +351,7 @@ class OwnershipProjection:
                 and _layouts(self) == _layouts(other))
 
 
-_BROKER_EVENTS = frozenset({"BrokerRegistered", "BrokerLeft", "LoadReported"})
+_BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
 
 
 def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
@@ -334,19 +359,22 @@ def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
     bodies that react to events): elections only under ``_leader``, a broker's events only
     under its key, namespace events only under their namespace, and, once the log has an
     election, no epoch above the newest one."""
-    kind, key, payload = envelope.type, envelope.key, envelope.payload
-    if kind == "LeaderElected":
+    key = envelope.key
+    try:
+        event = envelope.message()
+    except DecodeError:
+        return False  # nothing folds what it cannot read (the view named it an anomaly)
+    if isinstance(event, LeaderElected):
         return key == LEADER_KEY
     if elected is not None and envelope.epoch > elected:
         return False
-    if kind in _BROKER_EVENTS:
-        return bool(payload.get("broker_id") == key)
-    if kind in _SIMPLE:
-        return str(payload.get("bundle", "")).rpartition("/")[0] == key
-    owner = _KEY_OF.get(kind)
+    if isinstance(event, _BROKER_EVENTS):
+        return event.broker_id == key
     try:
-        return owner is None or owner(payload) == key
-    except (KeyError, TypeError, AttributeError):
+        if type(event) in _TRANSITIONS:
+            return str(cast(BundleEvent, event).bundle).rpartition("/")[0] == key
+        return type(event) not in _HANDLERS or _owner_key(event) == key
+    except (TypeError, AttributeError):
         return False
 
 
@@ -383,76 +411,102 @@ def _record_from_list(raw: list[Any]) -> OwnershipRecord:
 
 # -- event handlers: each returns None when applied, else why it was rejected ----------------
 
-Handler = Callable[[OwnershipProjection, Mapping[str, Any], int], "str | None"]
+Handler = Callable[[OwnershipProjection, Any, int], "str | None"]
 
 
-def _namespace_created(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    name = e["namespace"]
-    if name in p.namespaces:
-        return f"namespace {name} already exists"
-    layout = NamespaceBundles.from_boundaries(name, e["boundaries"])
-    p.namespaces[name] = NamespaceInfo(layout, e.get("anti_affinity_group"), e.get("isolation"))
+def _namespace_created(p: OwnershipProjection, e: NamespaceCreated, ts: int) -> str | None:
+    if e.namespace in p.namespaces:
+        return f"namespace {e.namespace} already exists"
+    layout = NamespaceBundles.from_boundaries(e.namespace, e.boundaries)
+    p.namespaces[e.namespace] = NamespaceInfo(layout, e.anti_affinity_group, e.isolation)
     return None
 
 
-def _policy_set(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    info = p.namespaces.get(e["namespace"])
+def _policy_set(p: OwnershipProjection, e: NamespacePolicySet, ts: int) -> str | None:
+    info = p.namespaces.get(e.namespace)
     if info is None:
-        return f"namespace {e['namespace']} does not exist"
-    info.anti_affinity_group = e.get("anti_affinity_group")
-    info.isolation = e.get("isolation")
+        return f"namespace {e.namespace} does not exist"
+    info.anti_affinity_group = e.anti_affinity_group
+    info.isolation = e.isolation
     return None
 
 
-def _domain_set(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    domain = e["domain"]
+def _domain_set(p: OwnershipProjection, e: FailureDomainSet, ts: int) -> str | None:
     for broker, known in list(p.failure_domains.items()):
-        if known == domain:
+        if known == e.domain:
             del p.failure_domains[broker]
-    for broker in e["brokers"]:
-        p.failure_domains[broker] = domain
+    for broker in e.brokers:
+        p.failure_domains[broker] = e.domain
     return None
 
 
-def _split_completed(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    parent = e["parent"]
-    namespace, _, range_name = parent.rpartition("/")
+def _split_completed(p: OwnershipProjection, e: SplitCompleted, ts: int) -> str | None:
+    namespace, _, range_name = e.parent.rpartition("/")
     info = p.namespaces.get(namespace)
     if info is None:
         return f"namespace {namespace} does not exist"
-    problem = p._transition(parent, BundleState.DELETED, ts, None, e["owner"])
+    problem = p._transition(e.parent, BundleState.DELETED, ts, None, e.owner)
     if problem is not None:
         return problem
-    info.layout = info.layout.split(HashRange.parse(range_name), e["boundaries"])
-    for child in e["children"]:
+    info.layout = info.layout.split(HashRange.parse(range_name), e.boundaries)
+    for child in e.children:
         # Children start Owned by the parent's owner at version 1 (behaviour §6.2, split).
-        p.records[child] = OwnershipRecord.trusted(BundleState.OWNED, e["owner"], None, ts, 1)
+        p.records[child] = OwnershipRecord.trusted(BundleState.OWNED, e.owner, None, ts, 1)
     return None
 
 
-_HANDLERS: dict[str, Handler] = {
-    "NamespaceCreated": _namespace_created,
-    "NamespacePolicySet": _policy_set,
-    "FailureDomainSet": _domain_set,
-    "SplitCompleted": _split_completed,
+_HANDLERS: dict[type[Message], Handler] = {
+    NamespaceCreated: _namespace_created,
+    NamespacePolicySet: _policy_set,
+    FailureDomainSet: _domain_set,
+    SplitCompleted: _split_completed,
 }
 
-_KEY_OF: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    # the only key each event may be written under (ARCHITECTURE §2)
-    "NamespaceCreated": lambda e: e["namespace"],
-    "NamespacePolicySet": lambda e: e["namespace"],
-    "FailureDomainSet": lambda e: CLUSTER_KEY,
-    "SplitCompleted": lambda e: e["parent"].rpartition("/")[0],
-}
 
-_SIMPLE: dict[str, tuple[BundleState, str | None, str | None]] = {
-    # event -> (state it moves the bundle to, payload field naming dst, payload field for force);
-    # src is always the payload's ``src`` (None when absent).
-    "BundleAssigned": (BundleState.ASSIGNING, "dst", "force"),
-    "BundleOwned": (BundleState.OWNED, "owner", None),
-    "UnloadRequested": (BundleState.RELEASING, None, None),
-    "TransferPrepared": (BundleState.RELEASING, "dst", None),
-    "BundleReleased": (BundleState.FREE, None, None),
-    "SplitRequested": (BundleState.SPLITTING, None, None),
+def _owner_key(event: Message) -> str:
+    """The only key a handled event may be written under (ARCHITECTURE §2)."""
+    if isinstance(event, SplitCompleted):
+        return event.parent.rpartition("/")[0]
+    if isinstance(event, FailureDomainSet):
+        return CLUSTER_KEY
+    assert isinstance(event, NamespaceCreated | NamespacePolicySet)
+    return event.namespace
+
+
+Transition = tuple[str, BundleState, "str | None", "str | None", bool]
+"""(bundle, the state it moves to, dst, src, force) of an event that is one transition."""
+
+
+def _assigned(e: BundleAssigned) -> Transition:
+    return e.bundle, BundleState.ASSIGNING, e.dst, e.src, e.force
+
+
+def _owned(e: BundleOwned) -> Transition:
+    return e.bundle, BundleState.OWNED, e.owner, e.src, False
+
+
+def _unload_requested(e: UnloadRequested) -> Transition:
+    return e.bundle, BundleState.RELEASING, None, e.src, False
+
+
+def _transfer_prepared(e: TransferPrepared) -> Transition:
+    return e.bundle, BundleState.RELEASING, e.dst, e.src, False
+
+
+def _released(e: BundleReleased) -> Transition:
+    return e.bundle, BundleState.FREE, None, e.src, False
+
+
+def _split_requested(e: SplitRequested) -> Transition:
+    return e.bundle, BundleState.SPLITTING, None, e.src, False
+
+
+_TRANSITIONS: dict[type[Message], Callable[[Any], Transition]] = {
+    BundleAssigned: _assigned,
+    BundleOwned: _owned,
+    UnloadRequested: _unload_requested,
+    TransferPrepared: _transfer_prepared,
+    BundleReleased: _released,
+    SplitRequested: _split_requested,
 }
 """The events that are one ownership transition each (behaviour §6.2, ARCHITECTURE §3)."""
