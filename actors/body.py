@@ -11,6 +11,8 @@ Invariants:
   topics may come from two logs (each numbers its keys' seqs on its own);
 - ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
   last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers;
+- folds read the record's typed event (``Envelope.typed``, built once per record and shared by
+  every body of the process) and dispatch on its class; ``fold_more`` gets it beside the record;
 - ``on_log_health(healthy, now_ms)``: the host tells a body whether its last append or read
   of the log succeeded (``Follower`` ignores it); a body may keep that as soft state (the
   leader does, to discount outages from brokers' liveness), never as something a restarted
@@ -114,7 +116,7 @@ class Follower:
         self.view.apply(record.offset, envelope)
         if not entitled(envelope, self.view.elected):
             return False  # the view named it an anomaly; no body folds or reacts to it
-        event = envelope.message()  # typed once per record, shared by every body that folds it
+        event = envelope.typed  # typed once per record, shared by every body that folds it
         if type(event) in BUNDLE_EVENTS:
             bundle = cast(BundleEvent, event).bundle
             self.by_broker.touch(bundle, self.view.records.get(bundle))

@@ -122,7 +122,7 @@ class BrokerBody(Follower):
     def react(self, record: Record, now_ms: int) -> Effects:
         if self.stopped:
             return NOTHING
-        event = record.envelope.message()
+        event = record.envelope.typed
         if isinstance(event, _WAITS):
             return self._confirm(event.bundle, now_ms)
         if isinstance(event, LeaderElected) or (

@@ -87,7 +87,7 @@ class RunStats:
 
     def _fold_one(self, record: Record) -> Move | None:
         env = record.envelope
-        event = env.message()
+        event = env.typed
         self.types[env.type] += 1
         if isinstance(event, LoadReported):
             if not is_continuation(event.broker_load):

@@ -45,7 +45,7 @@ def moves_of(bundle: str, records: Iterable[Record]) -> list[MoveRecord]:
     found: list[MoveRecord] = []
     for record in sorted(records, key=lambda r: (r.envelope.ts_ms, r.partition, r.offset)):
         env = record.envelope
-        event = env.message()
+        event = env.typed
         if not isinstance(event, MOVE_EVENTS) or event.bundle != bundle:
             continue
         decision = event.decision or {}

@@ -108,7 +108,7 @@ class LoadProjection:
         if envelope.type not in LOAD_TYPES or not self.tracker.admit(offset, envelope):
             return False
         try:
-            event = envelope.message()
+            event = envelope.typed
         except DecodeError as exc:
             self.tracker.record(offset, envelope, "bad_event", f"{type(exc).__name__}: {exc}")
             return False

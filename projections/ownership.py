@@ -14,7 +14,9 @@ Invariants:
   ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
   either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
-- the view is a pure function of the events applied, so a snapshot + tail equals a full replay.
+- the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
+- it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
+  ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from balancer.ownership import (
 from events.catalog import (
     CLUSTER_KEY,
     LEADER_KEY,
+    SCHEMAS,
     BrokerLeft,
     BrokerRegistered,
     BundleAssigned,
@@ -119,7 +122,7 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, _, _, key, seq, epoch, _, _, _, _ = envelope  # one unpack, not 4 reads
+        _, _, _, key, seq, epoch, ts_ms, _, _, _ = envelope  # one unpack, not 5 reads
         elected = self.elected
         if elected is not None and epoch > elected and key != LEADER_KEY:
             # An epoch no election in the log has established. In one ordered stream that is
@@ -139,23 +142,20 @@ class OwnershipProjection:
         elif not tracker.admit(offset, envelope):
             return False
         try:
-            event = envelope.message()
+            event = envelope.typed
         except DecodeError as exc:
             if reason_of(exc) == "unknown_type":
                 return False  # not of the catalog: it took its seq all the same (_apply_other)
             return self._bad_event(offset, envelope, exc)
-        move = _TRANSITIONS.get(type(event))
-        if move is None:
+        step = _TRANSITIONS.get(type(event))
+        if step is None:
             return self._apply_other(offset, envelope, event)
-        return self._moved(offset, envelope, move(event))
-
-    def _moved(self, offset: int, envelope: Envelope, move: Transition) -> bool:
-        """Apply one ownership transition ``(bundle, state, dst, src, force)`` of ``envelope``."""
-        bundle, state, dst, src, force = move
+        moving: BundleEvent = event  # type: ignore[assignment]  # _TRANSITIONS keys are BundleEvents
+        state, dst_field = step
         try:
-            if bundle.rpartition("/")[0] != envelope.key:
-                return self._unauthorized(offset, envelope,
-                                          f"{bundle} is not of namespace key {envelope.key!r}")
+            bundle = moving.bundle
+            if bundle.rpartition("/")[0] != key:
+                return self._unauthorized(offset, envelope, f"{bundle} is not of namespace key {key!r}")
             current = self.records.get(bundle)
             # The fold numbers versions itself, so accept()'s version checks always pass: the
             # table decides (a property test holds it equal to accept and judge).
@@ -166,9 +166,10 @@ class OwnershipProjection:
             else:
                 version, rule = next_version(current[6]), self._rules[current[0]].get(state)
             # Blank names mean "no broker" (as OwnershipRecord normalises them).
-            dst, src, force = dst or None, src or None, bool(force)
-            incoming = _new_record(OwnershipRecord,
-                                   (state, dst, src, _NO_CHILDREN, force, envelope.ts_ms, version))
+            dst = (getattr(moving, dst_field) if dst_field else None) or None
+            src = moving.src or None
+            force = isinstance(moving, BundleAssigned) and bool(moving.force)
+            incoming = _new_record(OwnershipRecord, (state, dst, src, _NO_CHILDREN, force, ts_ms, version))
         except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         # "The same brokers" (half the transitions of any log) is checked here, not called.
@@ -361,7 +362,7 @@ def entitled(envelope: EnvelopeLike, elected: int | None) -> bool:
     election, no epoch above the newest one."""
     key = envelope.key
     try:
-        event = envelope.message()
+        event = envelope.typed
     except DecodeError:
         return False  # nothing folds what it cannot read (the view named it an anomaly)
     if isinstance(event, LeaderElected):
@@ -473,40 +474,15 @@ def _owner_key(event: Message) -> str:
     return event.namespace
 
 
-Transition = tuple[str, BundleState, "str | None", "str | None", bool]
-"""(bundle, the state it moves to, dst, src, force) of an event that is one transition."""
-
-
-def _assigned(e: BundleAssigned) -> Transition:
-    return e.bundle, BundleState.ASSIGNING, e.dst, e.src, e.force
-
-
-def _owned(e: BundleOwned) -> Transition:
-    return e.bundle, BundleState.OWNED, e.owner, e.src, False
-
-
-def _unload_requested(e: UnloadRequested) -> Transition:
-    return e.bundle, BundleState.RELEASING, None, e.src, False
-
-
-def _transfer_prepared(e: TransferPrepared) -> Transition:
-    return e.bundle, BundleState.RELEASING, e.dst, e.src, False
-
-
-def _released(e: BundleReleased) -> Transition:
-    return e.bundle, BundleState.FREE, None, e.src, False
-
-
-def _split_requested(e: SplitRequested) -> Transition:
-    return e.bundle, BundleState.SPLITTING, None, e.src, False
-
-
-_TRANSITIONS: dict[type[Message], Callable[[Any], Transition]] = {
-    BundleAssigned: _assigned,
-    BundleOwned: _owned,
-    UnloadRequested: _unload_requested,
-    TransferPrepared: _transfer_prepared,
-    BundleReleased: _released,
-    SplitRequested: _split_requested,
+_TRANSITIONS: dict[type[Message], tuple[BundleState, str | None]] = {
+    # event -> (the state it moves its bundle to, the field naming dst); src is always ``src``,
+    # force only BundleAssigned's.
+    BundleAssigned: (BundleState.ASSIGNING, "dst"),
+    BundleOwned: (BundleState.OWNED, "owner"),
+    UnloadRequested: (BundleState.RELEASING, None),
+    TransferPrepared: (BundleState.RELEASING, "dst"),
+    BundleReleased: (BundleState.FREE, None),
+    SplitRequested: (BundleState.SPLITTING, None),
 }
 """The events that are one ownership transition each (behaviour §6.2, ARCHITECTURE §3)."""
+assert all(dst is None or dst in SCHEMAS[cls.TYPE].allowed for cls, (_, dst) in _TRANSITIONS.items())

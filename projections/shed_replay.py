@@ -96,7 +96,7 @@ def folded_positions(value: Any) -> dict[int, int] | None:
 
 def run_time(envelope: Envelope) -> int:
     """When the leader ran the shedding that caused this decision event."""
-    event = envelope.message()
+    event = envelope.typed
     decision = event.decision if isinstance(event, MOVE_EVENTS) else None
     if isinstance(decision, dict) and isinstance(decision.get("run_ms"), int):
         return int(decision["run_ms"])
@@ -123,7 +123,7 @@ def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> Recor
     runs: dict[int, RecordedRun] = {}
     unmodelled: dict[str, int] = {}
     for offset, envelope in items:
-        event = envelope.message()
+        event = envelope.typed
         if isinstance(event, SheddingSkipped) and event.strategy == strategy:
             run = runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms))
             run.skip, run.folded = str(event.reason), folded_positions(event.folded)
@@ -160,7 +160,7 @@ class LeaderReplay:
     def fold(self, offset: int, envelope: Envelope) -> None:
         self.ownership.apply(offset, envelope)
         self.load.apply(offset, envelope)
-        event = envelope.message()
+        event = envelope.typed
         if isinstance(event, BrokerRegistered):
             self.registry[str(event.broker_id)] = event
         elif isinstance(event, BrokerLeft):

@@ -29,9 +29,9 @@ class EnvelopeLike(Protocol):
     def epoch(self) -> int: ...
     @property
     def ts_ms(self) -> int: ...
-    def message(self) -> Message:
+    @property
+    def typed(self) -> Message:
         """The typed event (``DecodeError`` if the type is unknown or the payload does not fit)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
