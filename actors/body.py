@@ -11,6 +11,8 @@ Invariants:
   topics may come from two logs (each numbers its keys' seqs on its own);
 - ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
   last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers;
+- folds read the record's typed event (``Envelope.typed``, built once per record and shared by
+  every body of the process) and dispatch on its class; ``fold_more`` gets it beside the record;
 - ``on_log_health(healthy, now_ms)``: the host tells a body whether its last append or read
   of the log succeeded (``Follower`` ignores it); a body may keep that as soft state (the
   leader does, to discount outages from brokers' liveness), never as something a restarted
@@ -19,17 +21,28 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from actors.effects import NOTHING, Effects
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
 from balancer.ownership import AcceptMode, BundleState, OwnershipRecord
-from events.catalog import EVENTS_TOPIC, LEADER_KEY, LOAD_TOPIC, SCHEMAS, Command
+from events.catalog import (
+    EVENTS_TOPIC,
+    LEADER_KEY,
+    LOAD_TOPIC,
+    SCHEMAS,
+    BrokerLeft,
+    BrokerRegistered,
+    Command,
+    LeaderElected,
+    Message,
+    SplitCompleted,
+)
 from events.log.port import DeadLetter, Record
 from projections.ownership import OwnershipProjection, entitled
-from projections.ownership_index import OwnershipIndex, touched
+from projections.ownership_index import BUNDLE_EVENTS, BundleEvent, OwnershipIndex, touched
 
 
 @runtime_checkable
@@ -67,8 +80,8 @@ class Follower:
         self.epoch = 0
         self.leader_id: str | None = None
         self.leader_seq = 0
-        self.brokers: dict[str, Mapping[str, Any]] = {}
-        """Registered brokers (BrokerRegistered payloads), until their BrokerLeft."""
+        self.brokers: dict[str, BrokerRegistered] = {}
+        """Registered brokers (their BrokerRegistered events), until their BrokerLeft."""
         self._folded: dict[tuple[str, str], int] = {}
         self.voided: dict[str, int] = {}
         """Bundle -> version of its record when the broker it waited on or was owned by left:
@@ -112,24 +125,23 @@ class Follower:
         self.view.apply(record.offset, envelope)
         if not entitled(envelope, self.view.elected, self.view.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
-        kind, payload = envelope.type, envelope.payload
-        bundle = payload.get("bundle")
-        if bundle is not None:
+        event = envelope.typed  # typed once per record, shared by every body that folds it
+        if type(event) in BUNDLE_EVENTS:
+            bundle = cast(BundleEvent, event).bundle
             self.by_broker.touch(bundle, self.view.records.get(bundle))
-        elif kind == "SplitCompleted":
-            self.by_broker.touch_all(touched(kind, payload), self.view.records)
+        elif isinstance(event, SplitCompleted):
+            self.by_broker.touch_all(touched(event), self.view.records)
         if envelope.key == LEADER_KEY:
             self.leader_seq = max(self.leader_seq, envelope.seq)
-        if kind == "LeaderElected":
-            if int(payload["epoch"]) >= self.epoch:
-                self.epoch = int(payload["epoch"])
-                self.leader_id = str(payload["leader_id"])
-        elif kind == "BrokerRegistered":
-            self.brokers[str(payload["broker_id"])] = payload
-        elif kind == "BrokerLeft":
-            self.brokers.pop(str(payload["broker_id"]), None)
-            self._void_session(str(payload["broker_id"]))
-        self.fold_more(record)
+        if isinstance(event, LeaderElected):
+            if event.epoch >= self.epoch:
+                self.epoch, self.leader_id = event.epoch, event.leader_id
+        elif isinstance(event, BrokerRegistered):
+            self.brokers[event.broker_id] = event
+        elif isinstance(event, BrokerLeft):
+            self.brokers.pop(event.broker_id, None)
+            self._void_session(event.broker_id)
+        self.fold_more(record, event)
         return True
 
     def _void_session(self, broker: str) -> None:
@@ -162,8 +174,8 @@ class Follower:
         One log holds the events and load topics in every host, so a key has one seq space."""
         return max(self._folded.get((EVENTS_TOPIC, key), 0), self._folded.get((LOAD_TOPIC, key), 0))
 
-    def fold_more(self, record: Record) -> None:
-        """Subclasses fold what else they keep."""
+    def fold_more(self, record: Record, event: Message) -> None:
+        """Subclasses fold what else they keep (``event``: the record's typed event)."""
 
     def react(self, record: Record, now_ms: int) -> Effects:
         """Subclasses react to a newly folded record (never called during ``recover``)."""

@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from actors.body import Follower
@@ -39,21 +39,25 @@ from events.catalog import (
     AssignBundle,
     BrokerLeft,
     BrokerRegistered,
+    BundleAssigned,
     Command,
     ConfirmOwnership,
     ConfirmRelease,
     ConfirmSplit,
+    LeaderElected,
     LoadReported,
+    Message,
+    SplitRequested,
+    TransferPrepared,
+    UnloadRequested,
 )
 from events.log.port import Record
 from events.report_parts import continuation, split_bundles
 from projections.load import report_to_payload, stats_to_payload
 from projections.ownership_index import OwnershipIndex
 
-_WAITS = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested"})
+_WAITS = (BundleAssigned, UnloadRequested, TransferPrepared, SplitRequested)
 """The events that make a record wait for a broker's confirmation."""
-_WATCHED = frozenset({"BundleAssigned", "UnloadRequested", "TransferPrepared", "SplitRequested",
-                      "BrokerLeft", "BrokerRegistered", "LeaderElected"})
 
 
 class BrokerBody(Follower):
@@ -88,45 +92,46 @@ class BrokerBody(Follower):
         self._register_tries = 0  # registrations sent since the last one that landed (backoff)
         self._sent: dict[str, tuple[str, int]] = {}
         """Bundle -> (command id, when) of the last confirmation or drain request sent."""
-        self.split_requests: dict[str, Mapping[str, Any]] = {}
+        self.split_requests: dict[str, SplitRequested] = {}
+        """Bundle -> the SplitRequested of its last split from this broker."""
         self._waits_since: dict[str, int] = {}
         """Bundle -> seq (of its namespace key) of the last event that made a record wait."""
 
     # -- folding ---------------------------------------------------------------------------
-    def fold_more(self, record: Record) -> None:
-        envelope = record.envelope
-        if envelope.type in _WAITS:
+    def fold_more(self, record: Record, event: Message) -> None:
+        envelope, me = record.envelope, self.broker_id
+        if isinstance(event, _WAITS):
             # Kept only for bundles a wait ever named this broker in: a record waits on it only
             # after such an event, so the seq read for a confirmation is the same (issue 23:
             # a hundred brokers each holding every bundle's seq was a wall).
-            payload, me = envelope.payload, self.broker_id
-            bundle = str(payload["bundle"])
-            if payload.get("dst") == me or payload.get("src") == me or bundle in self._waits_since:
-                self._waits_since[bundle] = envelope.seq
-        if envelope.type == "SplitRequested" and envelope.payload.get("src") == self.broker_id:
-            self.split_requests[str(envelope.payload["bundle"])] = envelope.payload
+            dst = event.dst if isinstance(event, BundleAssigned | TransferPrepared) else None
+            if dst == me or event.src == me or event.bundle in self._waits_since:
+                self._waits_since[event.bundle] = envelope.seq
+            if isinstance(event, SplitRequested) and event.src == me:
+                self.split_requests[event.bundle] = event
+                return
+        if envelope.key != me:
             return
-        if envelope.key != self.broker_id:
-            return
-        if envelope.type == "BrokerRegistered":
+        if isinstance(event, BrokerRegistered):
             self.registered, self._register_tries = True, 0
             self.sessions += 1
-        elif envelope.type == "BrokerLeft":
+        elif isinstance(event, BrokerLeft):
             self.registered = False
-        elif envelope.type == "LoadReported":
+        elif isinstance(event, LoadReported):
             self.last_confirmed_ms = self.last_published_ms
 
     def react(self, record: Record, now_ms: int) -> Effects:
-        if self.stopped or record.envelope.type not in _WATCHED:
+        if self.stopped:
             return NOTHING
-        if record.envelope.type in ("BrokerLeft", "BrokerRegistered", "LeaderElected"):
-            if record.envelope.type != "LeaderElected" and record.envelope.key != self.broker_id:
-                return NOTHING
+        event = record.envelope.typed
+        if isinstance(event, _WAITS):
+            return self._confirm(event.bundle, now_ms)
+        if isinstance(event, LeaderElected) or (
+                isinstance(event, BrokerLeft | BrokerRegistered) and record.envelope.key == self.broker_id):
             # A new epoch or session: earlier confirmations may have been refused; send again.
             self._sent.clear()
             return self._confirmations(now_ms)
-        bundle = str(record.envelope.payload["bundle"])
-        return self._confirm(bundle, now_ms)
+        return NOTHING
 
     # -- the port --------------------------------------------------------------------------
     def on_tick(self, now_ms: int) -> Effects:
@@ -246,9 +251,10 @@ class BrokerBody(Follower):
         return None
 
     def _boundaries(self, bundle: str) -> list[int]:
-        request = self.split_requests.get(bundle, {})
-        algorithm = str(request.get("algorithm") or self.config.default_namespace_bundle_split_algorithm)
-        positions = request.get("positions")
+        request = self.split_requests.get(bundle)
+        algorithm = (request.algorithm if request is not None else "") or \
+            self.config.default_namespace_bundle_split_algorithm
+        positions = request.positions if request is not None else None
         try:
             cuts = split_boundaries(algorithm, BundleId.parse(bundle).range,
                                     self.workload.topic_loads(bundle), self.config, positions)

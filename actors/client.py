@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,6 +25,7 @@ from actors.runtime.realtime import LogCursor, read_new, subscribe
 from balancer.config import LoadBalancerConfig
 from balancer.errors import UnknownBroker, UnknownNamespace
 from balancer.ownership import AcceptMode
+from events.catalog import BrokerLeft, LoadReported, Message
 from events.log.port import EventLog, Record
 from events.report_parts import is_continuation
 from projections.load import LoadProjection
@@ -64,20 +65,20 @@ class ClientView(Follower):
         self.log, self.poll_s = log, poll_s
         self.view.ordered = getattr(log, "partitions", 1) == 1  # across partitions an election may come late
         self.load = LoadProjection(config)
-        self.reports: dict[str, tuple[int, Mapping[str, Any]]] = {}
-        """Broker -> (ts_ms, payload) of its latest LoadReported."""
+        self.reports: dict[str, tuple[int, LoadReported]] = {}
+        """Broker -> (ts_ms, event) of its latest LoadReported (its first part)."""
         self.cursor = LogCursor(on_dead=self.note_dead_letter)
         self._changed = asyncio.Event()
         self._listeners: list[asyncio.Queue[Record]] = []
         self._task: asyncio.Task[None] | None = None
 
-    def fold_more(self, record: Record) -> None:
+    def fold_more(self, record: Record, event: Message) -> None:
         envelope = record.envelope
         self.load.apply(record.offset, envelope)
-        if envelope.type == "LoadReported" and not is_continuation(envelope.payload["broker_load"]):
-            self.reports[str(envelope.payload["broker_id"])] = (envelope.ts_ms, envelope.payload)
-        elif envelope.type == "BrokerLeft":
-            self.reports.pop(str(envelope.payload["broker_id"]), None)
+        if isinstance(event, LoadReported) and not is_continuation(event.broker_load):
+            self.reports[event.broker_id] = (envelope.ts_ms, event)
+        elif isinstance(event, BrokerLeft):
+            self.reports.pop(event.broker_id, None)
 
     # -- life --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -163,13 +164,12 @@ class ClientView(Follower):
         for owner in self.view.owners().values():
             if owner in counts:
                 counts[owner] += 1
-        domains = {**{b: p.get("failure_domain") for b, p in self.brokers.items()},
+        domains = {**{b: e.failure_domain for b, e in self.brokers.items()},
                    **self.view.failure_domains}
         out = []
-        for broker_id, payload in sorted(self.brokers.items()):
+        for broker_id, registered in sorted(self.brokers.items()):
             info = self.load.brokers.get(broker_id)
-            out.append(BrokerStatus(broker_id, str(payload.get("url", "")), domains.get(broker_id),
-                                    str(payload.get("version", "")),
+            out.append(BrokerStatus(broker_id, registered.url, domains.get(broker_id), registered.version,
                                     info.last_seen_ms if info is not None else 0, counts[broker_id]))
         return out
 
@@ -177,9 +177,12 @@ class ClientView(Follower):
         if broker not in self.brokers:
             raise UnknownBroker(f"broker {broker!r} is not registered; registered: "
                                 f"{', '.join(sorted(self.brokers)) or 'none'}", value=broker)
-        ts_ms, payload = self.reports.get(broker, (None, {}))
-        return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": payload.get("broker_load"),
-                "bundles": list(payload.get("bundles") or [])}
+        found = self.reports.get(broker)
+        if found is None:
+            return {"broker_id": broker, "ts_ms": None, "broker_load": None, "bundles": []}
+        ts_ms, report = found
+        return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": report.broker_load,
+                "bundles": list(report.bundles or [])}
 
     async def records(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
         """Every record folded from now on (``from_start``: the log's earlier ones first)."""

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from balancer.errors import ERRORS_BY_CODE, LoadBalancerError
-from events.catalog import Command, CommandRejected, Event
+from events.catalog import Command, CommandRejected, Event, Message
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
@@ -127,7 +127,7 @@ def rejection(command: Command, error: LoadBalancerError, *, key: str, epoch: in
 
 @dataclass(slots=True)
 class _Outcome:
-    events: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    events: list[Message] = field(default_factory=list)
     error: Mapping[str, Any] | None = None
 
 
@@ -148,13 +148,13 @@ class Outcomes:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def fold(self, kind: str, payload: Mapping[str, Any], causation_id: str | None) -> None:
+    def fold(self, event: Message, causation_id: str | None) -> None:
         if causation_id is None:
             return
-        if kind == "CommandRejected":
-            self._by_id[causation_id] = _Outcome(error=payload["error"])
+        if isinstance(event, CommandRejected):
+            self._by_id[causation_id] = _Outcome(error=event.error)
         else:
-            self._by_id.setdefault(causation_id, _Outcome()).events.append((kind, payload))
+            self._by_id.setdefault(causation_id, _Outcome()).events.append(event)
         while len(self._by_id) > self.kept:
             del self._by_id[next(iter(self._by_id))]
 
@@ -165,7 +165,8 @@ class Outcomes:
             return None
         if done.error is not None:
             return Effects(error=error_from_dict(done.error))
-        return Effects(reply=Receipt(command.command_id, tuple(done.events), duplicate=True))
+        events = tuple((event.TYPE, event.to_payload()) for event in done.events)
+        return Effects(reply=Receipt(command.command_id, events, duplicate=True))
 
 
 def error_from_dict(data: Mapping[str, Any]) -> LoadBalancerError:

@@ -65,13 +65,19 @@ from events.catalog import (
     LEADER_KEY,
     AssignBundle,
     BrokerLeft,
+    BrokerRegistered,
     Command,
     FailureDomainSet,
     LeaderElected,
+    LoadReported,
+    Message,
     SetFailureDomain,
     SheddingSkipped,
     SplitBundle,
+    SplitCompleted,
+    TransferPrepared,
     UnloadBundle,
+    UnloadRequested,
 )
 from events.log.port import Record
 from projections.load import LoadProjection
@@ -79,7 +85,8 @@ from projections.ownership_index import touched
 from projections.shed_replay import remember_shed
 from projections.views import placing_index, sync_placing
 
-_DECISION_EVENTS = ("UnloadRequested", "TransferPrepared")
+_DECISION_EVENTS = (UnloadRequested, TransferPrepared)
+_BROKER_EVENTS = (BrokerLeft, BrokerRegistered, LoadReported)
 
 
 class Role(StrEnum):
@@ -143,29 +150,27 @@ class LeaderBody(Follower):
         return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role)}
 
     # -- folding ---------------------------------------------------------------------------
-    def fold_more(self, record: Record) -> None:
+    def fold_more(self, record: Record, event: Message) -> None:
         envelope = record.envelope
-        kind, payload = envelope.type, envelope.payload
         if record.offset > self.folded_to.get(record.partition, -1):
             self.folded_to[record.partition] = record.offset
         self.load.apply(record.offset, envelope)
         if not self._recovering:
-            self._index(kind, payload)
+            self._index(event)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
-            self.outcomes.fold(kind, payload, envelope.causation_id)
-        if kind in ("BrokerLeft", "BrokerRegistered", "LoadReported"):
+            self.outcomes.fold(event, envelope.causation_id)
+        if isinstance(event, _BROKER_EVENTS):
             self._expiries.pop(envelope.key, None)  # heard from, or gone: a fresh backoff
-        if kind == "LeaderElected":
-            self._election(int(payload["epoch"]), str(payload["leader_id"]), envelope.ts_ms)
-        elif kind == "BrokerLeft":
-            self.draining.pop(str(payload["broker_id"]), None)
-        elif kind in _DECISION_EVENTS:
-            self._remember(payload, envelope.ts_ms)
-        elif kind == "SplitCompleted":
-            parent = str(payload["parent"])
-            for child in payload["children"]:
-                if str(child) != parent:  # a split without a boundary: the bundle is its own child
-                    self.parents[str(child)] = parent
+        if isinstance(event, LeaderElected):
+            self._election(event.epoch, event.leader_id, envelope.ts_ms)
+        elif isinstance(event, BrokerLeft):
+            self.draining.pop(event.broker_id, None)
+        elif isinstance(event, _DECISION_EVENTS):
+            self._remember(event, envelope.ts_ms)
+        elif isinstance(event, SplitCompleted):
+            for child in event.children:
+                if child != event.parent:  # a split without a boundary: the bundle is its own child
+                    self.parents[child] = event.parent
 
     def recover(self, history: Iterable[Record]) -> None:
         """Fold the history, then build the placing index once from what it left (the same
@@ -177,13 +182,13 @@ class LeaderBody(Follower):
             self._recovering = False
         self.placing = placing_index(self.view, self.load)
 
-    def _index(self, kind: str, payload: Mapping[str, Any]) -> None:
+    def _index(self, event: Message) -> None:
         """Keep the placing index (what a placement reads) in step with this record."""
-        if kind == "LoadReported":
-            for raw in payload.get("bundles") or ():
+        if isinstance(event, LoadReported):
+            for raw in event.bundles or ():
                 sync_placing(self.placing, str(raw["bundle"]), self.view, self.load, reported=True)
             return
-        for bundle in touched(kind, payload):
+        for bundle in touched(event):
             sync_placing(self.placing, bundle, self.view, self.load)
 
     def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
@@ -194,11 +199,11 @@ class LeaderBody(Follower):
         elif self.attempt is not None and epoch >= self.attempt:
             self.role = Role.FOLLOWER
 
-    def _remember(self, payload: Mapping[str, Any], ts_ms: int) -> None:
+    def _remember(self, event: UnloadRequested | TransferPrepared, ts_ms: int) -> None:
         # Admin unloads and drains are not shedding: no grace period (the what-if replay folds
         # the same rule).
         strategy = self.shedding.strategy
-        remember_shed(self.shedding.memory, strategy.name, strategy.extensible, payload, ts_ms)
+        remember_shed(self.shedding.memory, strategy.name, strategy.extensible, event, ts_ms)
 
     # -- commands --------------------------------------------------------------------------
     def on_command(self, command: Command, now_ms: int) -> Effects:

@@ -14,7 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from actors.body import Follower
@@ -50,6 +50,8 @@ from events.catalog import (
     ConfirmSplit,
     CreateNamespace,
     Event,
+    LoadReported,
+    Message,
     NamespaceCreated,
     NamespacePolicySet,
     SetNamespacePolicy,
@@ -83,7 +85,8 @@ class NamespaceBody(Follower):
         """Newest epoch this shard wrote per key: later appends never go below it."""
         self.loads: dict[str, tuple[int, float]] = {}
         """Bundle -> (topics, in+out throughput) of its latest report (LARGEST and HOT)."""
-        self.split_requests: dict[str, Mapping[str, Any]] = {}
+        self.split_requests: dict[str, SplitRequested] = {}
+        """Bundle -> the SplitRequested of its last split (does it unload the children?)."""
 
     def owns(self, key: str) -> bool:
         return namespace_shard(key, self.shards) == self.shard
@@ -93,11 +96,10 @@ class NamespaceBody(Follower):
         return key == self._reject_key or ("/" in key and self.owns(key))
 
     # -- folding ---------------------------------------------------------------------------
-    def fold_more(self, record: Record) -> None:
+    def fold_more(self, record: Record, event: Message) -> None:
         envelope = record.envelope
-        kind, payload = envelope.type, envelope.payload
-        if kind == "LoadReported":
-            for raw in payload.get("bundles") or ():
+        if isinstance(event, LoadReported):
+            for raw in event.bundles or ():
                 tput = float(raw.get("msg_throughput_in", 0.0)) + float(raw.get("msg_throughput_out", 0.0))
                 self.loads[str(raw["bundle"])] = (int(raw.get("topics", 0)), tput)
             return
@@ -105,9 +107,9 @@ class NamespaceBody(Follower):
             return
         if envelope.epoch <= self.epoch:  # an epoch no election established is no one's to copy
             self.written[envelope.key] = max(self.written.get(envelope.key, 0), envelope.epoch)
-        if kind == "SplitRequested":
-            self.split_requests[str(payload["bundle"])] = payload
-        self.outcomes.fold(kind, payload, envelope.causation_id)
+        if isinstance(event, SplitRequested):
+            self.split_requests[event.bundle] = event
+        self.outcomes.fold(event, envelope.causation_id)
 
     @property
     def _reject_key(self) -> str:
@@ -343,8 +345,8 @@ class NamespaceBody(Follower):
         self._check(cmd.parent, BundleState.DELETED, None, cmd.owner, now_ms)
         events: list[Event] = [SplitCompleted(parent=cmd.parent, children=children, owner=cmd.owner,
                                               boundaries=list(cmd.boundaries))]
-        request = self.split_requests.get(cmd.parent, {})
-        if cmd.boundaries and request.get("unload_children"):
+        request = self.split_requests.get(cmd.parent)
+        if cmd.boundaries and request is not None and request.unload_children:
             # Children start Owned by the owner (version 1): each may go to Releasing at once.
             events += [UnloadRequested(bundle=c, src=cmd.owner, reason="split") for c in children]
         return events

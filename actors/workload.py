@@ -28,7 +28,7 @@ from balancer.errors import LoadBalancerError
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
-from events.catalog import AssignBundle
+from events.catalog import AssignBundle, Message, NamespaceCreated, SplitCompleted
 from events.log.port import Record
 from projections.ownership_index import touched
 
@@ -199,13 +199,14 @@ class ClientsBody(Follower):
         """Namespace -> bundles of its layout that are Init or Free, kept per fold (issue 23: a
         tick looks at what may need a lookup, not at every bundle)."""
 
-    def fold_more(self, record: Record) -> None:
-        kind, payload = record.envelope.type, record.envelope.payload
-        if kind in ("NamespaceCreated", "SplitCompleted"):
-            name = payload.get("namespace") or namespace_of(str(payload.get("parent")))
-            self._layout(str(name))
+    def fold_more(self, record: Record, event: Message) -> None:
+        if isinstance(event, NamespaceCreated):
+            self._layout(event.namespace)
             return
-        for bundle in touched(kind, payload):
+        if isinstance(event, SplitCompleted):
+            self._layout(namespace_of(event.parent))
+            return
+        for bundle in touched(event):
             self._recheck(bundle)
 
     def _layout(self, namespace: str) -> None:

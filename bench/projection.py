@@ -3,6 +3,11 @@
 The reference does the same dict updates the fold must do (per-key last seq, per-bundle
 (state, dst, src, version)) without any checks; the ratio is what the state machine costs.
 
+The fold reads typed events (``Envelope.message()``), built from the payload once per envelope:
+the headline folds fresh envelopes, as one reader of a log gets them (typing included); the
+``shared`` figure folds envelopes already typed, as every further body folding the same records
+in one process does (the in-process and simulated hosts hand one record to every body).
+
 ``python -m bench.projection [--quick] [--json PATH]`` prints the row (and writes it as JSON).
 """
 
@@ -11,13 +16,26 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from events.catalog import (
+    BundleAssigned,
+    BundleOwned,
+    BundleReleased,
+    Event,
+    NamespaceCreated,
+    UnloadRequested,
+)
 from events.envelope import Envelope
 from projections.ownership import OwnershipProjection
 
-_CYCLE = ("BundleAssigned", "BundleOwned", "UnloadRequested", "BundleReleased")
+_CYCLE: tuple[Callable[[str], Event], ...] = (
+    lambda bundle: BundleAssigned(bundle=bundle, dst="b1"),
+    lambda bundle: BundleOwned(bundle=bundle, owner="b1"),
+    lambda bundle: UnloadRequested(bundle=bundle, src="b1", reason="admin"),
+    lambda bundle: BundleReleased(bundle=bundle, src="b1"),
+)
 
 
 def protocol_events(count: int, namespaces: int = 100) -> list[Envelope]:
@@ -25,26 +43,21 @@ def protocol_events(count: int, namespaces: int = 100) -> list[Envelope]:
     events: list[Envelope] = []
     seq: dict[str, int] = {}
 
-    def emit(key: str, kind: str, payload: dict[str, Any]) -> None:
+    def emit(key: str, event: Event) -> None:
+        # The payload a writer stores (every field, as ``seal`` takes it from the event).
         seq[key] = seq.get(key, 0) + 1
-        events.append(Envelope(str(len(events)), kind, 1, key, seq[key], 1, len(events), None, None, payload))
+        events.append(Envelope(str(len(events)), event.TYPE, event.VERSION, key, seq[key], 1, len(events),
+                               None, None, event.to_payload()))
 
     for n in range(namespaces):
         name = f"t/ns{n}"
-        emit(name, "NamespaceCreated", {"namespace": name,
-                                        "boundaries": [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]})
+        emit(name, NamespaceCreated(namespace=name,
+                                    boundaries=[0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]))
     for i in range(count - namespaces):
         name = f"t/ns{i % namespaces}"
         bundle = f"{name}/0x{(i // namespaces // 4 % 4) * 0x40000000:08x}_0x{min((i // namespaces // 4 % 4 + 1) * 0x40000000, 0xFFFFFFFF):08x}"
-        kind = _CYCLE[(i // namespaces) % 4]
-        payload: dict[str, Any] = {"bundle": bundle}
-        if kind == "BundleAssigned":
-            payload.update(dst="b1", src=None)
-        elif kind == "BundleOwned":
-            payload.update(owner="b1", src=None)
-        else:
-            payload.update(src="b1")
-        emit(name, kind, payload)
+        step = _CYCLE[(i // namespaces) % 4]
+        emit(name, step(bundle))
     return events
 
 
@@ -73,18 +86,25 @@ def _bare(events: list[Envelope]) -> float:
     return time.perf_counter() - start
 
 
+def _fresh(events: list[Envelope]) -> list[Envelope]:
+    """The same envelopes, not typed yet (as a log read hands them)."""
+    return [Envelope(*envelope) for envelope in events]
+
+
 def run(count: int = 200_000, repeats: int = 3) -> dict[str, Any]:
     events = protocol_events(count)
-    fold = min(_fold(events) for _ in range(repeats))
+    fold = min(_fold(_fresh(events)) for _ in range(repeats))
+    shared = min(_fold(events) for _ in range(repeats))  # typed by the first of them
     bare = min(_bare(events) for _ in range(repeats))
     return {"id": "A2", "what": "fold into the ownership projection", "events": len(events),
-            "events_per_s": len(events) / fold, "reference_per_s": len(events) / bare,
-            "ratio": fold / bare}
+            "events_per_s": len(events) / fold, "shared_per_s": len(events) / shared,
+            "reference_per_s": len(events) / bare, "ratio": fold / bare}
 
 
 def render(row: dict[str, Any]) -> str:
     return (f"A2  fold into the ownership projection, {row['events']:,} events: "
-            f"{row['events_per_s']:,.0f} ev/s; bare dict-update loop {row['reference_per_s']:,.0f} ev/s; "
+            f"{row['events_per_s']:,.0f} ev/s (already typed: {row['shared_per_s']:,.0f} ev/s); "
+            f"bare dict-update loop {row['reference_per_s']:,.0f} ev/s; "
             f"ratio {row['events_per_s'] / row['reference_per_s']:.2f} ({row['ratio']:.1f}x slower)")
 
 

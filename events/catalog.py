@@ -8,7 +8,10 @@ Invariants:
   them; tuples would come back as lists, so fields are lists);
 - decision-carrying events hold ``decision`` as a plain dict (``Decision.to_dict()``), so this
   module needs nothing from the shedding code;
-- every class is keyword-only: the field order is not part of the contract, the names are.
+- every class is keyword-only: the field order is not part of the contract, the names are;
+- an event class has no ``__slots__``: ``view_of`` reads a stored payload as its event by making
+  the payload the instance's attribute dict (no copy, no ``__init__``), which costs a fraction of
+  building the dataclass; commands keep their slots (they are built, never read from the log).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class Command(Message):
 # -- events ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class LeaderElected(Event):
     leader_id: str
     epoch: int
@@ -79,7 +82,7 @@ class LeaderElected(Event):
         return LEADER_KEY
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class BrokerRegistered(Event):
     broker_id: str
     url: str
@@ -91,7 +94,7 @@ class BrokerRegistered(Event):
         return self.broker_id
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class BrokerLeft(Event):
     """v1 carried ``expired: bool``; v2 names the reason (upcaster in ``events/codec.py``)."""
 
@@ -103,7 +106,7 @@ class BrokerLeft(Event):
         return self.broker_id
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadReported(Event):
     TOPIC: ClassVar[str] = LOAD_TOPIC
     broker_id: str
@@ -114,7 +117,7 @@ class LoadReported(Event):
         return self.broker_id
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class NamespaceCreated(Event):
     namespace: str
     boundaries: list[int]
@@ -125,7 +128,7 @@ class NamespaceCreated(Event):
         return self.namespace
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class NamespacePolicySet(Event):
     namespace: str
     anti_affinity_group: str | None = None
@@ -135,7 +138,7 @@ class NamespacePolicySet(Event):
         return self.namespace
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class FailureDomainSet(Event):
     domain: str
     brokers: list[str]
@@ -144,7 +147,7 @@ class FailureDomainSet(Event):
         return CLUSTER_KEY
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleAssigned(Event):
     bundle: str
     dst: str
@@ -156,7 +159,7 @@ class BundleAssigned(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleOwned(Event):
     bundle: str
     owner: str
@@ -166,7 +169,7 @@ class BundleOwned(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class UnloadRequested(Event):
     bundle: str
     src: str
@@ -177,7 +180,7 @@ class UnloadRequested(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class TransferPrepared(Event):
     bundle: str
     src: str
@@ -189,7 +192,7 @@ class TransferPrepared(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleReleased(Event):
     bundle: str
     src: str
@@ -198,7 +201,7 @@ class BundleReleased(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitRequested(Event):
     bundle: str
     src: str
@@ -211,7 +214,7 @@ class SplitRequested(Event):
         return namespace_of(self.bundle)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitCompleted(Event):
     parent: str
     children: list[str]
@@ -222,7 +225,7 @@ class SplitCompleted(Event):
         return namespace_of(self.parent)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class SheddingSkipped(Event):
     """v2 adds ``folded``: partition (as text) -> the last offset the leader had folded when the
     run ran (what-if replays the run over exactly that much of the log); None from v1."""
@@ -236,7 +239,7 @@ class SheddingSkipped(Event):
         return LEADER_KEY
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class CommandRejected(Event):
     """``command`` is the rejected command's type name; ``error`` is ``{code, message, ...}``."""
 
@@ -379,6 +382,7 @@ class Schema:
     allowed: frozenset[str]
     checks: tuple[tuple[str, Check], ...] = ()  # (field, its type and bound check)
     epoch_field: bool = False  # an event whose payload epoch must equal the envelope's
+    viewed: bool = False  # an event: ``view_of`` may read a payload of every field in place
 
 
 def _schema(cls: type[Message]) -> Schema:
@@ -389,7 +393,7 @@ def _schema(cls: type[Message]) -> Schema:
     checks = tuple((f.name, check_for(str(f.type))) for f in all_fields)
     names = frozenset(f.name for f in all_fields)
     return Schema(cls, cls.VERSION, frozenset(required), names, checks,
-                  "epoch" in names and issubclass(cls, Event))
+                  "epoch" in names and issubclass(cls, Event), issubclass(cls, Event))
 
 
 def _register() -> dict[str, Schema]:
@@ -419,3 +423,31 @@ def from_payload(type_name: str, payload: dict[str, Any]) -> Message:
         return schema.cls(**payload)
     except TypeError as exc:
         raise DecodeError(f"{type_name}: {exc}", reason="bad_payload") from None
+
+
+_new_message = object.__new__
+
+
+def _viewing(schema: Schema) -> tuple[type[Message], int, Any]:
+    # The class, its field count and the setter of its instances' attribute dict.
+    return schema.cls, len(schema.allowed), vars(schema.cls)["__dict__"].__set__
+
+
+_VIEWS: dict[str, tuple[type[Message], int, Any]] = {
+    name: _viewing(schema) for name, schema in SCHEMAS.items() if schema.viewed}
+
+
+def view_of(type_name: str, payload: dict[str, Any]) -> Message:
+    """The typed event of a current-version payload, equal to ``from_payload``'s.
+
+    A payload with as many keys as its event has fields (what every writer stores:
+    ``to_payload``; the codec has checked that its keys are fields) becomes the event's attribute
+    dict, shared, not copied, with no ``__init__``; any other (an optional field left out, a
+    command) is built by ``from_payload``, which fills defaults or refuses."""
+    found = _VIEWS.get(type_name)
+    if found is None or len(payload) != found[1] or type(payload) is not dict:
+        return from_payload(type_name, payload)
+    cls, _, set_attributes = found
+    event = _new_message(cls)
+    set_attributes(event, payload)  # not setattr: the frozen dataclass refuses every attribute
+    return event

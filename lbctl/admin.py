@@ -307,7 +307,8 @@ async def _leader(cluster: Cluster, args: argparse.Namespace) -> int:
 
 async def _lookup(cluster: Cluster, args: argparse.Namespace) -> int:
     owner = await cluster.lookup(args.topic, timeout_s=args.timeout)
-    url = str(cluster.view.brokers.get(owner, {}).get("url", ""))
+    registered = cluster.view.brokers.get(owner)
+    url = registered.url if registered is not None else ""
     bundle = cluster.ownership().bundle_of_topic(args.topic)
     degraded = cluster.ownership().degraded_reason(bundle.rsplit("/", 1)[0])
     if degraded is not None:

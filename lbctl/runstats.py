@@ -17,14 +17,24 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from balancer.load import max_usage
+from events.catalog import (
+    BrokerLeft,
+    BundleAssigned,
+    LeaderElected,
+    LoadReported,
+    SplitRequested,
+    TransferPrepared,
+    UnloadRequested,
+)
+from events.envelope import Envelope
 from events.log.port import Record
 from events.report_parts import is_continuation
 from projections.load import report_from_payload
 
-MOVE_EVENTS = {"TransferPrepared": "transfer", "UnloadRequested": "unload", "SplitRequested": "split"}
+Moved = TransferPrepared | UnloadRequested | SplitRequested | BundleAssigned
+"""The events the view lists as moves (an assignment only when forced: a reassignment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,31 +89,36 @@ class RunStats:
 
     def _fold_one(self, record: Record) -> Move | None:
         env = record.envelope
-        kind, payload = env.type, env.payload
-        self.types[kind] += 1
-        if kind == "LoadReported" and not is_continuation(payload["broker_load"]):
-            report = report_from_payload(env.key, payload["broker_load"])
-            self.loads[env.key] = max_usage(report)
-            self.msg_rates[env.key] = report.msg_rate_in + report.msg_rate_out
-        elif kind == "BrokerLeft":
+        event = env.typed
+        self.types[env.type] += 1
+        if isinstance(event, LoadReported):
+            if not is_continuation(event.broker_load):
+                report = report_from_payload(env.key, event.broker_load)
+                self.loads[env.key] = max_usage(report)
+                self.msg_rates[env.key] = report.msg_rate_in + report.msg_rate_out
+        elif isinstance(event, BrokerLeft):
             self.loads.pop(env.key, None)
             self.msg_rates.pop(env.key, None)
-        elif kind == "LeaderElected" and int(payload["epoch"]) >= self.epoch:
-            self.epoch, self.leader_id = int(payload["epoch"]), str(payload["leader_id"])
-        elif kind in MOVE_EVENTS:
-            return self._move(env.ts_ms, MOVE_EVENTS[kind], payload, env.epoch)
-        elif kind == "BundleAssigned":
-            if payload.get("force"):
-                return self._move(env.ts_ms, "reassign", payload, env.epoch)
-            if payload.get("reason") == "lookup":
+        elif isinstance(event, LeaderElected):
+            if event.epoch >= self.epoch:
+                self.epoch, self.leader_id = event.epoch, event.leader_id
+        elif isinstance(event, TransferPrepared):
+            return self._move(env, "transfer", event, event.dst)
+        elif isinstance(event, UnloadRequested):
+            return self._move(env, "unload", event, None)
+        elif isinstance(event, SplitRequested):
+            return self._move(env, "split", event, None)
+        elif isinstance(event, BundleAssigned):
+            if event.force:
+                return self._move(env, "reassign", event, event.dst)
+            if event.reason == "lookup":
                 self.placements += 1
         return None
 
-    def _move(self, ts_ms: int, kind: str, payload: dict[str, Any], epoch: int) -> Move:
-        reason = str(payload.get("reason") or "-")
+    def _move(self, env: Envelope, kind: str, event: Moved, dst: str | None) -> Move:
+        reason = event.reason or "-"
         self.by_reason[(kind, reason)] += 1
-        return Move(ts_ms, kind, str(payload["bundle"]), payload.get("src"), payload.get("dst"),
-                    reason, epoch)
+        return Move(env.ts_ms, kind, event.bundle, event.src, dst, reason, env.epoch)
 
     # -- balance -----------------------------------------------------------------------------
     def balance(self) -> Balance | None:

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.catalog import TransferPrepared, UnloadRequested
 from events.log.port import Record
 from events.times import iso
 
-MOVE_EVENTS = ("UnloadRequested", "TransferPrepared")
+MOVE_EVENTS = (UnloadRequested, TransferPrepared)
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,13 @@ def moves_of(bundle: str, records: Iterable[Record]) -> list[MoveRecord]:
     found: list[MoveRecord] = []
     for record in sorted(records, key=lambda r: (r.envelope.ts_ms, r.partition, r.offset)):
         env = record.envelope
-        if env.type not in MOVE_EVENTS or env.payload.get("bundle") != bundle:
+        event = env.typed
+        if not isinstance(event, MOVE_EVENTS) or event.bundle != bundle:
             continue
-        decision = env.payload.get("decision") or {}
-        dst = env.payload.get("dst") or decision.get("destination")
+        decision = event.decision or {}
+        dst = (event.dst if isinstance(event, TransferPrepared) else None) or decision.get("destination")
         move = MoveRecord(record.partition, record.offset, env.ts_ms, env.type, env.epoch,
-                          env.payload.get("src"), dst, str(env.payload.get("reason", "")), decision)
+                          event.src, dst, str(event.reason), decision)
         previous = found[-1] if found else None
         # UnloadRequested then TransferPrepared for one decision: the same move, told twice.
         if previous is not None and previous.decision == move.decision and move.decision \

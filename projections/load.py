@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.config import LoadBalancerConfig
-from balancer.errors import LoadBalancerError
+from balancer.errors import DecodeError, LoadBalancerError
 from balancer.load import (
     LONG_TERM_SAMPLES,
     SHORT_TERM_SAMPLES,
@@ -27,10 +27,13 @@ from balancer.load import (
     RateAverages,
     ResourceUsage,
 )
+from events.catalog import BrokerLeft, BrokerRegistered, LoadReported
 from events.report_parts import is_continuation
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
-LOAD_TYPES = frozenset({"LoadReported", "BrokerRegistered", "BrokerLeft"})
+LOAD_TYPES = frozenset(cls.TYPE for cls in (LoadReported, BrokerRegistered, BrokerLeft))
+"""The type names of the load view's events: one set lookup skips every other record untyped."""
+BrokerEvent = LoadReported | BrokerRegistered | BrokerLeft
 _RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 _RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 
@@ -104,12 +107,18 @@ class LoadProjection:
     def apply(self, offset: int, envelope: EnvelopeLike) -> bool:
         if envelope.type not in LOAD_TYPES or not self.tracker.admit(offset, envelope):
             return False
-        if envelope.payload.get("broker_id") != envelope.key:  # only a broker's key speaks for it
+        try:
+            event = envelope.typed
+        except DecodeError as exc:
+            self.tracker.record(offset, envelope, "bad_event", f"{type(exc).__name__}: {exc}")
+            return False
+        assert isinstance(event, BrokerEvent)
+        if event.broker_id != envelope.key:  # only a broker's key speaks for it
             self.tracker.record(offset, envelope, "unauthorized",
-                                f"{envelope.type} of {envelope.payload.get('broker_id')!r} under key {envelope.key!r}")
+                                f"{envelope.type} of {event.broker_id!r} under key {envelope.key!r}")
             return False
         try:
-            self._apply(envelope.type, envelope.payload, envelope.ts_ms)
+            self._apply(event, envelope.ts_ms)
         except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:
             self.tracker.record(offset, envelope, "bad_event", f"{type(exc).__name__}: {exc}")
             return False
@@ -119,28 +128,28 @@ class LoadProjection:
     def anomalies(self) -> list[Anomaly]:
         return self.tracker.anomalies
 
-    def _apply(self, kind: str, payload: Mapping[str, Any], ts_ms: int) -> None:
-        broker_id = str(payload["broker_id"])
-        if kind == "BrokerLeft":
+    def _apply(self, event: BrokerEvent, ts_ms: int) -> None:
+        broker_id = str(event.broker_id)
+        if isinstance(event, BrokerLeft):
             self.brokers.pop(broker_id, None)
             return
         info = self.brokers.get(broker_id) or BrokerInfo(broker_id)
         self.brokers[broker_id] = info
         info.last_seen_ms = max(info.last_seen_ms, ts_ms)
-        if kind == "BrokerRegistered":
-            info.url = str(payload.get("url", ""))
-            info.failure_domain = payload.get("failure_domain")
-            info.version = str(payload.get("version", ""))
+        if isinstance(event, BrokerRegistered):
+            info.url = str(event.url)
+            info.failure_domain = event.failure_domain
+            info.version = str(event.version)
             return
-        self._report(info, payload, ts_ms)
+        self._report(info, event, ts_ms)
 
-    def _report(self, info: BrokerInfo, payload: Mapping[str, Any], ts_ms: int) -> None:
-        if not is_continuation(payload["broker_load"]):  # a later part carries bundles only
-            report = report_from_payload(info.broker_id, payload["broker_load"], info.failure_domain)
+    def _report(self, info: BrokerInfo, event: LoadReported, ts_ms: int) -> None:
+        if not is_continuation(event.broker_load):  # a later part carries bundles only
+            report = report_from_payload(info.broker_id, event.broker_load, info.failure_domain)
             if info.load is None:
                 info.load = BrokerLoadData(report)
             info.load.apply_report(report, ts_ms, self.config)
-        for raw in payload.get("bundles") or ():
+        for raw in event.bundles or ():
             stats = stats_from_payload(raw)
             data = self.bundles.get(stats.bundle)
             if data is None:

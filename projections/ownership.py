@@ -14,17 +14,19 @@ Invariants:
   ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
   either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
-- the view is a pure function of the events applied, so a snapshot + tail equals a full replay.
+- the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
+- it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
+  ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from balancer.bundles import HashRange, NamespaceBundles, topic_hash
-from balancer.errors import InvalidBundle, LoadBalancerError
+from balancer.errors import DecodeError, InvalidBundle, LoadBalancerError
 from balancer.ownership import (
     _NO_CHILDREN,
     NEXT_VERSION_RULES,
@@ -39,8 +41,29 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
-from events.catalog import CLUSTER_KEY, LEADER_KEY
+from events.catalog import (
+    CLUSTER_KEY,
+    LEADER_KEY,
+    SCHEMAS,
+    BrokerLeft,
+    BrokerRegistered,
+    BundleAssigned,
+    BundleOwned,
+    BundleReleased,
+    FailureDomainSet,
+    LeaderElected,
+    LoadReported,
+    Message,
+    NamespaceCreated,
+    NamespacePolicySet,
+    SplitCompleted,
+    SplitRequested,
+    TransferPrepared,
+    UnloadRequested,
+)
+from events.codec import reason_of
 from events.envelope import Envelope
+from projections.ownership_index import BundleEvent
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
 # Records are tuples underneath: a fold builds them with tuple.__new__, skipping validation of
@@ -101,7 +124,7 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, kind, _, key, seq, epoch, _, _, _, _, cluster = envelope  # one unpack, not 5 reads
+        _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster = envelope  # one unpack, not 6 reads
         if cluster != self.cluster_id and cluster is not None:
             if self.cluster_id is not None:
                 return self._unauthorized(offset, envelope, f"a record of cluster {cluster!r} in "
@@ -125,19 +148,19 @@ class OwnershipProjection:
             position[0] = seq
         elif not tracker.admit(offset, envelope):
             return False
-        if kind == "LeaderElected":
-            return self._elected(offset, envelope)
-        return self._admitted(offset, envelope)
-
-    def _admitted(self, offset: int, envelope: Envelope) -> bool:
-        _, kind, _, key, _, _, ts_ms, _, _, payload, _ = envelope
-        tracker = self.tracker
-        simple = _SIMPLE.get(kind)
-        if simple is None:
-            return self._apply_other(offset, envelope)
         try:
-            state, dst_field, force_field = simple
-            bundle = payload["bundle"]
+            event = envelope.typed
+        except DecodeError as exc:
+            if reason_of(exc) == "unknown_type":
+                return False  # not of the catalog: it took its seq all the same (_apply_other)
+            return self._bad_event(offset, envelope, exc)
+        step = _TRANSITIONS.get(type(event))
+        if step is None:
+            return self._apply_other(offset, envelope, event)
+        moving: BundleEvent = event  # type: ignore[assignment]  # _TRANSITIONS keys are BundleEvents
+        state, dst_field = step
+        try:
+            bundle = moving.bundle
             if bundle.rpartition("/")[0] != key:
                 return self._unauthorized(offset, envelope, f"{bundle} is not of namespace key {key!r}")
             current = self.records.get(bundle)
@@ -149,11 +172,12 @@ class OwnershipProjection:
                 version, rule = current[6] + 1, self._rules[current[0]].get(state)
             else:
                 version, rule = next_version(current[6]), self._rules[current[0]].get(state)
-            dst = (payload[dst_field] if dst_field else None) or None
-            src = payload.get("src") or None
-            force = bool(payload.get(force_field)) if force_field else False
+            # Blank names mean "no broker" (as OwnershipRecord normalises them).
+            dst = (getattr(moving, dst_field) if dst_field else None) or None
+            src = moving.src or None
+            force = isinstance(moving, BundleAssigned) and bool(moving.force)
             incoming = _new_record(OwnershipRecord, (state, dst, src, _NO_CHILDREN, force, ts_ms, version))
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         # "The same brokers" (half the transitions of any log) is checked here, not called.
         if (force or rule is True
@@ -162,24 +186,26 @@ class OwnershipProjection:
             self.records[bundle] = incoming
             self.applied += 1
             return True
-        tracker.record(offset, envelope, "invalid_transition",
-                       f"{bundle}: {judge(current, incoming, self.mode).rule}")
+        self.tracker.record(offset, envelope, "invalid_transition",
+                            f"{bundle}: {judge(current, incoming, self.mode).rule}")
         return False
 
-    def _apply_other(self, offset: int, envelope: EnvelopeLike) -> bool:
-        handler = _HANDLERS.get(envelope.type)
+    def _apply_other(self, offset: int, envelope: Envelope, event: Message) -> bool:
+        if isinstance(event, LeaderElected):
+            return self._elected(offset, envelope)
+        handler = _HANDLERS.get(type(event))
         if handler is None:
             # Other events of the key (CommandRejected, ...) took their seq all the same, or
             # the next folded event would look like a gap.
             return False
         try:
-            owner_key = _KEY_OF[envelope.type](envelope.payload)
-        except (KeyError, TypeError, AttributeError) as exc:
+            owner_key = _owner_key(event)
+        except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         if owner_key != envelope.key:
             return self._unauthorized(offset, envelope, f"belongs under key {owner_key!r}")
         try:
-            problem = handler(self, envelope.payload, envelope.ts_ms)
+            problem = handler(self, event, envelope.ts_ms)
         except (LoadBalancerError, KeyError, TypeError, ValueError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
         if problem is not None:
@@ -335,7 +361,7 @@ class OwnershipProjection:
                 and _layouts(self) == _layouts(other))
 
 
-_BROKER_EVENTS = frozenset({"BrokerRegistered", "BrokerLeft", "LoadReported"})
+_BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
 
 
 def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = None) -> bool:
@@ -345,19 +371,22 @@ def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = N
     their namespace, and, once the log has an election, no epoch above the newest one."""
     if envelope.cluster_id is not None and envelope.cluster_id != cluster_id:
         return False
-    kind, key, payload = envelope.type, envelope.key, envelope.payload
-    if kind == "LeaderElected":
+    key = envelope.key
+    try:
+        event = envelope.typed
+    except DecodeError:
+        return False  # nothing folds what it cannot read (the view named it an anomaly)
+    if isinstance(event, LeaderElected):
         return key == LEADER_KEY
     if elected is not None and envelope.epoch > elected:
         return False
-    if kind in _BROKER_EVENTS:
-        return bool(payload.get("broker_id") == key)
-    if kind in _SIMPLE:
-        return str(payload.get("bundle", "")).rpartition("/")[0] == key
-    owner = _KEY_OF.get(kind)
+    if isinstance(event, _BROKER_EVENTS):
+        return event.broker_id == key
     try:
-        return owner is None or owner(payload) == key
-    except (KeyError, TypeError, AttributeError):
+        if type(event) in _TRANSITIONS:
+            return str(cast(BundleEvent, event).bundle).rpartition("/")[0] == key
+        return type(event) not in _HANDLERS or _owner_key(event) == key
+    except (TypeError, AttributeError):
         return False
 
 
@@ -394,76 +423,77 @@ def _record_from_list(raw: list[Any]) -> OwnershipRecord:
 
 # -- event handlers: each returns None when applied, else why it was rejected ----------------
 
-Handler = Callable[[OwnershipProjection, Mapping[str, Any], int], "str | None"]
+Handler = Callable[[OwnershipProjection, Any, int], "str | None"]
 
 
-def _namespace_created(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    name = e["namespace"]
-    if name in p.namespaces:
-        return f"namespace {name} already exists"
-    layout = NamespaceBundles.from_boundaries(name, e["boundaries"])
-    p.namespaces[name] = NamespaceInfo(layout, e.get("anti_affinity_group"), e.get("isolation"))
+def _namespace_created(p: OwnershipProjection, e: NamespaceCreated, ts: int) -> str | None:
+    if e.namespace in p.namespaces:
+        return f"namespace {e.namespace} already exists"
+    layout = NamespaceBundles.from_boundaries(e.namespace, e.boundaries)
+    p.namespaces[e.namespace] = NamespaceInfo(layout, e.anti_affinity_group, e.isolation)
     return None
 
 
-def _policy_set(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    info = p.namespaces.get(e["namespace"])
+def _policy_set(p: OwnershipProjection, e: NamespacePolicySet, ts: int) -> str | None:
+    info = p.namespaces.get(e.namespace)
     if info is None:
-        return f"namespace {e['namespace']} does not exist"
-    info.anti_affinity_group = e.get("anti_affinity_group")
-    info.isolation = e.get("isolation")
+        return f"namespace {e.namespace} does not exist"
+    info.anti_affinity_group = e.anti_affinity_group
+    info.isolation = e.isolation
     return None
 
 
-def _domain_set(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    domain = e["domain"]
+def _domain_set(p: OwnershipProjection, e: FailureDomainSet, ts: int) -> str | None:
     for broker, known in list(p.failure_domains.items()):
-        if known == domain:
+        if known == e.domain:
             del p.failure_domains[broker]
-    for broker in e["brokers"]:
-        p.failure_domains[broker] = domain
+    for broker in e.brokers:
+        p.failure_domains[broker] = e.domain
     return None
 
 
-def _split_completed(p: OwnershipProjection, e: Mapping[str, Any], ts: int) -> str | None:
-    parent = e["parent"]
-    namespace, _, range_name = parent.rpartition("/")
+def _split_completed(p: OwnershipProjection, e: SplitCompleted, ts: int) -> str | None:
+    namespace, _, range_name = e.parent.rpartition("/")
     info = p.namespaces.get(namespace)
     if info is None:
         return f"namespace {namespace} does not exist"
-    problem = p._transition(parent, BundleState.DELETED, ts, None, e["owner"])
+    problem = p._transition(e.parent, BundleState.DELETED, ts, None, e.owner)
     if problem is not None:
         return problem
-    info.layout = info.layout.split(HashRange.parse(range_name), e["boundaries"])
-    for child in e["children"]:
+    info.layout = info.layout.split(HashRange.parse(range_name), e.boundaries)
+    for child in e.children:
         # Children start Owned by the parent's owner at version 1 (behaviour §6.2, split).
-        p.records[child] = OwnershipRecord.trusted(BundleState.OWNED, e["owner"], None, ts, 1)
+        p.records[child] = OwnershipRecord.trusted(BundleState.OWNED, e.owner, None, ts, 1)
     return None
 
 
-_HANDLERS: dict[str, Handler] = {
-    "NamespaceCreated": _namespace_created,
-    "NamespacePolicySet": _policy_set,
-    "FailureDomainSet": _domain_set,
-    "SplitCompleted": _split_completed,
+_HANDLERS: dict[type[Message], Handler] = {
+    NamespaceCreated: _namespace_created,
+    NamespacePolicySet: _policy_set,
+    FailureDomainSet: _domain_set,
+    SplitCompleted: _split_completed,
 }
 
-_KEY_OF: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    # the only key each event may be written under (ARCHITECTURE §2)
-    "NamespaceCreated": lambda e: e["namespace"],
-    "NamespacePolicySet": lambda e: e["namespace"],
-    "FailureDomainSet": lambda e: CLUSTER_KEY,
-    "SplitCompleted": lambda e: e["parent"].rpartition("/")[0],
-}
 
-_SIMPLE: dict[str, tuple[BundleState, str | None, str | None]] = {
-    # event -> (state it moves the bundle to, payload field naming dst, payload field for force);
-    # src is always the payload's ``src`` (None when absent).
-    "BundleAssigned": (BundleState.ASSIGNING, "dst", "force"),
-    "BundleOwned": (BundleState.OWNED, "owner", None),
-    "UnloadRequested": (BundleState.RELEASING, None, None),
-    "TransferPrepared": (BundleState.RELEASING, "dst", None),
-    "BundleReleased": (BundleState.FREE, None, None),
-    "SplitRequested": (BundleState.SPLITTING, None, None),
+def _owner_key(event: Message) -> str:
+    """The only key a handled event may be written under (ARCHITECTURE §2)."""
+    if isinstance(event, SplitCompleted):
+        return event.parent.rpartition("/")[0]
+    if isinstance(event, FailureDomainSet):
+        return CLUSTER_KEY
+    assert isinstance(event, NamespaceCreated | NamespacePolicySet)
+    return event.namespace
+
+
+_TRANSITIONS: dict[type[Message], tuple[BundleState, str | None]] = {
+    # event -> (the state it moves its bundle to, the field naming dst); src is always ``src``,
+    # force only BundleAssigned's.
+    BundleAssigned: (BundleState.ASSIGNING, "dst"),
+    BundleOwned: (BundleState.OWNED, "owner"),
+    UnloadRequested: (BundleState.RELEASING, None),
+    TransferPrepared: (BundleState.RELEASING, "dst"),
+    BundleReleased: (BundleState.FREE, None),
+    SplitRequested: (BundleState.SPLITTING, None),
 }
 """The events that are one ownership transition each (behaviour §6.2, ARCHITECTURE §3)."""
+assert all(dst is None or dst in SCHEMAS[cls.TYPE].allowed for cls, (_, dst) in _TRANSITIONS.items())

@@ -16,20 +16,38 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import cast
 
 from balancer.ownership import BundleState, OwnershipRecord
+from events.catalog import (
+    BundleAssigned,
+    BundleOwned,
+    BundleReleased,
+    Message,
+    SplitCompleted,
+    SplitRequested,
+    TransferPrepared,
+    UnloadRequested,
+)
 
 _EMPTY: frozenset[str] = frozenset()
 _SETTLED = frozenset({BundleState.OWNED, BundleState.DELETED})
 
 
-def touched(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:
+BundleEvent = BundleAssigned | BundleOwned | UnloadRequested | TransferPrepared | BundleReleased | SplitRequested
+"""An event about one bundle's ownership record (its ``bundle``): one transition of it."""
+BUNDLE_EVENTS: frozenset[type[Message]] = frozenset(
+    (BundleAssigned, BundleOwned, UnloadRequested, TransferPrepared, BundleReleased, SplitRequested))
+"""The classes of ``BundleEvent``: ``type(event) in BUNDLE_EVENTS`` is one set lookup."""
+
+
+def touched(event: Message) -> tuple[str, ...]:
     """The bundles whose record an event may change (before or after folding it)."""
-    if kind == "SplitCompleted":
-        return (str(payload.get("parent")), *(str(c) for c in payload.get("children") or ()))
-    bundle = payload.get("bundle") if isinstance(payload, Mapping) else None
-    return () if bundle is None else (str(bundle),)
+    if isinstance(event, SplitCompleted):
+        return (str(event.parent), *(str(c) for c in event.children or ()))
+    if type(event) in BUNDLE_EVENTS:
+        return (str(cast(BundleEvent, event).bundle),)
+    return ()
 
 
 class OwnershipIndex:

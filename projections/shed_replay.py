@@ -34,26 +34,34 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, ShedResult
 from balancer.ownership import AcceptMode
 from balancer.shedding.run import SheddingMemory, SheddingRun
+from events.catalog import (
+    BrokerLeft,
+    BrokerRegistered,
+    LeaderElected,
+    SheddingSkipped,
+    TransferPrepared,
+    UnloadRequested,
+)
 from events.envelope import Envelope
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 from projections.views import cluster_view
 
-MOVE_EVENTS = ("UnloadRequested", "TransferPrepared")
+MOVE_EVENTS = (UnloadRequested, TransferPrepared)
 DRAIN_REASON = "shutdown"
 
 
 def remember_shed(memory: SheddingMemory, strategy: str, extensible: bool,
-                  payload: Mapping[str, Any], ts_ms: int) -> bool:
+                  event: UnloadRequested | TransferPrepared, ts_ms: int) -> bool:
     """Fold one decision event into the grace-period memory (the leader's rule): only moves of
     ``strategy`` count (admin unloads and drains have no grace period). True if it counted."""
-    decision = payload.get("decision")
+    decision = event.decision
     if not isinstance(decision, dict) or decision.get("strategy") != strategy:
         return False
-    bundle = str(payload["bundle"])
+    bundle = str(event.bundle)
     memory.recently_unloaded[bundle] = max(ts_ms, memory.recently_unloaded.get(bundle, ts_ms))
     if extensible:
-        memory.recently_unloaded_brokers[str(payload["src"])] = ts_ms
+        memory.recently_unloaded_brokers[str(event.src)] = ts_ms
     return True
 
 
@@ -86,12 +94,13 @@ def folded_positions(value: Any) -> dict[int, int] | None:
     return {int(partition): int(offset) for partition, offset in value.items()}
 
 
-def run_time(envelope: Any) -> int:
+def run_time(envelope: Envelope) -> int:
     """When the leader ran the shedding that caused this decision event."""
-    decision = envelope.payload.get("decision")
+    event = envelope.typed
+    decision = event.decision if isinstance(event, MOVE_EVENTS) else None
     if isinstance(decision, dict) and isinstance(decision.get("run_ms"), int):
         return int(decision["run_ms"])
-    tail = str(getattr(envelope, "causation_id", None) or "").rsplit(":", 1)[-1]
+    tail = str(envelope.causation_id or "").rsplit(":", 1)[-1]
     return int(tail) if tail.isdigit() else int(envelope.ts_ms)
 
 
@@ -114,21 +123,21 @@ def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> Recor
     runs: dict[int, RecordedRun] = {}
     unmodelled: dict[str, int] = {}
     for offset, envelope in items:
-        payload = envelope.payload
-        if envelope.type == "SheddingSkipped" and payload.get("strategy") == strategy:
+        event = envelope.typed
+        if isinstance(event, SheddingSkipped) and event.strategy == strategy:
             run = runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms))
-            run.skip, run.folded = str(payload["reason"]), folded_positions(payload.get("folded"))
-        elif envelope.type in MOVE_EVENTS:
-            decision = payload.get("decision")
+            run.skip, run.folded = str(event.reason), folded_positions(event.folded)
+        elif isinstance(event, MOVE_EVENTS):
+            decision = event.decision
             if not isinstance(decision, dict) or decision.get("strategy") != strategy:
-                reason = str(payload.get("reason") or "")
+                reason = str(event.reason or "")
                 unmodelled[reason] = unmodelled.get(reason, 0) + 1
                 continue
             now = run_time(envelope)
             run = runs.setdefault(now, RecordedRun(now))
             run.folded = folded_positions(decision.get("folded"))
-            run.moves.append(RecordedMove(str(payload["bundle"]), str(payload["src"]),
-                                          _strategy_destination(decision), str(payload.get("reason") or ""),
+            run.moves.append(RecordedMove(str(event.bundle), str(event.src),
+                                          _strategy_destination(decision), str(event.reason or ""),
                                           offset))
     return RecordedRuns([runs[t] for t in sorted(runs)], unmodelled)
 
@@ -143,28 +152,28 @@ class LeaderReplay:
         self.config = config
         self.ownership = OwnershipProjection(mode=AcceptMode.from_config(config))
         self.load = LoadProjection(config)
-        self.registry: dict[str, Mapping[str, Any]] = {}
+        self.registry: dict[str, BrokerRegistered] = {}
         self.draining: set[str] = set()
         self.memory = SheddingMemory()
         self.run = SheddingRun(config)
 
     def fold(self, offset: int, envelope: Envelope) -> None:
-        kind, payload = envelope.type, envelope.payload
         self.ownership.apply(offset, envelope)
         self.load.apply(offset, envelope)
-        if kind == "BrokerRegistered":
-            self.registry[str(payload["broker_id"])] = payload
-        elif kind == "BrokerLeft":
-            self.registry.pop(str(payload["broker_id"]), None)
-            self.draining.discard(str(payload["broker_id"]))
-        elif kind == "LeaderElected":
+        event = envelope.typed
+        if isinstance(event, BrokerRegistered):
+            self.registry[str(event.broker_id)] = event
+        elif isinstance(event, BrokerLeft):
+            self.registry.pop(str(event.broker_id), None)
+            self.draining.discard(str(event.broker_id))
+        elif isinstance(event, LeaderElected):
             self._new_term()
-        elif kind in MOVE_EVENTS:
+        elif isinstance(event, MOVE_EVENTS):
             strategy = self.run.strategy
             for memory in (self.memory, self.run.memory):
-                remember_shed(memory, strategy.name, strategy.extensible, payload, envelope.ts_ms)
-            if payload.get("reason") == DRAIN_REASON and payload.get("src") is not None:
-                self.draining.add(str(payload["src"]))
+                remember_shed(memory, strategy.name, strategy.extensible, event, envelope.ts_ms)
+            if event.reason == DRAIN_REASON and event.src is not None:
+                self.draining.add(str(event.src))
 
     def _new_term(self) -> None:
         """A new leader body: a fresh strategy; its memory is what the log tells."""

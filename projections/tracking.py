@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from events.catalog import Message
+
 
 class EnvelopeLike(Protocol):
     """What a projection needs of an envelope (events.envelope.Envelope satisfies it)."""
@@ -28,7 +30,8 @@ class EnvelopeLike(Protocol):
     @property
     def ts_ms(self) -> int: ...
     @property
-    def payload(self) -> Mapping[str, Any]: ...
+    def typed(self) -> Message:
+        """The typed event (``DecodeError`` if the type is unknown or the payload does not fit)."""
 
 
 @dataclass(frozen=True, slots=True)

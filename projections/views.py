@@ -21,6 +21,7 @@ from balancer.ownership import BundleState
 from balancer.placement.base import default_bundle_data
 from balancer.placement.index import BundleIndex
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy
+from events.catalog import BrokerRegistered
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 
@@ -40,9 +41,9 @@ def namespace_policies(ownership: OwnershipProjection) -> dict[str, NamespacePol
 
 
 def failure_domains(ownership: OwnershipProjection,
-                    registry: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+                    registry: Mapping[str, BrokerRegistered]) -> dict[str, str]:
     """Broker -> domain: from registration, overridden by FailureDomainSet (the admin's word)."""
-    domains = {b: str(p["failure_domain"]) for b, p in sorted(registry.items()) if p.get("failure_domain")}
+    domains = {b: str(e.failure_domain) for b, e in sorted(registry.items()) if e.failure_domain}
     domains.update(ownership.failure_domains)
     return domains
 
@@ -95,7 +96,7 @@ def placing_index(ownership: OwnershipProjection, load: LoadProjection) -> Bundl
 
 
 def cluster_view(now_ms: int, config: LoadBalancerConfig, *, ownership: OwnershipProjection,
-                 load: LoadProjection, registry: Mapping[str, Mapping[str, Any]],
+                 load: LoadProjection, registry: Mapping[str, BrokerRegistered],
                  exclude: Iterable[str] = (), placing: bool = False,
                  index: BundleIndex | None = None) -> ClusterView:
     """The view one shedding run (``placing=False``) or one placement (``True``) looks at.

@@ -47,7 +47,7 @@ def brokers_document(cluster: Cluster) -> dict[str, Any]:
     for broker, info in sorted(cluster.view.brokers.items()):
         load = cluster.load_report(broker)["broker_load"]
         usage = max_usage(report_from_payload(broker, load)) if load is not None else None
-        rows.append({"broker": broker, "url": info.get("url"), "failureDomain": info.get("failure_domain"),
+        rows.append({"broker": broker, "url": info.url, "failureDomain": info.failure_domain,
                      "bundles": sum(1 for o in owners.values() if o == broker),
                      "maxResourceUsage": usage})
     return {"brokers": rows, "leader": leader_id, "epoch": epoch}

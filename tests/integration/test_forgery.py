@@ -104,7 +104,7 @@ async def test_a_forged_broker_registration_does_not_redirect_lookups(tmp_path: 
                                       LoadReported(broker_id="broker-1", broker_load={})])
     await log.close()
     _, follower, load = await _fold(tmp_path / "log")
-    assert follower.brokers["broker-1"]["url"] == "pulsar://good:6650"
+    assert follower.brokers["broker-1"].url == "pulsar://good:6650"
     assert load.brokers["broker-1"].url == "pulsar://good:6650"
     assert {a.offset for a in load.anomalies if a.kind == "unauthorized"} == {forged, forged + 1}
 

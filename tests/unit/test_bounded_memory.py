@@ -10,7 +10,7 @@ from __future__ import annotations
 from actors.effects import Outcomes
 from actors.runtime.inproc import build_cluster, wait_ready
 from actors.settings import ActorSettings
-from events.catalog import CreateNamespace, UnloadBundle
+from events.catalog import BundleReleased, CreateNamespace, UnloadBundle
 from events.envelope import Envelope
 from projections.tracking import SequenceTracker
 
@@ -37,7 +37,7 @@ def test_outcomes_stay_within_their_bound_over_a_long_run() -> None:
 def test_the_newest_outcomes_are_kept_in_log_order() -> None:
     outcomes = Outcomes(kept=3)
     for i in range(10):
-        outcomes.fold("BundleReleased", {"bundle": "b"}, f"c{i}")
+        outcomes.fold(BundleReleased(bundle="b", src="b1"), f"c{i}")
     assert len(outcomes) == 3
     assert outcomes._by_id.keys() == {"c7", "c8", "c9"}
 

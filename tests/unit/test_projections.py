@@ -111,6 +111,11 @@ _EVENTS = {  # event -> (state, payload field naming dst or None, carries force)
     "BundleReleased": (BundleState.FREE, None, False),
     "SplitRequested": (BundleState.SPLITTING, None, False),
 }
+_REQUIRED = {  # the other fields these events require (the fold reads typed events)
+    "UnloadRequested": {"reason": "admin"},
+    "TransferPrepared": {"reason": "admin"},
+    "SplitRequested": {"algorithm": "range_equally_divide"},
+}
 _BROKERS = st.sampled_from([None, "", "b1", "b2"])
 _BUNDLE = "t/n/0x00000000_0xffffffff"
 
@@ -131,7 +136,7 @@ def test_the_folds_table_decides_as_accept_does(held: tuple | None, kind: str, d
         projection.records[_BUNDLE] = current
     state, dst_field, forced = _EVENTS[kind]
     payload = {"bundle": _BUNDLE, "src": src, **({dst_field: dst} if dst_field else {}),
-               **({"force": force} if forced else {})}
+               **({"force": force} if forced else {}), **_REQUIRED.get(kind, {})}
     offered = OwnershipRecord.trusted(state, (dst if dst_field else None) or None, src or None, 9,
                                       1 if current is None else next_version(current.version),
                                       force=force and forced)
