@@ -49,7 +49,7 @@ class InProcLink:
         self.cluster_id = cluster_id
         self.config, self.settings = host.config, host.settings
         self.view = ClientView(host.config, host.log)  # fed from the host's records, never started
-        self._fed = 0
+        self._fed = self._fed_dead = 0
         self._lock_fd = lock_fd
         self._feed()
 
@@ -90,6 +90,10 @@ class InProcLink:
 
     # -- the link --------------------------------------------------------------------------
     def _feed(self) -> None:
+        # The host read the log for the view: what it could not read is named there too.
+        for letter in self.host.dead_letters[self._fed_dead:]:
+            self.view.note_dead_letter(letter)
+        self._fed_dead = len(self.host.dead_letters)
         fresh = self.host.records[self._fed:]
         if fresh:
             self._fed = len(self.host.records)

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -54,18 +55,26 @@ class Served:
 
     def transfer(self, avoid: set[str] | None = None) -> tuple[str, str, str]:
         """Transfer an owned bundle to another broker through the admin REST API (Pulsar's
-        ``PUT .../{bundle}/unload?destinationBroker=``); (bundle id, from, to)."""
-        state = json.loads(_get(f"{self.url}/bb/v1/dashboard/state") or "{}")
-        owned = next(b for b in state["namespaces"][0]["bundles"]
-                     if b["state"] == "Owned" and b["bundle"] not in (avoid or set()))
-        dst = next(b for b in BROKERS if b != owned["owner"])
-        bundle_range = owned["bundle"].rsplit("/", 1)[1]
-        request = urllib.request.Request(
-            f"{self.url}/admin/v2/namespaces/{NS}/{bundle_range}/unload?destinationBroker={dst}",
-            method="PUT")
-        with urllib.request.urlopen(request, timeout=60) as response:
-            assert response.status == 204
-        return owned["bundle"], owned["owner"], dst
+        ``PUT .../{bundle}/unload?destinationBroker=``); (bundle id, from, to). The cluster sheds
+        load meanwhile: a bundle that moved between the look and the unload (409) is looked at again."""
+        for attempt in range(5):
+            state = json.loads(_get(f"{self.url}/bb/v1/dashboard/state") or "{}")
+            owned = next(b for b in state["namespaces"][0]["bundles"]
+                         if b["state"] == "Owned" and b["bundle"] not in (avoid or set()))
+            dst = next(b for b in BROKERS if b != owned["owner"])
+            bundle_range = owned["bundle"].rsplit("/", 1)[1]
+            request = urllib.request.Request(
+                f"{self.url}/admin/v2/namespaces/{NS}/{bundle_range}/unload?destinationBroker={dst}",
+                method="PUT")
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    assert response.status == 204
+                return owned["bundle"], owned["owner"], dst
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409 or attempt == 4:
+                    raise
+                time.sleep(1)
+        raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module", params=["inproc", pytest.param("ray", marks=pytest.mark.ray)])
