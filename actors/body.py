@@ -91,6 +91,35 @@ class Follower:
     def on_log_health(self, healthy: bool, now_ms: int) -> None:
         """The host's last append or read of the log succeeded (``healthy``) or failed."""
 
+    # -- snapshots (actors.snapshots) ------------------------------------------------------
+    SNAPSHOT_FIELDS: tuple[str, ...] = ("view", "by_broker", "epoch", "leader_id", "leader_seq",
+                                        "brokers", "_folded", "voided")
+    """The attributes ``recover`` rebuilds: a subclass adds its own folded ones, never soft
+    state (timers, pending sends, a role), which a restarted body must not know."""
+
+    def snapshot_identity(self) -> str:
+        """What a snapshot must have been written for: the class, name, config and settings
+        (a snapshot of another configuration folded other rules)."""
+        settings = getattr(self, "settings", None)
+        return f"{type(self).__module__}.{type(self).__qualname__}|{self.name}|{self.config!r}|{settings!r}"
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The folded state, to be pickled at once (the live objects go on changing)."""
+        return {name: getattr(self, name) for name in self.SNAPSHOT_FIELDS}
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Take a snapshot's folded state (a fresh body, before ``recover`` folds the tail)."""
+        missing = [name for name in self.SNAPSHOT_FIELDS if name not in state]
+        if missing:
+            raise ValueError(f"snapshot of {self.name} lacks {', '.join(missing)}")
+        for name in self.SNAPSHOT_FIELDS:
+            setattr(self, name, state[name])
+        self.view.__post_init__()  # its transition table is this process's own
+
+    def state_size(self) -> int:
+        """Bundles plus brokers held: what a snapshot's cost grows with."""
+        return len(self.view.records) + len(self.brokers)
+
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
         """Fold one record; False if it was folded before (a redelivery) or its writer was not

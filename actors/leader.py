@@ -52,7 +52,7 @@ from balancer.placement.avg import HasPlan
 from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
-from balancer.shedding.run import SheddingRun
+from balancer.shedding.run import SheddingMemory, SheddingRun
 from balancer.split import (
     SplitDecision,
     SplitHitCounts,
@@ -122,6 +122,9 @@ class LeaderBody(Follower):
         self._recovering = False
         """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
         self.outcomes = Outcomes(self.settings.outcomes_kept)
+        self.shed_folded = SheddingMemory()
+        """The shedding memory as the log's decision events make it (what a restarted leader
+        starts from); ``shedding.memory`` is that plus what its own runs added and purged."""
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
         self.folded_to: dict[int, int] = {}
@@ -129,6 +132,17 @@ class LeaderBody(Follower):
         what-if replays the run over exactly what this body had seen."""
         self._expiries: dict[str, tuple[int, int]] = {}
         """Broker -> (expiries tried, not again before): soft state, like the timers."""
+
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
+                       "folded_to")
+    """Not the live shedding memory (a run adds and purges), nor the placing index (rebuilt
+    by ``recover``), nor anything a tick or a command sets."""
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        super().restore_state(state)
+        self.load.config = self.config
+        self.shedding.memory = SheddingMemory(dict(self.shed_folded.recently_unloaded),
+                                              dict(self.shed_folded.recently_unloaded_brokers))
 
     @property
     def leads(self) -> bool:
@@ -195,6 +209,7 @@ class LeaderBody(Follower):
         # the same rule).
         strategy = self.shedding.strategy
         remember_shed(self.shedding.memory, strategy.name, strategy.extensible, payload, ts_ms)
+        remember_shed(self.shed_folded, strategy.name, strategy.extensible, payload, ts_ms)
 
     # -- commands --------------------------------------------------------------------------
     def on_command(self, command: Command, now_ms: int) -> Effects:

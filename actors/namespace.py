@@ -85,6 +85,8 @@ class NamespaceBody(Follower):
         """Bundle -> (topics, in+out throughput) of its latest report (LARGEST and HOT)."""
         self.split_requests: dict[str, Mapping[str, Any]] = {}
 
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "outcomes", "written", "loads", "split_requests")
+
     def owns(self, key: str) -> bool:
         return namespace_shard(key, self.shards) == self.shard
 

@@ -18,10 +18,15 @@ Invariants:
   (``after``; every send of a host carries its own), and the body folds at least that far before
   it answers, so a lookup sent right after its namespace was created, or an assignment to a broker
   that just registered, is judged on a view that holds them;
-- state is never carried over: a (re)started host builds a fresh body and recovers it from the
-  whole log; a log that keeps per-writer heads (Kafka) is told of every record folded, so a key
-  written by two processes (a broker's, also written by the leader when it expires the broker)
-  continues after the other writer's records;
+- state is never carried over in memory: a (re)started host builds a fresh body, restores the
+  newest usable snapshot of it from its ``snapshots`` store (``actors.snapshots``; one that
+  cannot be used is named in the log and the next older one tried) and recovers it from the
+  records after that snapshot's position, or from the whole log without one; the host writes a
+  snapshot whenever ``snapshot_policy`` says so, only with nothing left to fold, so a snapshot
+  is always a fold of exactly the records before its position; a log that keeps per-writer
+  heads (Kafka) is told of every record folded, so a key written by two processes (a broker's,
+  also written by the leader when it expires the broker) continues after the other writer's
+  records;
 - time is ``Clock.now_ms``: the wall clock, sped up by ``speed`` from ``origin_ms`` (every process
   of a cluster shares the origin, so they agree on the time and the envelopes carry it);
 - a failure inside a loop (a body bug, a log outage) is logged and the loop goes on; an append
@@ -41,12 +46,19 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol
 
-from actors.body import Body
+from actors.body import Body, Follower
 from actors.broker import BrokerBody
 from actors.effects import Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
+from actors.snapshots import (
+    DEFAULT_POLICY,
+    BodySnapshot,
+    DirectorySnapshots,
+    SnapshotPolicy,
+    SnapshotStore,
+)
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable, WriterFenced
@@ -63,6 +75,8 @@ Answer = tuple[object | None, LoadBalancerError | None]
 """A command's reply and its typed error (one of them is None)."""
 
 BodyKind = Literal["namespace", "leader", "broker", "clients"]
+SNAPSHOT_DIR = "snapshots"
+"""Under an embedded log's directory: the bodies' snapshots (``actors.snapshots``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +143,14 @@ class LogSpec:
                              replication_factor=self.replication_factor,
                              retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
                              security=self.security.for_role(role) if self.security else None)
+
+    def snapshots(self) -> DirectorySnapshots | None:
+        """Where the bodies of this log keep their snapshots: ``snapshots/`` of an embedded
+        log's directory. A Kafka log has none (a body's view outgrows a Kafka record): every
+        start folds the whole topic."""
+        if self.directory is None:
+            return None
+        return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
 
     def describe(self) -> str:
         if self.directory is not None:
@@ -261,16 +283,24 @@ class LiveHost:
     """Hosts one body: recover, follow, tick, answer commands, execute effects."""
 
     def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
-                 shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
+                 shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
+                 snapshots: SnapshotStore | None = None,
+                 snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,
+                 rebuild: Callable[[], Body] | None = None) -> None:
+        """``snapshots``: where this body's snapshots are kept (None: none, every start folds
+        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored."""
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
-        view = getattr(body, "view", None)
-        if view is not None and hasattr(view, "ordered"):
-            view.ordered = log.partitions == 1  # across partitions an election may be read late
+        self._set_ordered()
+        self.snapshots, self.snapshot_policy, self.rebuild = snapshots, snapshot_policy, rebuild
+        self._snapshot_at = 0
+        """Records folded when the last snapshot was written (or the body started)."""
+        self.started: tuple[int, int] = (0, 0)
+        """(records the start took from a snapshot, records it then folded from the log)."""
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
-                                       "behind": 0, "behind_read": 0}
+                                       "behind": 0, "behind_read": 0, "snapshots": 0}
         """``behind``: commands that waited to fold what their sender had seen; ``behind_read``:
         of those, the ones the subscription did not bring in time (the log was read)."""
         self._lock = asyncio.Lock()
@@ -286,13 +316,22 @@ class LiveHost:
         return self.body.name
 
     # -- life ------------------------------------------------------------------------------
+    def _set_ordered(self) -> None:
+        view = getattr(self.body, "view", None)
+        if view is not None and hasattr(view, "ordered"):
+            view.ordered = self.log.partitions == 1  # across partitions an election may be read late
+
     async def start(self) -> None:
-        """Open the log, rebuild the body from all of it, then follow it and tick."""
+        """Open the log, rebuild the body from its newest snapshot and the log after it (all of
+        the log without one), then follow it and tick."""
         await self.log.start()
+        restored = self._restore()
         history = await read_new(self.log, self.cursor)
         for record in history:
             self._note(record)
         self.body.recover(history)
+        self.started = (restored, len(history))
+        self.counts["records"] = self._snapshot_at = restored + len(history)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
 
@@ -420,6 +459,48 @@ class LiveHost:
             record = self._pending.popleft()
             self.counts["records"] += 1
             await self._apply(self.body.on_event(record, self.clock.now_ms()))
+        self._maybe_snapshot()
+
+    # -- snapshots (actors.snapshots) --------------------------------------------------------
+    def _restore(self) -> int:
+        """Restore the newest usable snapshot into the fresh body and move the cursor past it;
+        the records it holds (0: none usable, the whole log is folded)."""
+        body = self.body
+        if self.snapshots is None or not isinstance(body, Follower):
+            return 0
+        snapshot = self.snapshots.newest(body.name, body.snapshot_identity())
+        if snapshot is None:
+            return 0
+        try:
+            body.restore_state(snapshot.state)
+        except Exception:
+            if self.rebuild is None:
+                raise
+            logger.exception("%s: snapshot at %s not restored; folding the whole log",
+                             self.name, dict(snapshot.position))
+            self.body = self.rebuild()
+            self._set_ordered()
+            return 0
+        self._set_ordered()
+        self.cursor.position = dict(snapshot.position)
+        self.cursor.seen = dict(snapshot.position)
+        return snapshot.records
+
+
+    def _maybe_snapshot(self) -> None:
+        body, store = self.body, self.snapshots
+        if store is None or self._pending or not isinstance(body, Follower):
+            return
+        folded = self.counts["records"]
+        if not self.snapshot_policy.due(folded - self._snapshot_at, body.state_size()):
+            return
+        try:
+            store.save(BodySnapshot(body.name, body.snapshot_identity(), dict(self.cursor.position),
+                                    folded, body.snapshot_state()))
+            self.counts["snapshots"] += 1
+        except Exception:  # a full disk must not stop the body: the log is still the truth
+            logger.exception("%s: writing a snapshot failed", self.name)
+        self._snapshot_at = folded
 
     def _note(self, record: Record) -> Record:
         if self._observe is not None:
