@@ -36,7 +36,13 @@ from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.settings import LEADER, ActorSettings, route
-from actors.snapshots import DEFAULT_POLICY, BodySnapshot, MemorySnapshots, SnapshotPolicy
+from actors.snapshots import (
+    DEFAULT_POLICY,
+    BodySnapshot,
+    MemorySnapshots,
+    SnapshotPolicy,
+    collector_paused,
+)
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
@@ -142,6 +148,16 @@ class InProcessHost:
         return self._start(body)
 
     def _start(self, body: Body) -> Body:
+        with collector_paused():
+            body = self._rebuild(body)
+        name = body.name
+        self.bodies[name] = body
+        self._cursor[name] = self._snapshot_at[name] = len(self.records)
+        self.crashed.discard(name)
+        return body
+
+    def _rebuild(self, body: Body) -> Body:
+        """``body`` (fresh) restored from its newest usable snapshot and the records after it."""
         name = body.name
         start, snapshot = 0, self._newest_snapshot(body)
         if snapshot is not None:
@@ -154,9 +170,6 @@ class InProcessHost:
                 body, start = self._factories[name](), 0
         body.recover(itertools.islice(self.records, start, None))
         self.started[name] = (start, len(self.records) - start)
-        self.bodies[name] = body
-        self._cursor[name] = self._snapshot_at[name] = len(self.records)
-        self.crashed.discard(name)
         return body
 
     def _newest_snapshot(self, body: Body) -> BodySnapshot | None:

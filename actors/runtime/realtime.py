@@ -58,6 +58,7 @@ from actors.snapshots import (
     DirectorySnapshots,
     SnapshotPolicy,
     SnapshotStore,
+    collector_paused,
 )
 from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
@@ -329,7 +330,8 @@ class LiveHost:
         history = await read_new(self.log, self.cursor)
         for record in history:
             self._note(record)
-        self.body.recover(history)
+        with collector_paused():
+            self.body.recover(history)
         self.started = (restored, len(history))
         self.counts["records"] = self._snapshot_at = restored + len(history)
         loop = asyncio.get_running_loop()
@@ -468,7 +470,8 @@ class LiveHost:
         body = self.body
         if self.snapshots is None or not isinstance(body, Follower):
             return 0
-        snapshot = self.snapshots.newest(body.name, body.snapshot_identity())
+        with collector_paused():
+            snapshot = self.snapshots.newest(body.name, body.snapshot_identity())
         if snapshot is None:
             return 0
         try:
