@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 MAGIC = b"BBSNAP1\n"
 FORMAT = 1
+_PIECE = 1 << 16
 
 
 class SnapshotUnusable(Exception):
@@ -80,8 +81,62 @@ def identity_digest(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+class _Deflating:
+    """A file the pickler writes its frames to, compressed as they come: a snapshot never holds
+    its whole uncompressed pickle (tens of MiB at 65,536 bundles, which the allocator keeps)."""
+
+    def __init__(self) -> None:
+        self._compressor = zlib.compressobj(1)
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(self._compressor.compress(data))
+        return len(data)
+
+    def close(self) -> bytes:
+        self.parts.append(self._compressor.flush())
+        return b"".join(self.parts)
+
+
+class _Inflating:
+    """A file the unpickler reads from, decompressed a piece at a time (see ``_Deflating``)."""
+
+    def __init__(self, payload: bytes) -> None:
+        self._decompressor = zlib.decompressobj()
+        self._source, self._at = memoryview(payload), 0
+        self._buffer = bytearray()
+
+    def _fill(self, size: int) -> None:
+        while len(self._buffer) < size and (self._at < len(self._source) or self._decompressor.unconsumed_tail):
+            pending = self._decompressor.unconsumed_tail
+            if not pending:
+                end = self._at + _PIECE
+                pending, self._at = bytes(self._source[self._at:end]), end
+            self._buffer += self._decompressor.decompress(pending, 16 * _PIECE)
+
+    def read(self, size: int = -1) -> bytes:
+        self._fill(size if size >= 0 else 1 << 62)
+        size = len(self._buffer) if size < 0 else size
+        out = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return out
+
+    def readinto(self, target: Any) -> int:
+        data = self.read(len(target))
+        target[:len(data)] = data
+        return len(data)
+
+    def readline(self) -> bytes:
+        while b"\n" not in self._buffer and (self._at < len(self._source) or self._decompressor.unconsumed_tail):
+            self._fill(len(self._buffer) + 1)
+        end = self._buffer.find(b"\n")
+        return self.read(len(self._buffer) if end < 0 else end + 1)
+
+
 def encode(snapshot: BodySnapshot) -> bytes:
-    payload = zlib.compress(pickle.dumps(dict(snapshot.state), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    sink = _Deflating()
+    pickle.Pickler(sink, protocol=pickle.HIGHEST_PROTOCOL).dump(dict(snapshot.state))
+    payload = sink.close()
     header = {"format": FORMAT, "body": snapshot.body, "identity": identity_digest(snapshot.identity),
               "code": code_digest(), "position": {str(p): o for p, o in snapshot.position.items()},
               "records": snapshot.records, "payload_bytes": len(payload),
@@ -112,7 +167,7 @@ def decode(raw: bytes, *, body: str, identity: str, where: str) -> BodySnapshot:
     if header.get("payload_sha256") != hashlib.sha256(payload).hexdigest():
         raise SnapshotUnusable(f"{where}: payload checksum mismatch (damaged)")
     try:
-        state = pickle.loads(zlib.decompress(payload))
+        state = pickle.Unpickler(_Inflating(payload)).load()
         position = {int(p): int(o) for p, o in header["position"].items()}
         records = int(header["records"])
     except Exception as exc:  # a checked payload that still fails: other code, named
