@@ -45,6 +45,7 @@ class HeadsCheckpoints:
         """The writer's checkpoint, checked against the partitions' ``ends()``; None if it has
         none or it cannot be used (named)."""
         try:
+            await self.topic.start()  # creates the topic if missing: a read of a missing one waits
             found = (await self.topic.load()).get(writer)
             return None if found is None else _checked(found, await ends())
         except Exception as exc:  # unreadable, or Kafka refused: the writer reads from offset 0
