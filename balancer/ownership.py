@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from sys import intern
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
@@ -109,7 +110,19 @@ def _unpickled_record(state: BundleState, dst: str | None, src: str | None,
     """A record read back from a snapshot (``OwnershipRecord.__reduce__``), unvalidated as the
     fold that made it left it."""
     kept = MappingProxyType(dict(children)) if children else _NO_CHILDREN
+    # Folded records share their envelope's timestamp and broker names across every body that
+    # folds them; restored ones share them through these tables (a hundred brokers restored at
+    # 65,536 bundles would each hold a copy of every timestamp: 0.2 GB).
+    if len(_SHARED) > _SHARED_KEPT:
+        _SHARED.clear()
+    timestamp_ms = _SHARED.setdefault(timestamp_ms, timestamp_ms)
+    dst = intern(dst) if dst is not None else None
+    src = intern(src) if src is not None else None
     return tuple.__new__(OwnershipRecord, (state, dst, src, kept, force, timestamp_ms, version))
+
+
+_SHARED: dict[int, int] = {}
+_SHARED_KEPT = 1 << 20
 
 
 class _RecordFields(NamedTuple):
