@@ -97,6 +97,9 @@ class BrokerBody(Follower):
         self._waits_since: dict[str, int] = {}
         """Bundle -> seq (of its namespace key) of the last event that made a record wait."""
 
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "registered", "sessions", "split_requests",
+                       "_waits_since")
+
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record, event: Message) -> None:
         envelope, me = record.envelope, self.broker_id

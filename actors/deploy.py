@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
-from actors.runtime.realtime import BodyKind, BodySpec, Clock, LogSpec
+from actors.runtime.specs import BodyKind, BodySpec, Clock, LogSpec
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig

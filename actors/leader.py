@@ -30,20 +30,25 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
-from actors.leader_view import Placer, bundle_counts, cluster_view, split_stats
+from actors.leader_view import (
+    Placer,
+    bundle_counts,
+    check_domain,
+    cluster_view,
+    has_traffic,
+    split_stats,
+)
 from actors.namespace import AUTO_PREFIX
 from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
 from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.errors import (
-    BrokerInOtherDomain,
     InvalidInput,
     LoadBalancerError,
     NoBrokerAvailable,
     StaleEpoch,
     Unavailable,
-    UnknownBroker,
     UnknownBundle,
     UnknownNamespace,
 )
@@ -53,7 +58,7 @@ from balancer.placement.avg import HasPlan
 from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
-from balancer.shedding.run import SheddingRun
+from balancer.shedding.run import SheddingMemory, SheddingRun
 from balancer.split import (
     SplitDecision,
     SplitHitCounts,
@@ -130,6 +135,9 @@ class LeaderBody(Follower):
         self._recovering = False
         """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
         self.outcomes = Outcomes(self.settings.outcomes_kept)
+        self.shed_folded = SheddingMemory()
+        """The shedding memory as the log's decision events make it (what a restarted leader
+        starts from); ``shedding.memory`` is that plus what its own runs added and purged."""
         self.outages = LogOutages()
         """Log outages this body observed (soft state: a new leader gives every broker a session)."""
         self.folded_to: dict[int, int] = {}
@@ -137,6 +145,17 @@ class LeaderBody(Follower):
         what-if replays the run over exactly what this body had seen."""
         self._expiries: dict[str, tuple[int, int]] = {}
         """Broker -> (expiries tried, not again before): soft state, like the timers."""
+
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
+                       "folded_to")
+    """Not the live shedding memory (a run adds and purges), nor the placing index (rebuilt
+    by ``recover``), nor anything a tick or a command sets."""
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        super().restore_state(state)
+        self.load.config = self.config
+        self.shedding.memory = SheddingMemory(dict(self.shed_folded.recently_unloaded),
+                                              dict(self.shed_folded.recently_unloaded_brokers))
 
     @property
     def leads(self) -> bool:
@@ -204,6 +223,7 @@ class LeaderBody(Follower):
         # the same rule).
         strategy = self.shedding.strategy
         remember_shed(self.shedding.memory, strategy.name, strategy.extensible, event, ts_ms)
+        remember_shed(self.shed_folded, strategy.name, strategy.extensible, event, ts_ms)
 
     # -- commands --------------------------------------------------------------------------
     def on_command(self, command: Command, now_ms: int) -> Effects:
@@ -425,19 +445,7 @@ class LeaderBody(Follower):
         return _sends_only(combine(parts))
 
     def _has_traffic(self, bundle: str) -> bool:
-        """Its last report shows load; never reported: its parent's (the children of a split).
-        Ends on any ``parents`` map: a bundle seen twice has no traffic known."""
-        seen: set[str] = set()
-        while bundle not in seen:
-            seen.add(bundle)
-            data = self.load.bundles.get(bundle)
-            if data is not None:
-                return data.stats.msg_rate > 0 or data.stats.topics > 0
-            parent = self.parents.get(bundle)
-            if parent is None:
-                return False
-            bundle = parent
-        return False
+        return has_traffic(bundle, self.load.bundles, self.parents)
 
     def _stuck(self, now_ms: int) -> Effects:
         parts: list[Effects] = []
@@ -495,19 +503,3 @@ def _sends_only(effects: Effects) -> Effects:
     """Tick work answers nobody: keep what it sends and appends, drop replies."""
     return Effects(append=effects.append, send=effects.send, epoch=effects.epoch,
                    expected_seq=effects.expected_seq)
-
-
-def check_domain(brokers: Mapping[str, Any], domains: Mapping[str, str],
-                 command: SetFailureDomain) -> None:
-    """A failure domain may name registered brokers only, none that another domain holds (as
-    Pulsar's ``validateBrokerExistsInOtherDomain``: delete or shrink that domain first)."""
-    unknown = [b for b in command.brokers if b not in brokers]
-    if unknown:
-        raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
-                            f"{', '.join(sorted(brokers)) or 'none'}", value=unknown)
-    for broker in command.brokers:
-        held = domains.get(broker)
-        if held is not None and held != command.domain:
-            raise BrokerInOtherDomain(f"broker {broker} is already in failure domain {held!r}; "
-                                      f"remove it there before adding it to {command.domain!r}",
-                                      value=broker)

@@ -9,9 +9,13 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from random import Random
+from typing import Any
 
 from balancer.config import LoadBalancerConfig
+from balancer.errors import BrokerInOtherDomain, UnknownBroker
+from balancer.load import BundleData
 from balancer.ownership import BundleState
 from balancer.placement.avg import HasPlan
 from balancer.placement.base import Placement
@@ -20,6 +24,7 @@ from balancer.placement.modular import ModularPlacement
 from balancer.placement.strategies import paired_placement
 from balancer.shedding.base import ClusterView
 from balancer.split import BundleSplitStats
+from events.catalog import SetFailureDomain
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 from projections.views import cluster_view, failure_domains, isolation_policy, namespace_policies
@@ -69,3 +74,35 @@ def split_stats(ownership: OwnershipProjection, load: LoadProjection, *,
 
 def bundle_counts(ownership: OwnershipProjection) -> dict[str, int]:
     return {name: len(info.layout) for name, info in ownership.namespaces.items()}
+
+
+def has_traffic(bundle: str, reported: Mapping[str, BundleData], parents: Mapping[str, str]) -> bool:
+    """Its last report shows load; never reported: its parent's (the children of a split).
+    Ends on any ``parents`` map: a bundle seen twice has no traffic known."""
+    seen: set[str] = set()
+    while bundle not in seen:
+        seen.add(bundle)
+        data = reported.get(bundle)
+        if data is not None:
+            return data.stats.msg_rate > 0 or data.stats.topics > 0
+        parent = parents.get(bundle)
+        if parent is None:
+            return False
+        bundle = parent
+    return False
+
+
+def check_domain(brokers: Mapping[str, Any], domains: Mapping[str, str],
+                 command: SetFailureDomain) -> None:
+    """A failure domain may name registered brokers only, none that another domain holds (as
+    Pulsar's ``validateBrokerExistsInOtherDomain``: delete or shrink that domain first)."""
+    unknown = [b for b in command.brokers if b not in brokers]
+    if unknown:
+        raise UnknownBroker(f"brokers {unknown} are not registered; registered: "
+                            f"{', '.join(sorted(brokers)) or 'none'}", value=unknown)
+    for broker in command.brokers:
+        held = domains.get(broker)
+        if held is not None and held != command.domain:
+            raise BrokerInOtherDomain(f"broker {broker} is already in failure domain {held!r}; "
+                                      f"remove it there before adding it to {command.domain!r}",
+                                      value=broker)

@@ -88,6 +88,8 @@ class NamespaceBody(Follower):
         self.split_requests: dict[str, SplitRequested] = {}
         """Bundle -> the SplitRequested of its last split (does it unload the children?)."""
 
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "outcomes", "written", "loads", "split_requests")
+
     def owns(self, key: str) -> bool:
         return namespace_shard(key, self.shards) == self.shard
 

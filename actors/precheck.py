@@ -12,7 +12,7 @@ writer's input rules accept the command (the writer still judges it again, on it
 from __future__ import annotations
 
 from actors.body import Follower
-from actors.leader import check_domain
+from actors.leader_view import check_domain
 from actors.namespace import NamespaceBody
 from balancer.errors import InvalidInput, LoadBalancerError, UnsplittableBundle
 from events.catalog import Command, SetFailureDomain, SplitBundle

@@ -199,6 +199,8 @@ class ClientsBody(Follower):
         """Namespace -> bundles of its layout that are Init or Free, kept per fold (issue 23: a
         tick looks at what may need a lookup, not at every bundle)."""
 
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "_unowned")
+
     def fold_more(self, record: Record, event: Message) -> None:
         if isinstance(event, NamespaceCreated):
             self._layout(event.namespace)

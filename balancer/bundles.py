@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 from balancer.errors import InvalidBundle, InvalidInput, UnsplittableBundle
 
@@ -210,6 +211,20 @@ def _check_runs(namespace: str, runs: tuple[_Run, ...]) -> None:
 
 _LAYOUTS: dict[tuple[str, tuple[int, ...]], NamespaceBundles] = {}
 _LAYOUTS_KEPT = 64
+_BY_RUNS: dict[tuple[str, tuple[_Run, ...]], NamespaceBundles] = {}
+
+
+def _unpickled_layout(namespace: str, runs: tuple[_Run, ...]) -> NamespaceBundles:
+    """A layout read back from a body snapshot: one shared instance per (namespace, runs), as
+    the fold shares one per NamespaceCreated, without its lookup memo."""
+    key = (namespace, runs)
+    found = _BY_RUNS.get(key)
+    if found is None:
+        found = NamespaceBundles(namespace, runs)
+        if len(_BY_RUNS) >= _LAYOUTS_KEPT:
+            _BY_RUNS.pop(next(iter(_BY_RUNS)))
+        _BY_RUNS[key] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +263,11 @@ class NamespaceBundles:
         object.__setattr__(self, "_size", total - 1)
         object.__setattr__(self, "_ranges", {})
         object.__setattr__(self, "_ids", {})
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The namespace and its canonical runs are the whole layout: the memo of looked-up
+        # bundles (up to one entry per bundle) stays out of snapshots.
+        return (_unpickled_layout, (self.namespace, self.runs))
 
     # -- construction ---------------------------------------------------------------------
 

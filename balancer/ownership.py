@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from sys import intern
 from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidBundle, InvalidInput
@@ -103,6 +104,27 @@ def _blank_to_none(name: str | None) -> str | None:
 _NO_CHILDREN: Mapping[str, str | None] = MappingProxyType({})
 
 
+def _unpickled_record(state: BundleState, dst: str | None, src: str | None,
+                      children: Mapping[str, str | None] | None, force: bool, timestamp_ms: int,
+                      version: int) -> OwnershipRecord:
+    """A record read back from a snapshot (``OwnershipRecord.__reduce__``), unvalidated as the
+    fold that made it left it."""
+    kept = MappingProxyType(dict(children)) if children else _NO_CHILDREN
+    # Folded records share their envelope's timestamp and broker names across every body that
+    # folds them; restored ones share them through these tables (a hundred brokers restored at
+    # 65,536 bundles would each hold a copy of every timestamp: 0.2 GB).
+    if len(_SHARED) > _SHARED_KEPT:
+        _SHARED.clear()
+    timestamp_ms = _SHARED.setdefault(timestamp_ms, timestamp_ms)
+    dst = intern(dst) if dst is not None else None
+    src = intern(src) if src is not None else None
+    return tuple.__new__(OwnershipRecord, (state, dst, src, kept, force, timestamp_ms, version))
+
+
+_SHARED: dict[int, int] = {}
+_SHARED_KEPT = 1 << 20
+
+
 class _RecordFields(NamedTuple):
     state: BundleState
     dst: str | None
@@ -138,6 +160,12 @@ class OwnershipRecord(_RecordFields):
     def __hash__(self) -> int:
         # The children mapping is read-only but not hashable: hash everything else.
         return hash((self[0], self[1], self[2], self[4], self[5], self[6]))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The children are a read-only mapping, which pickle cannot take: a snapshot stores a
+        # plain dict and rebuilds the record as it was (issue 23, body snapshots).
+        children = dict(self[3]) if self[3] else None
+        return (_unpickled_record, (self[0], self[1], self[2], children, self[4], self[5], self[6]))
 
     @classmethod
     def trusted(cls, state: BundleState, dst: str | None, src: str | None, timestamp_ms: int,

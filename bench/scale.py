@@ -16,7 +16,9 @@ figure that counts.
   rebuild and the re-registration);
 - S3 leader failover: the leader crashes and a fresh one recovers from the log; seconds until it
   leads (caught up, deciding);
-- S4 one broker's restart over 10^4..10^6 events of history; seconds, exponent (flat = 0);
+- S4 one broker's restart over 10^4..10^6 events of history, from its newest snapshot and the
+  tail (snapshots written as a host writes them, ``actors.snapshots.SnapshotPolicy``); seconds,
+  records folded, exponent (flat = 0), and beside it a fold from offset 0 (the restart before);
 - S5 peak RSS of the process of each S1 size, MiB and MiB per 10k bundles.
 S1r (Ray with real Kafka) is not run here.
 
@@ -40,6 +42,7 @@ from typing import Any
 from actors.broker import BrokerBody
 from actors.runtime.inproc import InProcessHost, build_cluster, wait_ready
 from actors.settings import LEADER
+from actors.snapshots import DEFAULT_POLICY, BodySnapshot, MemorySnapshots
 from actors.workload import Workload
 from balancer.config import LoadBalancerConfig
 from balancer.ownership import IN_FLIGHT, BundleState
@@ -153,13 +156,38 @@ def history_records(count: int, bundles: int = 1024, brokers: int = 10) -> list[
     return out
 
 
-def restart_cost(count: int) -> float:
-    """Seconds one broker takes to rebuild from ``count`` records of history."""
+def _broker() -> BrokerBody:
+    return BrokerBody("broker-1", LoadBalancerConfig(), Workload([]))
+
+
+def restart_cost(count: int) -> dict[str, Any]:
+    """One broker that lived through ``count`` records of history, snapshot as a host snapshots
+    it (``SnapshotPolicy``), then restarted: CPU seconds and records folded by the restart (the
+    newest snapshot + the tail, at its longest), and by a fold from offset 0 (the restart before
+    snapshots)."""
     records = history_records(count)
-    body = BrokerBody("broker-1", LoadBalancerConfig(), Workload([]))
+    store, policy, live = MemorySnapshots(), DEFAULT_POLICY, _broker()
+    identity, since = live.snapshot_identity(), 0
+    # The worst case: it crashes just before its next snapshot was due, so the last interval's
+    # snapshot is never written and the restart folds a whole interval of tail.
+    last = count - policy.min_records + 1
+    for at, record in enumerate(records, start=1):
+        live.fold(record)
+        since += 1
+        if at <= last and policy.due(since, live.state_size()):
+            store.save(BodySnapshot(live.name, identity, {0: at}, at, live.snapshot_state()))
+            since = 0
+    timer, body, start = Timer(), _broker(), 0
+    snapshot = store.newest(body.name, identity)
+    if snapshot is not None:
+        body.restore_state(snapshot.state)
+        start = snapshot.position[0]
+    body.recover(records[start:])
+    restart_s = timer.cpu()
     timer = Timer()
-    body.recover(records)
-    return timer.cpu()
+    _broker().recover(records)
+    return {"events": count, "seconds": restart_s, "folded": len(records) - start,
+            "from_zero_s": timer.cpu()}
 
 
 def _child(brokers: int, bundles: int) -> dict[str, Any]:
@@ -173,7 +201,7 @@ def _child(brokers: int, bundles: int) -> dict[str, Any]:
 
 def run(quick: bool) -> dict[str, Any]:
     sizes = [_child(b, n) for b, n in (QUICK if quick else FULL)]
-    history = [{"events": n, "seconds": restart_cost(n)} for n in (HISTORY_QUICK if quick else HISTORY_FULL)]
+    history = [restart_cost(n) for n in (HISTORY_QUICK if quick else HISTORY_FULL)]
     return {"sizes": sizes, "history": history}
 
 
@@ -199,7 +227,8 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     history = result["history"]
     for point in history:
         out.append({"id": "S4", "size": f"10 x 1,024, {point['events']:,} events", "seconds": point["seconds"],
-                    "base": history[0]["seconds"],
+                    "base": history[0]["seconds"], "folded": point.get("folded"),
+                    "from_zero_s": point.get("from_zero_s"),
                     "exponent": exponent(history[0]["seconds"], point["seconds"], history[0]["events"], point["events"])})
     for failed in (s for s in result["sizes"] if "error" in s):
         out.append({"id": "S1", "size": f"{failed['brokers']} x {failed['bundles']:,}", "error": failed["error"]})
@@ -215,6 +244,8 @@ def render(table: list[dict[str, Any]]) -> str:
             lines.append(f"S5  {row['size']:<33} {row['mib']:8.0f} MiB    {row['mib_per_10k']:.0f} MiB per 10k bundles")
         else:
             extra = f"  {row['events_per_s']:,.0f} events/CPU s" if "events_per_s" in row else ""
+            if row.get("folded") is not None:
+                extra = f"  {row['folded']:,} records folded (from offset 0: {row['from_zero_s']:.2f} s)"
             wall = f"({row['wall']:7.2f})" if "wall" in row else " " * 9
             lines.append(f"{row['id']:<3} {row['size']:<33} {row['seconds']:8.2f} {wall}     {row['base']:8.2f} s"
                          f"          exponent {row['exponent']:.2f}{extra}")

@@ -4,8 +4,9 @@ Invariants:
 - one Ray actor per body, named by the body's name (``ns:0``, ``leader``, ``broker:broker-1``,
   ``clients``) in the Ray namespace of its cluster; it needs no CPU (``num_cpus=0``);
 - the actor is async, but its body is touched one call at a time (``LiveHost``'s lock); its
-  ``__init__`` builds a fresh body and recovers it from the log before the actor takes any call,
-  so a restart (``max_restarts``, default -1 = always) rebuilds from the log, never from memory;
+  ``__init__`` builds a fresh body and recovers it from its newest snapshot and the log after it
+  (``LiveHost.start``) before the actor takes any call, so a restart (``max_restarts``, default
+  -1 = always) rebuilds from the log, never from memory;
 - a command's answer is a value ``(reply, error)``: typed errors travel as ``balancer.errors``
   objects and are raised by the caller (``call``), never wrapped in Ray's exception types; a Ray
   failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
@@ -32,7 +33,8 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
-from actors.runtime.realtime import Answer, BodySpec, Clock, LiveHost, LogSpec
+from actors.runtime.realtime import Answer, LiveHost
+from actors.runtime.specs import BodySpec, Clock, LogSpec
 from balancer.errors import InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets
@@ -75,7 +77,8 @@ class BodyActor:
         writer = body.name if body.transactional else None
         log = spec.log.open(spec.clock, writer=writer, role=body.kind)
         self.host = LiveHost(body.build(), log, spec.clock, RayTransport(namespace), shards=spec.namespace_shards,
-                             tick_s=spec.tick_s, poll_s=spec.poll_s)
+                             tick_s=spec.tick_s, poll_s=spec.poll_s, snapshots=spec.log.snapshots(),
+                             rebuild=body.build)
         await self.host.start()
         # Everything alive now (Ray, aiokafka, the replayed history) lives as long as the actor.
         # Frozen, a full collection no longer walks it: one took ~40 ms here, a stall that every

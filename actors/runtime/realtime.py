@@ -18,10 +18,15 @@ Invariants:
   (``after``; every send of a host carries its own), and the body folds at least that far before
   it answers, so a lookup sent right after its namespace was created, or an assignment to a broker
   that just registered, is judged on a view that holds them;
-- state is never carried over: a (re)started host builds a fresh body and recovers it from the
-  whole log; a log that keeps per-writer heads (Kafka) is told of every record folded, so a key
-  written by two processes (a broker's, also written by the leader when it expires the broker)
-  continues after the other writer's records;
+- state is never carried over in memory: a (re)started host builds a fresh body, restores the
+  newest usable snapshot of it from its ``snapshots`` store (``actors.snapshots``; one that
+  cannot be used is named in the log and the next older one tried) and recovers it from the
+  records after that snapshot's position, or from the whole log without one; the host writes a
+  snapshot whenever ``snapshot_policy`` says so, only with nothing left to fold, so a snapshot
+  is always a fold of exactly the records before its position; a log that keeps per-writer
+  heads (Kafka) is told of every record folded, so a key written by two processes (a broker's,
+  also written by the leader when it expires the broker) continues after the other writer's
+  records;
 - time is ``Clock.now_ms``: the wall clock, sped up by ``speed`` from ``origin_ms`` (every process
   of a cluster shares the origin, so they agree on the time and the envelopes carry it);
 - a failure inside a loop (a body bug, a log outage) is logged and the loop goes on; an append
@@ -32,182 +37,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
-from random import Random
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from actors.body import Body
-from actors.broker import BrokerBody
+from actors.body import Body, Follower
 from actors.effects import Effects, append_plan
-from actors.leader import LeaderBody
-from actors.namespace import NamespaceBody
-from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name, route
-from actors.workload import Capacity, ClientsBody, Workload
-from balancer.config import LoadBalancerConfig
+from actors.runtime.specs import Clock
+from actors.settings import route
+from actors.snapshots import (
+    DEFAULT_POLICY,
+    BodySnapshot,
+    SnapshotPolicy,
+    SnapshotStore,
+    collector_paused,
+)
 from balancer.errors import (
-    ForeignCluster,
     InvalidInput,
     LoadBalancerError,
     Unavailable,
     WriterFenced,
 )
 from events.catalog import Command
-from events.envelope import Envelope, Stamper, new_cluster_id
-from events.log.kafka import KafkaEventLog
-from events.log.kafka_client import KafkaSecurity
+from events.envelope import Envelope
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, cluster_of
+from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
 
 logger = logging.getLogger(__name__)
 
 Answer = tuple[object | None, LoadBalancerError | None]
 """A command's reply and its typed error (one of them is None)."""
-
-BodyKind = Literal["namespace", "leader", "broker", "clients"]
-
-
-@dataclass(frozen=True, slots=True)
-class Clock:
-    """The cluster's time: ``origin_ms`` + (wall - origin) x ``speed`` (1.0 = real time)."""
-
-    origin_ms: int
-    speed: float = 1.0
-
-    @classmethod
-    def starting_now(cls, speed: float = 1.0) -> Clock:
-        if speed <= 0:
-            raise InvalidInput(f"time compression factor {speed} must be > 0", value=speed)
-        return cls(int(time.time() * 1000), speed)
-
-    def now_ms(self) -> int:
-        wall = time.time() * 1000
-        return int(self.origin_ms + (wall - self.origin_ms) * self.speed)
-
-    def wall_s(self, virtual_ms: float) -> float:
-        """How long ``virtual_ms`` of cluster time takes on the wall clock, in seconds."""
-        return virtual_ms / 1000.0 / self.speed
-
-
-@dataclass(frozen=True, slots=True)
-class LogSpec:
-    """Where the cluster's log lives: an embedded directory or a Kafka cluster."""
-
-    directory: str | None = None
-    bootstrap: str | None = None
-    cluster: str = "lb"
-    """Kafka topic prefix (``{cluster}-events``)."""
-    partitions: int = 3
-    transactional: bool = True
-    """Kafka: the leader writes through a transactional id, so a restarted leader fences the
-    producer of its zombie (``BodySpec.transactional``); every other body writes idempotently."""
-    fsync: bool = True
-    replication_factor: int | None = None
-    """Kafka: of the topic it creates (None: min(3, Kafka brokers))."""
-    retention_ms: int | None = None
-    """Kafka: of the topic it creates (None: forever)."""
-    security: KafkaSecurity | None = None
-    """Kafka: TLS/SASL settings; ``open(role=...)`` uses that role's credentials. Holds where
-    the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
-    cluster_id: str | None = None
-    """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
-
-    def __post_init__(self) -> None:
-        if (self.directory is None) == (self.bootstrap is None):
-            raise InvalidInput("a log is either a directory or Kafka bootstrap servers, not "
-                               f"{'both' if self.directory else 'neither'}")
-
-    @property
-    def kind(self) -> str:
-        return "local" if self.directory is not None else "kafka"
-
-    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
-        """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
-        kind of actor whose Kafka credentials it uses (None: the process's own)."""
-        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
-        if self.directory is not None:
-            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
-        assert self.bootstrap is not None
-        writer_id = writer.replace(":", "-") if writer and self.transactional else None
-        return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
-                             replication_factor=self.replication_factor,
-                             retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
-                             security=self.security.for_role(role) if self.security else None)
-
-    async def resolve_cluster(self, clock: Clock) -> LogSpec:
-        """This spec with its cluster id: the given one, else the log's own (a cluster that
-        resumes on it), else a new one (a new cluster founds the log)."""
-        log = dataclasses.replace(self, cluster_id=None).open(clock)
-        try:
-            await log.start()
-            founding = await cluster_of(log)
-        finally:
-            await log.close()
-        if self.cluster_id is not None and founding not in (None, self.cluster_id):
-            raise ForeignCluster(f"{self.describe()} belongs to cluster {founding!r}, not to cluster "
-                                 f"{self.cluster_id!r}: refusing to use it", value=founding)
-        return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
-
-    def describe(self) -> str:
-        if self.directory is not None:
-            return f"embedded log {self.directory}"
-        return f"Kafka {self.bootstrap} topic {self.cluster}-events"
-
-
-@dataclass(frozen=True, slots=True)
-class BodySpec:
-    """Everything needed to build one body, in any process (picklable)."""
-
-    kind: BodyKind
-    config: LoadBalancerConfig
-    settings: ActorSettings = field(default_factory=ActorSettings)
-    broker_id: str | None = None
-    failure_domain: str | None = None
-    capacity: Capacity | None = None
-    workload: Workload | None = None
-    shard: int = 0
-    seed: int = 0
-
-    @property
-    def name(self) -> str:
-        if self.kind == "namespace":
-            return namespace_body_name(self.shard)
-        if self.kind == "broker":
-            assert self.broker_id is not None
-            return broker_body_name(self.broker_id)
-        return LEADER if self.kind == "leader" else "clients"
-
-    @property
-    def transactional(self) -> bool:
-        """Whether this body writes through a transactional id (Kafka): every writer of
-        ownership keys (the leader, namespace shards, brokers), its id its role, so Kafka itself
-        fences a zombie incarnation (a paused process, a body Ray restarted elsewhere) and the
-        host then sends nothing more (``_apply``). The client view writes nothing. Costs: an
-        append takes a commit, and a body killed mid-transaction holds read_committed readers
-        of its partition until its next incarnation starts (which aborts it) or the
-        transaction times out."""
-        return self.kind in ("leader", "namespace", "broker")
-
-    def build(self) -> Body:
-        """A fresh body (a restart builds a new one: nothing survives but the log)."""
-        config, settings = self.config, self.settings
-        workload = self.workload or Workload([])
-        if self.kind == "namespace":
-            return NamespaceBody(config, shard=self.shard, shards=settings.namespace_shards)
-        if self.kind == "leader":
-            # Each incarnation draws its own placements' tie-breaks.
-            rng = Random(f"{self.seed}:{LEADER}:{os.getpid()}:{time.time_ns()}")
-            return LeaderBody(config, rng=rng, settings=settings)
-        if self.kind == "broker":
-            assert self.broker_id is not None
-            return BrokerBody(self.broker_id, config, workload, settings=settings,
-                              capacity=self.capacity, failure_domain=self.failure_domain)
-        return ClientsBody(config, workload, settings)
 
 
 class Transport(Protocol):
@@ -273,16 +134,24 @@ class LiveHost:
     """Hosts one body: recover, follow, tick, answer commands, execute effects."""
 
     def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
-                 shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01) -> None:
+                 shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
+                 snapshots: SnapshotStore | None = None,
+                 snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,
+                 rebuild: Callable[[], Body] | None = None) -> None:
+        """``snapshots``: where this body's snapshots are kept (None: none, every start folds
+        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored."""
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
-        view = getattr(body, "view", None)
-        if view is not None and hasattr(view, "ordered"):
-            view.ordered = log.partitions == 1  # across partitions an election may be read late
+        self._set_ordered()
+        self.snapshots, self.snapshot_policy, self.rebuild = snapshots, snapshot_policy, rebuild
+        self._snapshot_at = 0
+        """Records folded when the last snapshot was written (or the body started)."""
+        self.started: tuple[int, int] = (0, 0)
+        """(records the start took from a snapshot, records it then folded from the log)."""
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
-                                       "behind": 0, "behind_read": 0}
+                                       "behind": 0, "behind_read": 0, "snapshots": 0}
         """``behind``: commands that waited to fold what their sender had seen; ``behind_read``:
         of those, the ones the subscription did not bring in time (the log was read)."""
         self._lock = asyncio.Lock()
@@ -298,13 +167,23 @@ class LiveHost:
         return self.body.name
 
     # -- life ------------------------------------------------------------------------------
+    def _set_ordered(self) -> None:
+        view = getattr(self.body, "view", None)
+        if view is not None and hasattr(view, "ordered"):
+            view.ordered = self.log.partitions == 1  # across partitions an election may be read late
+
     async def start(self) -> None:
-        """Open the log, rebuild the body from all of it, then follow it and tick."""
+        """Open the log, rebuild the body from its newest snapshot and the log after it (all of
+        the log without one), then follow it and tick."""
         await self.log.start()
+        restored = self._restore()
         history = await read_new(self.log, self.cursor)
         for record in history:
             self._note(record)
-        self.body.recover(history)
+        with collector_paused():
+            self.body.recover(history)
+        self.started = (restored, len(history))
+        self.counts["records"] = self._snapshot_at = restored + len(history)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
 
@@ -429,6 +308,49 @@ class LiveHost:
             record = self._pending.popleft()
             self.counts["records"] += 1
             await self._apply(self.body.on_event(record, self.clock.now_ms()))
+        self._maybe_snapshot()
+
+    # -- snapshots (actors.snapshots) --------------------------------------------------------
+    def _restore(self) -> int:
+        """Restore the newest usable snapshot into the fresh body and move the cursor past it;
+        the records it holds (0: none usable, the whole log is folded)."""
+        body = self.body
+        if self.snapshots is None or not isinstance(body, Follower):
+            return 0
+        with collector_paused():
+            snapshot = self.snapshots.newest(body.name, body.snapshot_identity())
+        if snapshot is None:
+            return 0
+        try:
+            body.restore_state(snapshot.state)
+        except Exception:
+            if self.rebuild is None:
+                raise
+            logger.exception("%s: snapshot at %s not restored; folding the whole log",
+                             self.name, dict(snapshot.position))
+            self.body = self.rebuild()
+            self._set_ordered()
+            return 0
+        self._set_ordered()
+        self.cursor.position = dict(snapshot.position)
+        self.cursor.seen = dict(snapshot.position)
+        return snapshot.records
+
+
+    def _maybe_snapshot(self) -> None:
+        body, store = self.body, self.snapshots
+        if store is None or self._pending or not isinstance(body, Follower):
+            return
+        folded = self.counts["records"]
+        if not self.snapshot_policy.due(folded - self._snapshot_at, body.state_size()):
+            return
+        try:
+            store.save(BodySnapshot(body.name, body.snapshot_identity(), dict(self.cursor.position),
+                                    folded, body.snapshot_state()))
+            self.counts["snapshots"] += 1
+        except Exception:  # a full disk must not stop the body: the log is still the truth
+            logger.exception("%s: writing a snapshot failed", self.name)
+        self._snapshot_at = folded
 
     def _note(self, record: Record) -> Record:
         if self._observe is not None:

@@ -71,6 +71,24 @@ class Heads:
             new_epoch = epoch
         self._heads[key] = (max(seq, envelope.seq), max(epoch, new_epoch))
 
+    def to_plain(self) -> dict[str, object]:
+        """Plain data (a writer's checkpoint): ``heads`` key -> [seq, epoch], and ``elected``."""
+        return {"heads": {key: [seq, epoch] for key, (seq, epoch) in self._heads.items()},
+                "elected": self.elected}
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, object]) -> Heads:
+        heads, elected = data["heads"], data["elected"]
+        if not isinstance(heads, Mapping) or not (elected is None or type(elected) is int):
+            raise ValueError(f"not a writer's heads: {type(heads).__name__}, elected {elected!r}")
+        out = cls()
+        for key, (seq, epoch) in heads.items():
+            if not (isinstance(key, str) and type(seq) is int and type(epoch) is int):
+                raise ValueError(f"head {key!r}: [{seq!r}, {epoch!r}] is no [seq, epoch]")
+            out._heads[key] = (seq, epoch)
+        out.elected = elected
+        return out
+
     def observe_raw(self, raw: bytes) -> None:
         item = to_item(0, 0, raw, None, 0)
         if isinstance(item, Record):

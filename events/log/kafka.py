@@ -9,7 +9,9 @@ Invariants:
 - consumers are ``read_committed``: aborted and open transactions are never read; offsets
   of transaction markers are skipped, so offsets of a partition grow but are not contiguous;
 - the writer learns a key's last seq and newest epoch by reading its partition once (then
-  keeps it): seq stays gap-free across writer restarts, and a stale epoch is refused;
+  keeps it): seq stays gap-free across writer restarts, and a stale epoch is refused; a
+  transactional writer reads it from its heads checkpoint's offset on (``kafka_heads``: saved
+  every ``heads_checkpoint_every`` appends and on close), so its restart reads the tail only;
 - an append that fails half-way (broker gone, timeout) is retried until ``append_timeout_s``;
   before each retry the writer re-reads the partition, so a batch that did commit is not
   written twice;
@@ -40,6 +42,8 @@ from events.envelope import Envelope, Stamper
 from events.log import kafka_client
 from events.log._store import Heads, check_append
 from events.log.kafka_client import DENIED, KafkaSecurity
+from events.log.kafka_heads import HeadsCheckpoints
+from events.log.kafka_heads import logger as heads_logger
 from events.log.kafka_topics import (
     SkipEarly,
     ensure_topic,
@@ -67,7 +71,7 @@ class KafkaEventLog:
         writer_id: str | None = None, stamper: Stamper | None = None,
         append_timeout_s: float = 60.0, read_timeout_s: float = 60.0,
         linger_ms: int = 5, max_batch_bytes: int = 1024 * 1024, create_topic: bool = True,
-        security: KafkaSecurity | None = None,
+        security: KafkaSecurity | None = None, heads_checkpoint_every: int = 1_000,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = kafka_client.for_cluster(security, cluster)
@@ -86,6 +90,13 @@ class KafkaEventLog:
         self._checkpointers: dict[str, AIOKafkaConsumer] = {}
         self._heads = Heads()
         self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
+        self._heads_from: dict[int, int] = {}  # partition -> where the checkpoint's heads stop
+        self.heads_read = 0
+        """Records read to learn heads (a restart with a checkpoint reads only the tail)."""
+        self.heads_checkpoint_every = heads_checkpoint_every
+        self._unsaved = 0
+        self._checkpoints = HeadsCheckpoints(bootstrap_servers, cluster=cluster, security=self.security) \
+            if self.transactional_id is not None and heads_checkpoint_every > 0 else None
         self._written: dict[int, int] = {}  # partition -> one past the last offset we wrote
         self._write_lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
@@ -119,8 +130,14 @@ class KafkaEventLog:
         await check_cluster(self, self._stamper.cluster_id, f"Kafka topic {self.topic}")
         if self.transactional_id is not None:
             await self._open_producer()
+            await self._load_heads()
 
     async def close(self) -> None:
+        if self._unsaved and self._started and not self.fenced:
+            await self.save_heads(timeout_s=5.0)  # a shutdown while Kafka is away must not hang
+        if self._checkpoints is not None:
+            with contextlib.suppress(Exception):
+                await self._checkpoints.close()
         clients: list[Any] = [self._producer, self._reader, *self._checkpointers.values()]
         self._producer, self._reader, self._checkpointers = None, None, {}
         for client in clients:
@@ -179,8 +196,11 @@ class KafkaEventLog:
             for env in envelopes:
                 self._heads.observe(env)
             self._note_written(partition, offsets[-1])
+            self._unsaved += 1
         if self.transactional_id is not None:
             await self._wait_visible(partition)
+        if self._checkpoints is not None and self._unsaved >= self.heads_checkpoint_every:
+            await self.save_heads()
         return [Record(partition, o, env) for o, env in zip(offsets, envelopes, strict=True)]
 
     async def _wait_visible(self, partition: int) -> None:
@@ -285,11 +305,38 @@ class KafkaEventLog:
 
     async def _fresh_heads(self, partition: int) -> Heads:
         if partition not in self._heads_at:
-            result = await self._read_range({partition: 0}, None, partitions=[partition])
-            for record in result.records:
-                self._heads.observe(record.envelope)
-            self._heads_at[partition] = result.next.get(partition, 0)
+            await self._read_heads(partition, self._heads_from.get(partition, 0))
         return self._heads
+
+    async def _read_heads(self, partition: int, start: int) -> None:
+        result = await self._read_range({partition: start}, None, partitions=[partition])
+        for record in result.records:
+            self._heads.observe(record.envelope)
+        self.heads_read += len(result.records)
+        self._heads_at[partition] = result.next.get(partition, start)
+
+    async def _load_heads(self) -> None:
+        if self._checkpoints is not None and self.transactional_id is not None:
+            found = await self._checkpoints.load(self.transactional_id, self.end_offsets)
+            if found is not None:
+                self._heads, self._heads_from = found
+
+    async def save_heads(self, timeout_s: float = 30.0) -> None:
+        """Make the heads exact up to the end of every partition this writer wrote, then save
+        them (best effort, within ``timeout_s``: the log is still the truth)."""
+        checkpoints, writer = self._checkpoints, self.transactional_id
+        if checkpoints is None or writer is None:
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._write_lock:
+                    for partition, start in sorted(self._heads_at.items()):
+                        await self._read_heads(partition, start)
+                    heads, at = self._heads, dict(self._heads_at)
+                    self._unsaved = 0
+                await checkpoints.save(writer, heads, at)
+        except Exception as exc:  # a checkpoint must never fail an append
+            heads_logger.warning("heads checkpoint of %r not saved: %r", self.transactional_id, exc)
 
     def observe(self, envelope: Envelope) -> None:
         """Take a record read elsewhere into this writer's heads (last seq, newest epoch per key).

@@ -3,6 +3,8 @@
 What the project does on Kafka today (and so what the ACLs allow, nothing more):
 - one topic, ``{name}-events``: the leader, the namespace shards and the brokers append to it
   (Write) and fold it (Read); everyone else only reads it;
+- the same writers keep their heads checkpoints in ``{name}-writer-heads`` (compacted; the first
+  writer creates it: ``events.log.kafka_heads``); no one else touches it;
 - commands are Ray calls, not Kafka records: an admin client (``lbctl`` verbs, ``Cluster.connect``)
   sends them to the actors over Ray and follows the events topic; so on Kafka it reads only, and
   may create the events topic (``lbctl run`` creates it when it is missing);
@@ -19,6 +21,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from events.log.kafka_topics import HEADS_STREAM, topic_name
 
 WRITERS = ("leader", "namespace", "broker")
 READERS = ("clients", "admin", "auditor")
@@ -69,6 +73,8 @@ def grants(cluster: str, principals: Mapping[str, str]) -> list[Grant]:
             pattern, prefixed = _TRANSACTIONAL[role]
             out.append(Grant(role, principal, ("Write", "Describe"), "transactional-id",
                              pattern.format(name=cluster), prefixed))
+            out.append(Grant(role, principal, ("Read", "Write", "Describe", "Create"), "topic",
+                             topic_name(cluster, HEADS_STREAM)))
         elif role == "admin":
             out.append(Grant(role, principal, ("Read", "Describe", "Create"), "topic", topic))
         else:

@@ -29,6 +29,9 @@ from events.log import kafka_client
 from events.log.kafka_client import DENIED, KafkaSecurity
 
 OWNERSHIP_STREAM = "ownership"
+HEADS_STREAM = "writer-heads"
+"""Compacted: each transactional writer's heads checkpoint, keyed by its id (events.log.kafka_heads)."""
+COMPACTED_STREAMS = frozenset({OWNERSHIP_STREAM, HEADS_STREAM})
 TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
 
 
@@ -103,7 +106,7 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
 
 def stream_config(stream: str, retention_ms: int | None = None) -> dict[str, str]:
     """Topic configuration for a stream of ARCHITECTURE §2."""
-    if stream == OWNERSHIP_STREAM:
+    if stream in COMPACTED_STREAMS:
         return {
             "cleanup.policy": "compact",
             "min.compaction.lag.ms": "0",
@@ -148,17 +151,18 @@ class OwnershipSnapshots:
     """
 
     def __init__(self, bootstrap_servers: str, *, cluster: str = "lb", partitions: int = 1,
-                 security: KafkaSecurity | None = None) -> None:
+                 security: KafkaSecurity | None = None, stream: str = OWNERSHIP_STREAM) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = kafka_client.for_cluster(security, cluster)
-        self.topic = topic_name(cluster, OWNERSHIP_STREAM)
+        self.stream = stream
+        self.topic = topic_name(cluster, stream)
         self.partitions = partitions
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
         self.partitions = await ensure_topic(
             self.bootstrap_servers, self.topic, partitions=self.partitions,
-            config=stream_config(OWNERSHIP_STREAM), security=self.security,
+            config=stream_config(self.stream), security=self.security,
         )
         if self._producer is None:
             self._producer = await kafka_client.started(

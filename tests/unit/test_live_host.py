@@ -15,7 +15,8 @@ import pytest
 from actors.body import Follower
 from actors.client import ClientView
 from actors.effects import Effects, Receipt, appending
-from actors.runtime.realtime import Answer, BodySpec, Clock, LiveHost, LogCursor, LogSpec
+from actors.runtime.realtime import Answer, LiveHost, LogCursor
+from actors.runtime.specs import BodySpec, Clock, LogSpec
 from actors.settings import LEADER, ActorSettings
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, Unavailable, UnknownNamespace, WriterFenced

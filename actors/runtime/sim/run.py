@@ -24,11 +24,13 @@ from actors.runtime.sim.host import Fault, SimHost
 from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_zombie
 from actors.runtime.sim.scenarios import SCENARIOS, Scenario
 from actors.settings import ActorSettings, broker_body_name
+from actors.snapshots import SnapshotPolicy
 from actors.workload import ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from events.catalog import AssignBundle, CreateNamespace, SplitBundle, UnloadBundle
 
 STEP_MS = 1_000
+SIM_SNAPSHOTS = SnapshotPolicy(min_records=40, per_state=0.5)
 SETTLE_MS = 150_000
 TRAIL_TAIL = 60
 
@@ -73,7 +75,10 @@ def build(scenario: Scenario, seed: int) -> tuple[SimHost, Workload]:
     workload = Workload.zipf(Random(f"{seed}:workload"), list(scenario.namespaces),
                              topics_per_namespace=scenario.topics_per_namespace,
                              total_msg_rate=scenario.rate)
-    host = SimHost(config, seed=seed, settings=settings, faults=scenario.delivery, command_latency_ms=5)
+    # Small snapshots often: every restart of a run restores one (the sim checks the restored
+    # bodies like the rest; a fold from 0 would hide a snapshot that is not a fold).
+    host = SimHost(config, seed=seed, settings=settings, faults=scenario.delivery, command_latency_ms=5,
+                   snapshot_policy=SIM_SNAPSHOTS)
     host.add(lambda: NamespaceBody(config))
     for name in scenario.leader_names():
         host.add(lambda n=name: scenario.leader_cls(config, rng=host.rng_for(n), settings=settings,  # type: ignore[misc]
@@ -94,6 +99,12 @@ def add_broker(host: SimHost, broker: str, workload: Workload, scenario: Scenari
 
 def simulate(seed: int, scenario: str | Scenario, steps: int = 500, keep: frozenset[int] | None = None) -> SimResult:
     """Run one seed; ``keep`` limits the plan to those fault indices (``minimize``)."""
+    return simulate_on_host(seed, scenario, steps, keep)[0]
+
+
+def simulate_on_host(seed: int, scenario: str | Scenario, steps: int = 500,
+                     keep: frozenset[int] | None = None) -> tuple[SimResult, SimHost]:
+    """``simulate``, and the host it ran on (its log, bodies and snapshots, for inspection)."""
     chosen = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
     plan = chosen.plan(seed, steps)
     if keep is not None:
@@ -114,7 +125,7 @@ def simulate(seed: int, scenario: str | Scenario, steps: int = 500, keep: frozen
             break
     if violation is None:
         violation = _settle(run, steps)
-    return _result(run, seed, steps, violation, plan)
+    return _result(run, seed, steps, violation, plan), host
 
 
 def _step(run: _Run, step: int) -> Violation | None:

@@ -1,0 +1,188 @@
+"""What a live cluster is built from: its clock, its log and each body (the builder).
+
+``LogSpec`` opens the cluster's log (an embedded directory or Kafka) with the cluster's id
+stamped on every append; ``BodySpec.build`` makes a body from the settings; ``Clock`` is the
+cluster's time. Hosts (``actors.runtime.realtime``, Ray) only run what these make.
+
+Invariants: every spec is frozen and picklable (it is shipped to Ray actors) and holds where
+secrets are, never a secret.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from random import Random
+from typing import Literal
+
+from actors.body import Body
+from actors.broker import BrokerBody
+from actors.leader import LeaderBody
+from actors.namespace import NamespaceBody
+from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name
+from actors.snapshots import (
+    DirectorySnapshots,
+)
+from actors.workload import Capacity, ClientsBody, Workload
+from balancer.config import LoadBalancerConfig
+from balancer.errors import (
+    ForeignCluster,
+    InvalidInput,
+)
+from events.envelope import Stamper, new_cluster_id
+from events.log.kafka import KafkaEventLog
+from events.log.kafka_client import KafkaSecurity
+from events.log.local import LocalEventLog
+from events.log.port import EventLog, cluster_of
+
+BodyKind = Literal["namespace", "leader", "broker", "clients"]
+SNAPSHOT_DIR = "snapshots"
+"""Under an embedded log's directory: the bodies' snapshots (``actors.snapshots``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The cluster's time: ``origin_ms`` + (wall - origin) x ``speed`` (1.0 = real time)."""
+
+    origin_ms: int
+    speed: float = 1.0
+
+    @classmethod
+    def starting_now(cls, speed: float = 1.0) -> Clock:
+        if speed <= 0:
+            raise InvalidInput(f"time compression factor {speed} must be > 0", value=speed)
+        return cls(int(time.time() * 1000), speed)
+
+    def now_ms(self) -> int:
+        wall = time.time() * 1000
+        return int(self.origin_ms + (wall - self.origin_ms) * self.speed)
+
+    def wall_s(self, virtual_ms: float) -> float:
+        """How long ``virtual_ms`` of cluster time takes on the wall clock, in seconds."""
+        return virtual_ms / 1000.0 / self.speed
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpec:
+    """Where the cluster's log lives: an embedded directory or a Kafka cluster."""
+
+    directory: str | None = None
+    bootstrap: str | None = None
+    cluster: str = "lb"
+    """Kafka topic prefix (``{cluster}-events``)."""
+    partitions: int = 3
+    transactional: bool = True
+    """Kafka: the leader writes through a transactional id, so a restarted leader fences the
+    producer of its zombie (``BodySpec.transactional``); every other body writes idempotently."""
+    fsync: bool = True
+    replication_factor: int | None = None
+    """Kafka: of the topic it creates (None: min(3, Kafka brokers))."""
+    retention_ms: int | None = None
+    """Kafka: of the topic it creates (None: forever)."""
+    security: KafkaSecurity | None = None
+    """Kafka: TLS/SASL settings; ``open(role=...)`` uses that role's credentials. Holds where
+    the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
+    cluster_id: str | None = None
+    """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
+
+    def __post_init__(self) -> None:
+        if (self.directory is None) == (self.bootstrap is None):
+            raise InvalidInput("a log is either a directory or Kafka bootstrap servers, not "
+                               f"{'both' if self.directory else 'neither'}")
+
+    @property
+    def kind(self) -> str:
+        return "local" if self.directory is not None else "kafka"
+
+    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
+        """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
+        kind of actor whose Kafka credentials it uses (None: the process's own)."""
+        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
+        if self.directory is not None:
+            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
+        assert self.bootstrap is not None
+        writer_id = writer.replace(":", "-") if writer and self.transactional else None
+        return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
+                             replication_factor=self.replication_factor,
+                             retention_ms=self.retention_ms, writer_id=writer_id, stamper=stamper,
+                             security=self.security.for_role(role) if self.security else None)
+
+    async def resolve_cluster(self, clock: Clock) -> LogSpec:
+        """This spec with its cluster id: the given one, else the log's own (a cluster that
+        resumes on it), else a new one (a new cluster founds the log)."""
+        log = dataclasses.replace(self, cluster_id=None).open(clock)
+        try:
+            await log.start()
+            founding = await cluster_of(log)
+        finally:
+            await log.close()
+        if self.cluster_id is not None and founding not in (None, self.cluster_id):
+            raise ForeignCluster(f"{self.describe()} belongs to cluster {founding!r}, not to cluster "
+                                 f"{self.cluster_id!r}: refusing to use it", value=founding)
+        return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
+
+    def snapshots(self) -> DirectorySnapshots | None:
+        """Where the bodies of this log keep their snapshots: ``snapshots/`` of an embedded
+        log's directory. A Kafka log has none (a body's view outgrows a Kafka record): every
+        start folds the whole topic."""
+        if self.directory is None:
+            return None
+        return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
+
+    def describe(self) -> str:
+        if self.directory is not None:
+            return f"embedded log {self.directory}"
+        return f"Kafka {self.bootstrap} topic {self.cluster}-events"
+
+
+@dataclass(frozen=True, slots=True)
+class BodySpec:
+    """Everything needed to build one body, in any process (picklable)."""
+
+    kind: BodyKind
+    config: LoadBalancerConfig
+    settings: ActorSettings = field(default_factory=ActorSettings)
+    broker_id: str | None = None
+    failure_domain: str | None = None
+    capacity: Capacity | None = None
+    workload: Workload | None = None
+    shard: int = 0
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "namespace":
+            return namespace_body_name(self.shard)
+        if self.kind == "broker":
+            assert self.broker_id is not None
+            return broker_body_name(self.broker_id)
+        return LEADER if self.kind == "leader" else "clients"
+
+    @property
+    def transactional(self) -> bool:
+        """Whether this body writes through a transactional id (Kafka): every writer of
+        ownership keys (the leader, namespace shards, brokers), its id its role, so Kafka itself
+        fences a zombie incarnation (a paused process, a body Ray restarted elsewhere) and the
+        host then sends nothing more (``_apply``). The client view writes nothing. Costs: an
+        append takes a commit, and a body killed mid-transaction holds read_committed readers
+        of its partition until its next incarnation starts (which aborts it) or the
+        transaction times out."""
+        return self.kind in ("leader", "namespace", "broker")
+
+    def build(self) -> Body:
+        """A fresh body (a restart builds a new one: nothing survives but the log)."""
+        config, settings = self.config, self.settings
+        workload = self.workload or Workload([])
+        if self.kind == "namespace":
+            return NamespaceBody(config, shard=self.shard, shards=settings.namespace_shards)
+        if self.kind == "leader":
+            # Each incarnation draws its own placements' tie-breaks.
+            rng = Random(f"{self.seed}:{LEADER}:{os.getpid()}:{time.time_ns()}")
+            return LeaderBody(config, rng=rng, settings=settings)
+        if self.kind == "broker":
+            assert self.broker_id is not None
+            return BrokerBody(self.broker_id, config, workload, settings=settings,
+                              capacity=self.capacity, failure_domain=self.failure_domain)
+        return ClientsBody(config, workload, settings)
