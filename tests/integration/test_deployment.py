@@ -45,6 +45,12 @@ def deployment_file(tmp_path: Path, kafka: Any, ray_session: Any) -> Path:
 def test_lbctl_runs_and_drives_a_deployment_through_cluster_yaml(
         tmp_path: Path, kafka: Any, ray_session: Any) -> None:
     deployment = deployment_file(tmp_path, kafka, ray_session)
+    # No shedding or splitting: the bundle the test moves must not move on its own in between.
+    quiet = tmp_path / "broker.conf"
+    quiet.write_text((ROOT / "conf" / "broker.conf").read_text()
+                     + "loadBalancerSheddingEnabled=false\nloadBalancerAutoBundleSplitEnabled=false\n")
+    settings = yaml.safe_load(deployment.read_text())
+    deployment.write_text(yaml.safe_dump({**settings, "broker_conf": str(quiet)}))
     run = subprocess.Popen([LBCTL, "--cluster", str(deployment), "run", "--minutes", "2",
                             "--topics", "200", "--bundles", "4", "--keep", "--plain",
                             "--state-dir", str(tmp_path / "state")],
