@@ -104,7 +104,8 @@ def apply_acls(secured: Secured) -> None:
                             "--command-config", str(secured.setup.acl_config()))
     assert printed.returncode == 0, printed.stderr
     commands = [shlex.split(line) for line in printed.stdout.splitlines() if line and not line.startswith("#")]
-    assert len(commands) == 9, printed.stdout  # 3 writers x (topic, transactional id) + 3 readers
+    # 3 writers x (events topic, transactional id, writer-heads topic) + 3 readers
+    assert len(commands) == 12, printed.stdout
     java = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{kafka_libs_dir()}/*",
             "org.apache.kafka.tools.AclCommand"]
     for command in commands:
