@@ -32,6 +32,8 @@ STEPS = 500
     pytest.param(20037, "scale_in", id="namespace-copied-a-forged-epoch"),
     pytest.param(20105, "hot_bundle", id="leader-stepped-down-for-a-forged-election"),
     pytest.param(300296, "scale_in", id="void-record-cleanup-refused-after-reregistration"),
+    pytest.param(342733, "split_storm", id="stale-void-entry-after-a-split-into-itself-342733"),
+    pytest.param(344574, "split_storm", id="stale-void-entry-after-a-split-into-itself-344574"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
