@@ -36,6 +36,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from events.log._segment import fsync_dir
+
 logger = logging.getLogger(__name__)
 
 MAGIC = b"BBSNAP1\n"
@@ -257,7 +259,7 @@ class DirectorySnapshots(_Named):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        _fsync_dir(folder)
+        fsync_dir(folder)
         for old in self.files(snapshot.body)[self.keep:]:
             old.unlink(missing_ok=True)
 
@@ -296,12 +298,6 @@ def _position(path: Path) -> Mapping[int, int] | None:
         return None
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextmanager
