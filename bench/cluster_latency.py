@@ -31,6 +31,7 @@ import ray
 from aiokafka import TopicPartition
 
 from actors.api import Cluster
+from actors.cluster.ray_link import RayLink
 from actors.settings import ActorSettings
 from actors.workload import Workload
 from balancer.bundles import BundleId
@@ -104,7 +105,9 @@ async def a6_assignment(cluster: Cluster, load: Workload, log_kind: str) -> Row:
         t0 = time.perf_counter()
         await cluster.lookup(topic)
         ours.append((time.perf_counter() - t0) * 1000)
-    handle = await cluster.link.transport.handle("ns:0")
+    link = cluster.link
+    assert isinstance(link, RayLink), "A6 measures Ray's actor calls"
+    handle = await link.transport.handle("ns:0")
     ref: list[float] = []
     for _ in range(max(50, len(wanted))):
         t0 = time.perf_counter()

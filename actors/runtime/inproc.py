@@ -32,9 +32,10 @@ from typing import Any, TypeVar
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
-from actors.effects import NOTHING, Effects, append_plan
+from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
+from actors.runtime.executor import execute
 from actors.settings import LEADER, ActorSettings, route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -47,7 +48,7 @@ from actors.workload import Capacity, ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
 from balancer.ownership import AcceptMode
-from events.catalog import AssignBundle, Command
+from events.catalog import AssignBundle, Command, Event
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
 from events.log.port import DeadLetter, Record
@@ -324,35 +325,39 @@ class InProcessHost:
         shutdown = getattr(body, "shutdown")  # noqa: B009 - only brokers have it
         self.apply(name, shutdown(self.now_for(name)))
 
-    # -- effects ---------------------------------------------------------------------------
+    # -- effects (actors.runtime.executor: the one order every host follows) -----------------
     def apply(self, writer: str, effects: Effects) -> LoadBalancerError | None:
         """Append, let the writer fold what it wrote, then send; the append error, if any."""
-        failure = self._append(writer, effects) if effects.append else None
-        if effects.append:
-            self.log_health(writer, not isinstance(failure, Unavailable))
-            self._ingest()
-            self._catch_up(writer)
-            self._schedule_pump()
-        shards = self.settings.namespace_shards
-        for command in effects.send:
-            self.schedule_command(Ticket(command, route(command, shards)))
-        return failure
+        return run_sync(execute(self, writer, effects))
 
-    def log_health(self, name: str, healthy: bool) -> None:
-        """Tell body ``name`` (``Body.on_log_health``) whether the log just answered it."""
-        body = self.bodies.get(name)
-        if body is not None:
-            body.on_log_health(healthy, self.now_for(name))
+    def fenced(self, writer: str) -> bool:
+        # The bodies share one log handle without transactional ids: a stale writer is refused
+        # append by append instead (``WriterFenced`` from the log).
+        return False
 
-    def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
-        for key, events, expected in append_plan(effects):
-            try:
-                run_sync(self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
-                                         causation_id=effects.causation_id))
-            except LoadBalancerError as exc:
-                self.failed_appends.append((writer, key, exc))
-                return exc
+    async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
+                     effects: Effects) -> LoadBalancerError | None:
+        try:
+            await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected_seq,
+                                  causation_id=effects.causation_id)
+        except LoadBalancerError as exc:
+            self.failed_appends.append((writer, key, exc))
+            return exc
         return None
+
+    def log_health(self, writer: str, healthy: bool) -> None:
+        """Tell body ``writer`` (``Body.on_log_health``) whether the log just answered it."""
+        body = self.bodies.get(writer)
+        if body is not None:
+            body.on_log_health(healthy, self.now_for(writer))
+
+    async def fold_new(self, writer: str) -> None:
+        self._ingest()
+        self._catch_up(writer)
+        self._schedule_pump()
+
+    def send(self, writer: str, command: Command) -> None:
+        self.schedule_command(Ticket(command, route(command, self.settings.namespace_shards)))
 
     def _ingest(self) -> None:
         result = run_sync(self.log.read({0: self._read_next}))

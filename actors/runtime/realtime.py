@@ -40,11 +40,12 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from actors.body import Body, Follower
-from actors.effects import Effects, append_plan
+from actors.effects import Effects
+from actors.runtime.executor import execute
 from actors.runtime.specs import Clock
 from actors.settings import route
 from actors.snapshots import (
@@ -58,9 +59,8 @@ from balancer.errors import (
     InvalidInput,
     LoadBalancerError,
     Unavailable,
-    WriterFenced,
 )
-from events.catalog import Command
+from events.catalog import Command, Event
 from events.envelope import Envelope
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
@@ -255,41 +255,39 @@ class LiveHost:
             await self._apply(effects)
         return effects
 
-    # -- effects (InProcessHost.apply, live) -------------------------------------------------
+    # -- effects (actors.runtime.executor: the one order every host follows) -----------------
     async def _apply(self, effects: Effects) -> LoadBalancerError | None:
-        if getattr(self.log, "fenced", False):
-            # A newer incarnation of this writer took over (Kafka fenced our transactional id):
-            # a zombie writes and sends nothing more.
-            return WriterFenced(f"{self.name} was fenced by a newer incarnation", writer=self.name)
-        failure = await self._append(effects) if effects.append else None
-        if effects.append:
-            await self._ingest()
-            await self._drain()
-        if isinstance(failure, WriterFenced):
-            return failure  # what a fenced writer decided must not reach anyone
-        for command in effects.send:
-            self.counts["sends"] += 1
-            self.transport.send(route(command, self.shards), command, dict(self.cursor.seen))
-        return failure
+        return await execute(self, self.name, effects)
 
-    async def _append(self, effects: Effects) -> LoadBalancerError | None:
-        for key, events, expected in append_plan(effects):
-            try:
-                await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected,
-                                      causation_id=effects.causation_id)
-            except LoadBalancerError as exc:
-                self.failed_appends.append((key, exc))
-                self._log_health(not isinstance(exc, Unavailable))
-                return exc
-            except Exception as exc:  # a client library error the adapter did not translate
-                logger.exception("%s: append under %r failed", self.name, key)
-                failure = Unavailable(f"append under {key!r} failed: {exc!r}")
-                self.failed_appends.append((key, failure))
-                self._log_health(False)
-                return failure
-            self.counts["appends"] += 1
-        self._log_health(True)
+    def fenced(self, writer: str) -> bool:
+        return bool(getattr(self.log, "fenced", False))
+
+    async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
+                     effects: Effects) -> LoadBalancerError | None:
+        try:
+            await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected_seq,
+                                  causation_id=effects.causation_id)
+        except LoadBalancerError as exc:
+            self.failed_appends.append((key, exc))
+            return exc
+        except Exception as exc:  # a client library error the adapter did not translate
+            logger.exception("%s: append under %r failed", self.name, key)
+            failure = Unavailable(f"append under {key!r} failed: {exc!r}")
+            self.failed_appends.append((key, failure))
+            return failure
+        self.counts["appends"] += 1
         return None
+
+    def log_health(self, writer: str, healthy: bool) -> None:
+        self._log_health(healthy)
+
+    async def fold_new(self, writer: str) -> None:
+        await self._ingest()
+        await self._drain()
+
+    def send(self, writer: str, command: Command) -> None:
+        self.counts["sends"] += 1
+        self.transport.send(route(command, self.shards), command, dict(self.cursor.seen))
 
     def _log_health(self, healthy: bool) -> None:
         """Tell the body (``on_log_health``) when the log stops or starts answering it."""

@@ -17,7 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from random import Random
 from typing import Any
@@ -28,6 +28,7 @@ from actors.settings import ActorSettings
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, Unavailable
 from balancer.liveness import available_within
+from events.catalog import Event
 from events.log.port import Record
 
 _BRIEF_FIELDS = ("bundle", "parent", "dst", "src", "owner", "broker_id", "epoch", "reason", "children")
@@ -132,11 +133,11 @@ class SimHost(InProcessHost):
             self.schedule(again, lambda: self.deliver(ticket))
         self.schedule(due, lambda: self.deliver(ticket))
 
-    def _append(self, writer: str, effects: Effects) -> LoadBalancerError | None:
+    async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
+                     effects: Effects) -> LoadBalancerError | None:
         if self.log_available():
-            return super()._append(writer, effects)
+            return await super().append(writer, key, events, expected_seq, effects)
         failure = Unavailable(f"the log is unavailable until t={self.log_down_until}")
-        key = effects.append[0][0]
         self.failed_appends.append((writer, key, failure))
         self.note(f"append refused {writer} {key} ({len(effects.append)} events)")
         return failure
