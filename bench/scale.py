@@ -28,6 +28,7 @@ S1r (Ray with real Kafka) is not run here.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import resource
@@ -39,14 +40,13 @@ from collections.abc import Sequence
 from random import Random
 from typing import Any
 
+from actors.api import Cluster
 from actors.broker import BrokerBody
-from actors.runtime.inproc import InProcessHost, build_cluster, wait_ready
 from actors.settings import LEADER
 from actors.snapshots import DEFAULT_POLICY, BodySnapshot, MemorySnapshots
 from actors.workload import Workload
 from balancer.config import LoadBalancerConfig
 from balancer.ownership import IN_FLIGHT, BundleState
-from events.catalog import CreateNamespace
 from events.envelope import Envelope
 from events.log.port import Record
 
@@ -65,24 +65,27 @@ def exponent(small: float, large: float, size_small: float, size_large: float) -
     return math.log(large / small) / math.log(size_large / size_small)
 
 
-def _cluster(brokers: int, bundles: int, seed: int = 0) -> InProcessHost:
+async def _cluster(brokers: int, bundles: int, seed: int = 0) -> Cluster:
     workload = Workload.zipf(Random(seed), [NAMESPACE], topics_per_namespace=3 * bundles,
                              total_msg_rate=120_000.0)
-    host = build_cluster(brokers, config=LoadBalancerConfig(), seed=seed, workload=workload,
-                         clients=True)
-    if not wait_ready(host, brokers):
-        raise RuntimeError("no leader or not every broker registered")
-    host.call(CreateNamespace(command_id="bench-ns", epoch=host.epoch, namespace=NAMESPACE,
-                              bundles=bundles))
-    return host
+    cluster = await Cluster.start(LoadBalancerConfig(), brokers, host="inproc", seed=seed,
+                                  workload=workload, clients=True)
+    await cluster.wait_ready(brokers)
+    await cluster.create_namespace(NAMESPACE, bundles)
+    return cluster
 
 
-def all_owned(host: InProcessHost, bundles: int) -> bool:
+def all_owned(cluster: Cluster, bundles: int) -> bool:
     """Every bundle has a record and none is in flight or Free (indexes: no walk)."""
-    index = host.client.by_broker
-    if len(host.view.records) < bundles or index.in_state(BundleState.FREE):
+    view = cluster.view
+    if len(view.view.records) < bundles or view.by_broker.in_state(BundleState.FREE):
         return False
-    return not any(index.in_state(state) for state in IN_FLIGHT)
+    return not any(view.by_broker.in_state(state) for state in IN_FLIGHT)
+
+
+def records(cluster: Cluster) -> int:
+    """Records the client's view has folded (the log's length on the one-partition inproc log)."""
+    return sum(cluster.view.cursor.position.values())
 
 
 class Timer:
@@ -98,45 +101,49 @@ class Timer:
         return time.perf_counter() - self.wall0
 
 
-def _until_owned(host: InProcessHost, bundles: int, max_ms: int = 600_000) -> int:
+async def _until_owned(cluster: Cluster, bundles: int, max_ms: int = 600_000) -> int:
     """Simulated ms until every bundle is Owned."""
-    sim0 = host.now_ms
-    while not all_owned(host, bundles):
-        if host.now_ms - sim0 > max_ms:
+    sim0 = cluster.now_ms()
+    while not all_owned(cluster, bundles):
+        if cluster.now_ms() - sim0 > max_ms:
             raise RuntimeError(f"not every bundle Owned after {max_ms} simulated ms")
-        host.advance(STEP_MS)
-    return host.now_ms - sim0
+        await cluster.sleep(STEP_MS)
+    return cluster.now_ms() - sim0
 
 
-def one(brokers: int, bundles: int) -> dict[str, Any]:
-    """S1, S2, S3 and S5 at one size (run in a process of its own)."""
-    host = _cluster(brokers, bundles)
-    events0 = len(host.records)
-    timer = Timer()
-    cold_sim = _until_owned(host, bundles)
+async def _leads(cluster: Cluster) -> bool:
+    return bool((await cluster.statuses()).get(LEADER, {}).get("leads"))
+
+
+async def one(brokers: int, bundles: int) -> dict[str, Any]:
+    """S1, S2, S3 and S5 at one size (run in a process of its own), through ``Cluster``."""
+    cluster = await _cluster(brokers, bundles)
+    ids = [f"broker-{b}" for b in range(1, brokers + 1)]
+    events0, timer = records(cluster), Timer()
+    cold_sim = await _until_owned(cluster, bundles)
     cold_s, cold_wall = timer.cpu(), timer.wall()
-    events = len(host.records) - events0
-    for b in range(1, brokers + 1):
-        host.crash(f"broker:broker-{b}")
-    host.advance(host.settings.session_timeout_ms + 5_000)  # the leader expires them all
+    events = records(cluster) - events0
+    for broker_id in ids:
+        await cluster.kill_broker(broker_id)
+    await cluster.sleep(cluster.settings.session_timeout_ms + 5_000)  # the leader expires them all
     timer = Timer()
-    for b in range(1, brokers + 1):
-        host.restart(f"broker:broker-{b}")
-    host.run_until(lambda: len(host.client.brokers) == brokers, 60_000)
-    restart_sim = _until_owned(host, bundles)
+    await cluster.add_brokers(ids, timeout_s=60)
+    restart_sim = await _until_owned(cluster, bundles)
     restart_s, restart_wall = timer.cpu(), timer.wall()
     timer = Timer()
-    host.restart(LEADER)
-    body = host.body(LEADER)
-    host.run_until(lambda: bool(getattr(body, "leads", False)), 60_000)
+    await cluster.kill_leader(restart=True)
+    while not await _leads(cluster):
+        await cluster.sleep(STEP_MS)
     failover_s, failover_wall = timer.cpu(), timer.wall()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    history = records(cluster)
+    await cluster.close()
     return {"brokers": brokers, "bundles": bundles, "cold_s": cold_s, "cold_wall_s": cold_wall,
             "cold_sim_ms": cold_sim, "events": events,
             "events_per_s": events / cold_s if cold_s else math.nan,
             "restart_s": restart_s, "restart_wall_s": restart_wall, "restart_sim_ms": restart_sim,
             "failover_s": failover_s, "failover_wall_s": failover_wall,
-            "history": len(host.records), "peak_mib": peak}
+            "history": history, "peak_mib": peak}
 
 
 def history_records(count: int, bundles: int = 1024, brokers: int = 10) -> list[Record]:
@@ -261,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one:
         brokers, bundles = (int(part) for part in args.one.lower().split("x"))
-        print(json.dumps(one(brokers, bundles)))
+        print(json.dumps(asyncio.run(one(brokers, bundles))))
         return 0
     table = rows(run(args.quick))
     print(render(table))

@@ -19,16 +19,25 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from actors.body import Body, Follower
 from actors.client import ClientView
 from actors.cluster.kept import lock_directory
 from actors.runtime import InProcessHost, Ticket, run_sync
-from actors.settings import LEADER
-from balancer.errors import LoadBalancerError, MalformedInput, Unavailable
+from actors.settings import LEADER, broker_body_name
+from actors.workload import Capacity
+from balancer.errors import (
+    InvalidInput,
+    LoadBalancerError,
+    MalformedInput,
+    Unavailable,
+    UnknownBroker,
+)
 from events.catalog import Command
 from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
@@ -146,6 +155,64 @@ class InProcLink:
     def describe(self) -> Mapping[str, Any]:
         # The log directory next to cluster.json is where another process finds the cluster.
         return {} if self.cluster_id is None else {"cluster_id": self.cluster_id}
+
+    def cluster_s(self, ms: int) -> float:
+        return ms / 1000
+
+    # -- the actors' life (actors.cluster.life) ---------------------------------------------
+    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
+                     options: Mapping[str, Any] | None) -> str:
+        if options:
+            raise InvalidInput(f"Ray actor options {sorted(options)} apply to Ray only; this cluster "
+                               "runs in this process", value=sorted(options))
+        broker_id = broker_id or next(f"broker-{i}" for i in itertools.count(1)
+                                      if broker_body_name(f"broker-{i}") not in self.host.bodies)
+        if broker_body_name(broker_id) in self.host.bodies:
+            raise InvalidInput(f"broker {broker_id!r} is already hosted", value=broker_id)
+        self.host.add_broker(broker_id, failure_domain, capacity)
+        return broker_id
+
+    def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:
+        self._live(name, broker_id)
+        self.host.crash(name)
+        if restart:
+            self.host.restart(name)
+
+    async def ask_broker(self, broker_id: str, method: str) -> None:
+        name = broker_body_name(broker_id)
+        action = getattr(self._live(name, broker_id), method, None)
+        if not callable(action):
+            raise InvalidInput(f"{name} has no {method!r}", value=method)
+        self.host.apply(name, action(self.host.now_for(name)))
+        self._feed()
+
+    async def retire(self, name: str) -> None:
+        if name in self.host.bodies:
+            self.host.crash(name)
+
+    def _live(self, name: str, broker_id: str | None) -> Body:
+        body = self.host.bodies.get(name)
+        if body is None:
+            hosted = ", ".join(sorted(self.host.bodies))
+            if broker_id is not None:
+                raise UnknownBroker(f"broker {broker_id!r} is not running in this cluster; running: "
+                                    f"{hosted}", value=broker_id)
+            raise InvalidInput(f"no running body {name!r}; running: {hosted}", value=name)
+        return body
+
+    async def snapshots(self, target: Mapping[int, int], timeout_s: float) -> dict[str, dict[str, Any]]:
+        """Each body's view once it has folded every record (the host is one process)."""
+        self.host.fold_all()
+        return {name: {"view": body.view.snapshot(), "position": self.host.position_of(name)}
+                for name, body in sorted(self.host.bodies.items()) if isinstance(body, Follower)}
+
+    async def statuses(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {
+            name: {"name": name, "now_ms": self.host.now_for(name), **body.status(),
+                   "position": self.host.position_of(name)}
+            for name, body in sorted(self.host.bodies.items())}
+        out.update({name: {"error": f"{name} crashed"} for name in sorted(self.host.crashed)})
+        return out
 
     async def close(self) -> None:
         run_sync(self.host.log.close())

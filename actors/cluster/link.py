@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from actors.client import ClientView
 from actors.settings import ActorSettings
+from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError
 from events.catalog import Command
@@ -67,5 +68,34 @@ class Link(Protocol):
     def describe(self) -> Mapping[str, Any]:
         """What another process needs to reach this cluster (kept clusters)."""
         ...
+
+    def cluster_s(self, ms: int) -> float:
+        """How many of this link's seconds ``ms`` of cluster time take."""
+        ...
+
+    # -- the actors' life: each operation names the bad body or option ---------------------
+    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
+                     options: Mapping[str, Any] | None) -> str:
+        """Start broker ``broker_id`` (None: the first free ``broker-N``), a new one or one that
+        was killed; its id (it registers by itself)."""
+        ...
+
+    def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:
+        """Crash body ``name``; ``restart``: start it again at once, rebuilt from the log."""
+        ...
+
+    async def ask_broker(self, broker_id: str, method: str) -> None:
+        """Have the broker's body run ``method(now_ms)`` and its effects (``shutdown``)."""
+        ...
+
+    async def retire(self, name: str) -> None:
+        """End body ``name`` for good (after it left)."""
+        ...
+
+    async def snapshots(self, target: Mapping[int, int], timeout_s: float) -> dict[str, dict[str, Any]]:
+        """Each body's ``{"view": ..., "position": ...}`` once it folded at least ``target``."""
+        ...
+
+    async def statuses(self) -> dict[str, dict[str, Any]]: ...
 
     async def close(self) -> None: ...

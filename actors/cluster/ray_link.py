@@ -195,7 +195,7 @@ class RayLink:
         return {"log_dir": self.host.log.directory, "ray_namespace": self.ray_namespace,
                 "cluster_id": self.host.log.cluster_id}
 
-    # -- the actors (what only Ray hosts can be asked) --------------------------------------
+    # -- the actors' life (actors.cluster.life) ---------------------------------------------
     def _names(self) -> list[str]:
         if self.fleet is not None:
             return sorted(self.fleet.handles)
@@ -221,6 +221,9 @@ class RayLink:
         found = await asyncio.gather(*(h.status.remote() for h in handles), return_exceptions=True)
         return {n: s if isinstance(s, dict) else {"error": repr(s)}
                 for n, s in zip(names, found, strict=True)}
+
+    def cluster_s(self, ms: int) -> float:
+        return self.host.clock.wall_s(ms)
 
     def _fleet(self) -> Fleet:
         if self.fleet is None:

@@ -36,7 +36,7 @@ from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
 from actors.runtime.executor import execute
-from actors.settings import LEADER, ActorSettings, route
+from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
     DEFAULT_POLICY,
     BodySnapshot,
@@ -133,6 +133,8 @@ class InProcessHost:
         self._snapshot_floor = snapshot_policy.min_records if snapshot_policy is not None else 1 << 62
         self.started: dict[str, tuple[int, int]] = {}
         """Body -> (records its last start took from a snapshot, records it then folded)."""
+        self.new_broker: Callable[[str, str | None, Capacity | None], Body] | None = None
+        """Makes broker (id, failure domain, capacity) for ``add_broker`` (``build_cluster``'s)."""
         self.schedule(start_ms, self._tick)
 
     # -- bodies ----------------------------------------------------------------------------
@@ -188,6 +190,34 @@ class InProcessHost:
             self.snapshots.save(BodySnapshot(name, body.snapshot_identity(), {0: at}, at,
                                              body.snapshot_state()))
             self._snapshot_at[name] = at
+
+    def add_broker(self, broker_id: str, failure_domain: str | None = None,
+                   capacity: Capacity | None = None) -> Body:
+        """Start broker ``broker_id``: a new one, or again after its crash (a fresh body rebuilt
+        from its snapshot and the log, registering anew)."""
+        make = self.new_broker
+        if make is None:
+            raise ValueError("this host was built without a broker factory (build_cluster makes one)")
+        name = broker_body_name(broker_id)
+        if name in self.bodies:
+            raise ValueError(f"a body named {name!r} is already hosted")
+
+        def factory() -> Body:
+            return make(broker_id, failure_domain, capacity)
+
+        if name in self.crashed:
+            self._factories[name] = factory
+            return self.restart(name)
+        return self.add(factory)
+
+    def fold_all(self) -> None:
+        """Let every live body fold every record the log has (what a pump does)."""
+        for name in sorted(self.bodies):
+            self._catch_up(name)
+
+    def position_of(self, name: str) -> dict[int, int]:
+        """The log position body ``name`` has folded (partition 0 -> next offset)."""
+        return {0: self._cursor.get(name, 0)}
 
     def crash(self, name: str) -> None:
         """Stop ``name`` at once; its memory is gone, queued commands to it fail."""
@@ -388,8 +418,7 @@ class InProcessHost:
 
     def _pump(self) -> None:
         self._pump_due = False
-        for name in sorted(self.bodies):
-            self._catch_up(name)
+        self.fold_all()
 
     # -- inspection ------------------------------------------------------------------------
     def replay(self) -> OwnershipProjection:
@@ -427,10 +456,14 @@ def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfi
                                                    outcomes_kept=settings.outcomes_kept))
     host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
     ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
+
+    def new_broker(broker_id: str, domain: str | None, own: Capacity | None) -> Body:
+        return BrokerBody(broker_id, config, load, settings=settings, capacity=own or capacity,
+                          failure_domain=domain)
+
+    host.new_broker = new_broker
     for broker_id in ids:
-        host.add(lambda b=broker_id: BrokerBody(  # type: ignore[misc]
-            b, config, load, settings=settings, capacity=capacity,
-            failure_domain=(domains or {}).get(b)))
+        host.add_broker(broker_id, (domains or {}).get(broker_id))
     if clients:
         host.add(lambda: ClientsBody(config, load, settings))
     return host
