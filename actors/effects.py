@@ -108,6 +108,12 @@ def append_plan(effects: Effects) -> list[tuple[str, list[Event], int | None]]:
     return plan
 
 
+def unanswered(effects: Effects) -> Effects:
+    """``effects`` without its reply or error: what a tick caused, which answers nobody."""
+    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch,
+                   expected_seq=effects.expected_seq)
+
+
 def sending(*commands: Command) -> Effects:
     return Effects(send=tuple(commands))
 

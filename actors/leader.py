@@ -29,14 +29,22 @@ from random import Random
 from typing import Any
 
 from actors.body import Follower
-from actors.effects import NOTHING, Effects, Outcomes, Receipt, appending, combine, rejection
+from actors.effects import (
+    NOTHING,
+    Effects,
+    Outcomes,
+    Receipt,
+    appending,
+    combine,
+    rejection,
+    unanswered,
+)
 from actors.leader_view import (
     Placer,
-    bundle_counts,
     check_domain,
     cluster_view,
     has_traffic,
-    split_stats,
+    split_decisions,
 )
 from actors.namespace import AUTO_PREFIX
 from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
@@ -59,12 +67,7 @@ from balancer.placement.index import BundleIndex
 from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
-from balancer.split import (
-    SplitDecision,
-    SplitHitCounts,
-    extensible_split_candidates,
-    modular_split_candidates,
-)
+from balancer.split import SplitHitCounts
 from events.catalog import (
     CLUSTER_KEY,
     LEADER_KEY,
@@ -418,7 +421,7 @@ class LeaderBody(Follower):
             # A transfer whose source died goes on to its destination if that one lives.
             dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None
             parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
-        return _sends_only(combine(parts))
+        return unanswered(combine(parts))
 
     def _orphan_order(self, live: Mapping[str, Any]) -> list[tuple[str, OwnershipRecord]]:
         """Records naming a broker not in ``live`` and void records (the only ones that can be
@@ -442,7 +445,7 @@ class LeaderBody(Follower):
             record = self.view.records[bundle]
             if record.state is BundleState.FREE and self._has_traffic(bundle):
                 parts.append(self._place(bundle, record, now_ms, reason="lookup") or NOTHING)
-        return _sends_only(combine(parts))
+        return unanswered(combine(parts))
 
     def _has_traffic(self, bundle: str) -> bool:
         return has_traffic(bundle, self.load.bundles, self.parents)
@@ -456,7 +459,7 @@ class LeaderBody(Follower):
                 continue
             dst = record.dst if (record.state is BundleState.ASSIGNING and record.dst in self.brokers) else None
             parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
-        return _sends_only(combine(parts))
+        return unanswered(combine(parts))
 
     # -- shedding and splitting ----------------------------------------------------------------
     def _shed(self, now_ms: int) -> Effects:
@@ -467,7 +470,7 @@ class LeaderBody(Follower):
         moves = [self._move(d, now_ms, reason=str(d.reason)) for d in result.decisions]
         moves = [m for m in moves if m]
         if moves:
-            return _sends_only(combine(moves))
+            return unanswered(combine(moves))
         if result.skip is not None:
             skip = str(result.skip)
         else:  # decisions without a destination other than their owner, or none at all
@@ -476,16 +479,7 @@ class LeaderBody(Follower):
         return appending(LEADER_KEY, [event], epoch=self.my_epoch)
 
     def _auto_split(self, now_ms: int) -> Effects:
-        counts = bundle_counts(self.view)
-        decisions: tuple[SplitDecision, ...]
-        if self.config.extensible:
-            splitting = [b for b, r in self.view.records.items() if r.state is BundleState.SPLITTING]
-            result = extensible_split_candidates(split_stats(self.view, self.load, long_term=False),
-                                                 counts, self.split_hits, self.config, splitting)
-            self.split_hits, decisions = result.hit_counts, result.decisions
-        else:
-            decisions = modular_split_candidates(split_stats(self.view, self.load, long_term=True),
-                                                 counts, self.config)
+        decisions, self.split_hits = split_decisions(self.view, self.load, self.split_hits, self.config)
         commands: list[SplitBundle] = []
         for d in decisions:
             record = self.view.records.get(d.bundle)
@@ -497,9 +491,3 @@ class LeaderBody(Follower):
                 epoch=self.my_epoch, namespace=namespace_of(d.bundle), bundle=d.bundle,
                 algorithm=d.algorithm, unload=d.unload_children))
         return Effects(send=tuple(commands))
-
-
-def _sends_only(effects: Effects) -> Effects:
-    """Tick work answers nobody: keep what it sends and appends, drop replies."""
-    return Effects(append=effects.append, send=effects.send, epoch=effects.epoch,
-                   expected_seq=effects.expected_seq)

@@ -23,14 +23,20 @@ from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
 from balancer.placement.strategies import paired_placement
 from balancer.shedding.base import ClusterView
-from balancer.split import BundleSplitStats
+from balancer.split import (
+    BundleSplitStats,
+    SplitDecision,
+    SplitHitCounts,
+    extensible_split_candidates,
+    modular_split_candidates,
+)
 from events.catalog import SetFailureDomain
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 from projections.views import cluster_view, failure_domains, isolation_policy, namespace_policies
 
 __all__ = ["Placer", "bundle_counts", "cluster_view", "failure_domains", "isolation_policy",
-           "namespace_policies", "split_stats"]
+           "namespace_policies", "split_decisions", "split_stats"]
 
 
 class Placer:
@@ -106,3 +112,16 @@ def check_domain(brokers: Mapping[str, Any], domains: Mapping[str, str],
             raise BrokerInOtherDomain(f"broker {broker} is already in failure domain {held!r}; "
                                       f"remove it there before adding it to {command.domain!r}",
                                       value=broker)
+
+
+def split_decisions(view: OwnershipProjection, load: LoadProjection, hits: SplitHitCounts,
+                    config: LoadBalancerConfig) -> tuple[tuple[SplitDecision, ...], SplitHitCounts]:
+    """The bundles the configured manager splits now, and the hit counts it keeps (extensible:
+    short-term stats, a bundle must be hot several runs in a row; modular: long-term stats)."""
+    counts = bundle_counts(view)
+    if not config.extensible:
+        return modular_split_candidates(split_stats(view, load, long_term=True), counts, config), hits
+    splitting = [b for b, r in view.records.items() if r.state is BundleState.SPLITTING]
+    result = extensible_split_candidates(split_stats(view, load, long_term=False), counts, hits,
+                                         config, splitting)
+    return result.decisions, result.hit_counts
