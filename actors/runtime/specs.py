@@ -21,6 +21,7 @@ from actors.body import Body
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
+from actors.retention import SNAPSHOT_DIR, RetainingSnapshots
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name
 from actors.snapshots import (
     DirectorySnapshots,
@@ -38,8 +39,6 @@ from events.log.local import LocalEventLog
 from events.log.port import EventLog, cluster_of
 
 BodyKind = Literal["namespace", "leader", "broker", "clients"]
-SNAPSHOT_DIR = "snapshots"
-"""Under an embedded log's directory: the bodies' snapshots (``actors.snapshots``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +122,15 @@ class LogSpec:
                                  f"{self.cluster_id!r}: refusing to use it", value=founding)
         return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
 
-    def snapshots(self) -> DirectorySnapshots | None:
-        """Where the bodies of this log keep their snapshots: ``snapshots/`` of an embedded
-        log's directory. A Kafka log has none (a body's view outgrows a Kafka record): every
-        start folds the whole topic."""
+    def snapshots(self, *, retain: bool = False) -> DirectorySnapshots | None:
+        """Where the readers of this log keep their snapshots: ``snapshots/`` of an embedded
+        log's directory (``retain``: each snapshot written then drops what no reader needs,
+        ``actors.retention``). A Kafka log has none (a body's view outgrows a Kafka record):
+        every start folds the whole topic."""
         if self.directory is None:
             return None
+        if retain:
+            return RetainingSnapshots(self.directory)
         return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
 
     def describe(self) -> str:
