@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -49,9 +50,10 @@ from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
 from events.catalog import Command
-from events.log.port import Record
+from events.log.port import Record, dropped_note
 
 MIN_SLEEP_S = 0.005
+logger = logging.getLogger(__name__)
 
 
 class RayLink:
@@ -188,7 +190,10 @@ class RayLink:
         return max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
 
     async def history(self) -> list[Record]:
-        return list((await self.view.log.read()).records)
+        result = await self.view.log.read()
+        if result.dropped:  # explain/log_tail see what is left, and the caller's log says so
+            logger.warning("the cluster's log: %s", dropped_note(result.dropped))
+        return list(result.records)
 
     def describe(self) -> Mapping[str, Any]:
         return {"log_dir": self.host.log.directory, "ray_namespace": self.ray_namespace,
