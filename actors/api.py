@@ -110,7 +110,7 @@ class Cluster(ActorLife):
         ``LoadBalancerConfig`` (``overrides``: Pulsar keys); ``brokers`` a count or ids;
         ``domains`` broker -> failure domain at registration. Ray only (``ray_options``):
         ``speed`` compresses time (60: a simulated hour in a minute), ``tick_s``, ``poll_s``,
-        ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``,
+        ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
         ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
         ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
         ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL).

@@ -85,6 +85,8 @@ class LogSpec:
     the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
     cluster_id: str | None = None
     """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
+    segment_bytes: int = 64 * 1024 * 1024
+    """Embedded log: a segment is sealed past this size (retention drops whole sealed ones)."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -100,7 +102,8 @@ class LogSpec:
         kind of actor whose Kafka credentials it uses (None: the process's own)."""
         stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
         if self.directory is not None:
-            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
+            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper,
+                                 segment_bytes=self.segment_bytes)
         assert self.bootstrap is not None
         writer_id = writer.replace(":", "-") if writer and self.transactional else None
         return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
