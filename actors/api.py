@@ -417,7 +417,8 @@ class Cluster(ActorLife):
         return self.view.records(*types, from_start=from_start)
 
     async def replay(self) -> OwnershipProjection:
-        """A fresh fold of the whole log, read back from the log itself."""
+        """A fresh fold of the whole log, read back from the log itself (on a retained embedded
+        log: of what is left, with a ``retained`` anomaly naming the first offset held)."""
         return await self.view.replay()
 
     # -- waiting on the cluster -------------------------------------------------------------

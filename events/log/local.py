@@ -194,14 +194,13 @@ class LocalStore(Store):
         """Drop every sealed segment whose records all lie below ``floor``, oldest first (the
         active one never); with ``dry_run`` only say which. The heads are saved first, so a
         store opened later needs none of the dropped records."""
+        self.poll()
+        if dry_run or not self._doomed(floor):  # a look without the writers' lock
+            with self._mutex:
+                return [_dropped(s) for s in self._doomed(floor)]
         with self.locked():
-            sealed = zip(self._segments, self._segments[1:], strict=False)
-            doomed = [segment for segment, after in sealed if after.base <= floor]
-            dropped = [DroppedSegment(str(s.data_path), s.base, s.count,
-                                      os.fstat(s.data_fd).st_size + os.fstat(s.index_fd).st_size)
-                       for s in doomed]
-            if dry_run:
-                return dropped
+            doomed = self._doomed(floor)
+            dropped = [_dropped(s) for s in doomed]
             if doomed:
                 self._save_heads()
             for segment in doomed:  # one at a time, the truth first: a crash leaves a suffix
@@ -212,6 +211,11 @@ class LocalStore(Store):
                 self._segments.remove(segment)
             self._sweep_indexes()
             return dropped
+
+    def _doomed(self, floor: int) -> list[Segment]:
+        """The sealed segments whose every record lies below ``floor``."""
+        sealed = zip(self._segments, self._segments[1:], strict=False)
+        return [segment for segment, after in sealed if after.base <= floor]
 
     def _sweep_indexes(self) -> None:
         """Remove indexes of dropped segments that a crash in ``retain`` left behind."""
@@ -336,6 +340,11 @@ class LocalStore(Store):
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
+
+
+def _dropped(segment: Segment) -> DroppedSegment:
+    size = sum(os.fstat(fd).st_size for fd in (segment.data_fd, segment.index_fd) if fd >= 0)
+    return DroppedSegment(str(segment.data_path), segment.base, segment.count, size)
 
 
 class LocalEventLog(StoreLog):
