@@ -21,7 +21,7 @@ from actors.client import ClientView
 from actors.retention import SNAPSHOT_DIR, RetainingSnapshots, retain
 from actors.runtime.inproc import InProcessHost, build_cluster, wait_ready
 from actors.runtime.realtime import LiveHost
-from actors.runtime.specs import BodySpec, Clock
+from actors.runtime.specs import BodySpec, Clock, LogSpec
 from actors.settings import ActorSettings
 from actors.snapshots import BodySnapshot, DirectorySnapshots, SnapshotPolicy
 from actors.workload import Workload
@@ -227,3 +227,16 @@ async def test_a_cluster_that_retains_by_itself_keeps_its_disk_bounded_and_resta
     assert error is None
     await again.close()
     await reader.close()
+
+
+def test_the_broker_conf_key_turns_retention_on_and_keeps_every_snapshot_usable(tmp_path: Path) -> None:
+    on = LoadBalancerConfig.from_broker_conf("embeddedLogRetentionEnabled=true")
+    off = LoadBalancerConfig()
+    assert on.embedded_log_retention_enabled and not off.embedded_log_retention_enabled
+    spec = LogSpec(directory=str(tmp_path))
+    assert isinstance(spec.snapshots(retain=on.embedded_log_retention_enabled), RetainingSnapshots)
+    assert not isinstance(spec.snapshots(retain=off.embedded_log_retention_enabled), RetainingSnapshots)
+    # Switching it changes no fold, so a snapshot written with it off is trusted with it on.
+    written, read = BodySpec("namespace", off).build(), BodySpec("namespace", on).build()
+    assert isinstance(written, Follower) and isinstance(read, Follower)
+    assert written.snapshot_identity() == read.snapshot_identity()
