@@ -268,7 +268,11 @@ class DirectorySnapshots(_Named):
     def newest(self, body: str, identity: str) -> BodySnapshot | None:
         """The newest usable snapshot of ``body``; registers ``body`` as a reader of the log
         (retention keeps everything it has not snapshot yet)."""
-        self._dir(body).mkdir(parents=True, exist_ok=True)
+        try:
+            self._dir(body).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only reader: not counted by retention, and named
+            logger.warning("%s cannot register as a reader of the log (retention will not wait "
+                           "for it): %s", body, exc)
         return self._first_usable([(str(path), _read(path)) for path in self.files(body)], body, identity)
 
     def holders(self) -> dict[str, Mapping[int, int] | None]:
