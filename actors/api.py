@@ -110,7 +110,7 @@ class Cluster(ActorLife):
         ``LoadBalancerConfig`` (``overrides``: Pulsar keys); ``brokers`` a count or ids;
         ``domains`` broker -> failure domain at registration. Ray only (``ray_options``):
         ``speed`` compresses time (60: a simulated hour in a minute), ``tick_s``, ``poll_s``,
-        ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``,
+        ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
         ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
         ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
         ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL).
@@ -417,7 +417,8 @@ class Cluster(ActorLife):
         return self.view.records(*types, from_start=from_start)
 
     async def replay(self) -> OwnershipProjection:
-        """A fresh fold of the whole log, read back from the log itself."""
+        """A fresh fold of the whole log, read back from the log itself (on a retained embedded
+        log: of what is left, with a ``retained`` anomaly naming the first offset held)."""
         return await self.view.replay()
 
     # -- waiting on the cluster -------------------------------------------------------------

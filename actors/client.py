@@ -8,7 +8,14 @@ Invariants:
   (``LogCursor``), so the view is a fold of a prefix of the log, in log order per partition;
 - it writes nothing and sends nothing: commands go through the ``Cluster``;
 - waiting is event-driven: every folded batch wakes the waiters (``wait_for``) and feeds every
-  listener's queue (``listen``), in fold order.
+  listener's queue (``listen``), in fold order;
+- with a snapshot store (an embedded log's ``snapshots/``, as reader ``client``) it starts from
+  its newest usable snapshot and folds the tail, and writes one whenever ``snapshot_policy`` says
+  so, only between two batches (a snapshot is a fold of exactly the records before its
+  position): a view after retention equals one folded from offset 0; the log's retention counts
+  the client as a reader (``actors.retention``);
+- reading the whole log back (``records(from_start=True)``, ``replay``) on a retained log names
+  the records retention dropped, never pretends the log starts at its first held record.
 """
 
 from __future__ import annotations
@@ -22,14 +29,22 @@ from typing import Any, NamedTuple
 
 from actors.body import Follower
 from actors.runtime.realtime import LogCursor, read_new, subscribe
+from actors.snapshots import (
+    DEFAULT_POLICY,
+    BodySnapshot,
+    DirectorySnapshots,
+    SnapshotPolicy,
+    collector_paused,
+)
 from balancer.config import LoadBalancerConfig
 from balancer.errors import UnknownBroker, UnknownNamespace
 from balancer.ownership import AcceptMode
 from events.catalog import BrokerLeft, LoadReported, Message
-from events.log.port import EventLog, Record
+from events.log.port import EventLog, Record, dropped_note
 from events.report_parts import is_continuation
 from projections.load import LoadProjection
 from projections.ownership import BundleRow, OwnershipProjection
+from projections.tracking import Anomaly
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +74,17 @@ class ClientView(Follower):
     """Ownership + load views folded from ``log``, kept current by a subscription."""
 
     name = "client"
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "reports")
 
-    def __init__(self, config: LoadBalancerConfig, log: EventLog, *, poll_s: float = 0.01) -> None:
+    def __init__(self, config: LoadBalancerConfig, log: EventLog, *, poll_s: float = 0.01,
+                 snapshots: DirectorySnapshots | None = None,
+                 snapshot_policy: SnapshotPolicy = DEFAULT_POLICY) -> None:
         super().__init__(config)
+        self.snapshots, self.snapshot_policy = snapshots, snapshot_policy
+        self.folded = self._snapshot_at = 0
+        """Records folded (those a restored snapshot holds included); at the last snapshot."""
+        self.started: tuple[int, int] = (0, 0)
+        """(records taken from a snapshot, records then folded from the log) at ``start``."""
         self.log, self.poll_s = log, poll_s
         self.view.ordered = getattr(log, "partitions", 1) == 1  # across partitions an election may come late
         self.load = LoadProjection(config)
@@ -83,7 +106,9 @@ class ClientView(Follower):
     # -- life --------------------------------------------------------------------------------
     async def start(self) -> None:
         await self.log.start()
+        restored = self._restore()
         await self.catch_up()
+        self.started = (restored, self.folded - restored)
         self._task = asyncio.get_running_loop().create_task(self._follow())
 
     async def close(self) -> None:
@@ -120,6 +145,8 @@ class ClientView(Follower):
 
     def _take(self, records: list[Record]) -> None:
         folded = [r for r in records if self.fold(r)]
+        self.folded += len(records)
+        self._maybe_snapshot()
         if not folded:
             return
         for queue in self._listeners:
@@ -127,6 +154,34 @@ class ClientView(Follower):
                 queue.put_nowait(record)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    # -- snapshots (actors.snapshots) ----------------------------------------------------------
+    def _restore(self) -> int:
+        """Take the newest usable snapshot, if any, and stand past it; the records it holds."""
+        if self.snapshots is None:
+            return 0
+        with collector_paused():
+            snapshot = self.snapshots.newest(self.name, self.snapshot_identity())
+        if snapshot is None:
+            return 0
+        ordered = self.view.ordered
+        self.restore_state(snapshot.state)
+        self.view.ordered = ordered
+        self.cursor.position, self.cursor.seen = dict(snapshot.position), dict(snapshot.position)
+        self.folded = self._snapshot_at = snapshot.records
+        return snapshot.records
+
+    def _maybe_snapshot(self) -> None:
+        if self.snapshots is None or not self.snapshot_policy.due(self.folded - self._snapshot_at,
+                                                                  self.state_size()):
+            return
+        try:
+            self.snapshots.save(BodySnapshot(self.name, self.snapshot_identity(),
+                                             dict(self.cursor.position), self.folded,
+                                             self.snapshot_state()))
+        except Exception:  # a full disk must not stop the view: the log is still the truth
+            logger.exception("client view: writing a snapshot failed")
+        self._snapshot_at = self.folded
 
     # -- waiting and listening ---------------------------------------------------------------
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
@@ -191,7 +246,11 @@ class ClientView(Follower):
         try:
             if from_start:  # what was folded before listening, read back from the log
                 seen = dict(self.cursor.position)
-                for item in (await self.log.read()).records:
+                result = await self.log.read()
+                if result.dropped:
+                    logger.warning("client view: %s; the records read back start there",
+                                   dropped_note(result.dropped))
+                for item in result.records:
                     folded = item.offset < seen.get(item.partition, 0)
                     if folded and (not wanted or item.envelope.type in wanted):
                         yield item
@@ -203,8 +262,15 @@ class ClientView(Follower):
             self.unlisten(queue)
 
     async def replay(self) -> OwnershipProjection:
-        """A fresh fold of the whole log, read back from the log itself."""
+        """A fresh fold of the whole log, read back from the log itself; on a retained log, of
+        what is left, with a ``retained`` anomaly naming the first offset and every view marked
+        degraded (the records before it are gone)."""
         projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
-        for record in (await self.log.read()).records:
+        result = await self.log.read()
+        for partition, first in sorted(result.dropped.items()):
+            note = dropped_note({partition: first})
+            projection.tracker.anomalies.append(Anomaly("retained", first, "", None, "?", note))
+            projection.degraded.setdefault("?", f"offset {first}: {note}")
+        for record in result.records:
             projection.apply(record.offset, record.envelope)
         return projection

@@ -165,6 +165,7 @@ class Launch:
     partitions: int = 3
     transactional: bool = True
     fsync: bool = True
+    segment_bytes: int = 64 * 1024 * 1024
     ray_address: str | None = None
     ray_namespace: str = "bundle-balancer"
     num_cpus: int | None = None
@@ -183,6 +184,8 @@ class Launch:
                                  partitions=self.partitions, transactional=self.transactional,
                                  fsync=self.fsync, replication_factor=self.replication_factor,
                                  retention_ms=self.retention_ms, security=self.security)
+        if log.directory is not None:
+            log = dataclasses.replace(log, segment_bytes=self.segment_bytes)
         return dataclasses.replace(log, cluster_id=self.cluster_id), temp_dir
 
     async def resolved(self) -> Launch:

@@ -12,7 +12,9 @@ Invariants:
 - a snapshot that cannot be used is named (``SnapshotUnusable``: which snapshot, why) and the
   next older one is tried, then offset 0: never trusted in silence, never fatal;
 - a store keeps the newest ``keep`` snapshots per body (older ones are let go once a newer one
-  is written whole: files are replaced atomically, with the directory fsynced).
+  is written whole: files are replaced atomically, with the directory fsynced);
+- a reader that looks for its snapshot in a directory registers there (its folder), so that the
+  log's retention (``actors.retention``) counts it, at offset 0 until it has a snapshot.
 
 Pickle, not the projections' msgpack: a body's state is a graph of the projection classes
 (records, indexes, load data) that pickles exactly and several times faster both ways; the bytes
@@ -264,7 +266,23 @@ class DirectorySnapshots(_Named):
             old.unlink(missing_ok=True)
 
     def newest(self, body: str, identity: str) -> BodySnapshot | None:
+        """The newest usable snapshot of ``body``; registers ``body`` as a reader of the log
+        (retention keeps everything it has not snapshot yet)."""
+        try:
+            self._dir(body).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only reader: not counted by retention, and named
+            logger.warning("%s cannot register as a reader of the log (retention will not wait "
+                           "for it): %s", body, exc)
         return self._first_usable([(str(path), _read(path)) for path in self.files(body)], body, identity)
+
+    def holders(self) -> dict[str, Mapping[int, int] | None]:
+        """Every registered reader (folder) -> the position of its oldest readable snapshot, or
+        None when it has none (it would restart from offset 0)."""
+        if not self.directory.is_dir():
+            return {}
+        oldest = self.oldest_positions()
+        return {folder.name: oldest.get(folder.name)
+                for folder in sorted(p for p in self.directory.iterdir() if p.is_dir())}
 
     def oldest_positions(self) -> dict[str, Mapping[int, int]]:
         """Body -> the position of its oldest kept snapshot (what retention may not cut past)."""

@@ -71,11 +71,14 @@ ALIASES: dict[str, str] = {
 }
 
 
-def setting(name: str, default: T, parse: Parser, doc: str) -> T:
+def setting(name: str, default: T, parse: Parser, doc: str, *, folds: bool = True) -> T:
     """A broker.conf key declared once, where its attribute is: the attribute's default, and in
     its metadata the Pulsar name, the parser and the one-line meaning (``KEYS`` is read from it,
-    and from ``KEYS`` come parsing, validation, ``to_mapping`` and the shipped broker.conf)."""
-    found: T = field(default=default, metadata={"key": ConfigKey(name, default, parse, doc)})
+    and from ``KEYS`` come parsing, validation, ``to_mapping`` and the shipped broker.conf).
+
+    ``folds=False``: the key changes no fold of the log (it is left out of ``repr``, which a
+    body snapshot's identity holds, so switching it keeps every snapshot usable)."""
+    found: T = field(default=default, repr=folds, metadata={"key": ConfigKey(name, default, parse, doc)})
     return found
 
 
@@ -324,6 +327,10 @@ class LoadBalancerConfig:
         "loadBalancerPlanMakeRoomTriggerPercentage", 25.0, PCT,
         "PlannedTransferShedder: a broker this far above the mean with no single move may have room made "
       "for a bundle (its destination first passes bundles on), percent")
+    embedded_log_retention_enabled: bool = setting(
+        "embeddedLogRetentionEnabled", False, boolean,
+        "embedded log: after each snapshot, drop whole segments below every reader's oldest snapshot "
+        "and checkpoint (off: the log grows forever; `lbctl log retain` drops on request)", folds=False)
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     ignored: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Keys of other broker components that were read and ignored (Pulsar's loader takes them)."""

@@ -1,9 +1,10 @@
-"""``lbctl log dead-letters|tail|ownership|anomalies``: look into an event log, embedded
-(``--log-dir``) or Kafka.
+"""``lbctl log dead-letters|tail|ownership|anomalies|retain``: look into an event log, embedded
+(``--log-dir``) or Kafka, and drop what no reader of an embedded one needs.
 
 Invariants: the commands only read (a Kafka topic is never created, a missing log directory is
-an error naming it); output is one line per entry: a table by default, deterministic JSON lines
-with ``--json`` (sorted keys; raw bytes base64); ``tail --follow`` runs until interrupted.
+an error naming it), but ``retain --apply``; output is one line per entry: a table by default,
+deterministic JSON lines with ``--json`` (sorted keys; raw bytes base64); ``tail --follow`` runs
+until interrupted; a read of a retained log names, on stderr, the records retention dropped.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from actors.cluster.kept import LOG_SUBDIR, read_spec, state_dir
 from actors.cluster_conf import ClusterConf
-from balancer.errors import MalformedInput, UnknownNamespace
+from actors.retention import Holder, report_lines, retain
+from balancer.errors import InvalidInput, MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item
+from events.log.port import DeadLetter, EventLog, Item, dropped_note
 from events.times import iso
 from lbctl.timearg import instant_arg
 from projections.ownership import OwnershipProjection
@@ -55,6 +58,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                  "duplicates, stale epochs, invalid transitions, dead letters")
     _source_arguments(anomalies)
     anomalies.set_defaults(handler=_anomalies)
+    retain = verbs.add_parser("retain", help="drop the embedded log's segments that every reader "
+                              "holds in a snapshot or checkpoint (a dry run without --apply)")
+    where = retain.add_mutually_exclusive_group()
+    where.add_argument("--state-dir", default=None,
+                       help="the cluster `lbctl run --keep` recorded (default: $LBCTL_STATE_DIR, .lbctl)")
+    where.add_argument("--log-dir", default=None, help="an embedded log directory")
+    retain.add_argument("--apply", action="store_true", help="drop them (default: only list them)")
+    retain.add_argument("--ignore", action="append", default=[], metavar="READER",
+                        help="do not count this reader (one gone for good), e.g. snapshot:broker_broker-4")
+    retain.set_defaults(handler=_retain)
 
 
 def _source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +148,8 @@ async def _print_entries(args: argparse.Namespace, start: Mapping[int, int]) -> 
     log = open_log(args)
     try:
         await log.start()
+        if args.from_ts is None:
+            await _warn_dropped(log, start)
         if not args.follow:
             result = await log.read(start, from_ts_ms=args.from_ts, limit=args.limit)
             for item in result.items:
@@ -150,6 +165,46 @@ async def _print_entries(args: argparse.Namespace, start: Mapping[int, int]) -> 
     finally:
         _notes(log)
         await log.close()
+
+
+async def _warn_dropped(log: EventLog, start: Mapping[int, int]) -> None:
+    """Name the records retention dropped that a read from ``start`` would have begun with."""
+    starts = getattr(log, "start_offsets", None)
+    if starts is None:  # Kafka: its own logStartOffset, not this log's retention
+        return
+    held: dict[int, int] = await starts()
+    dropped = {p: first for p, first in held.items() if start.get(p, 0) < first}
+    if dropped:
+        print(f"lbctl: note: {dropped_note(dropped)}; the entries start there", file=sys.stderr)
+
+
+def _retain(args: argparse.Namespace) -> int:
+    log_dir, others = _retained_log(args)
+    report = retain(log_dir, apply=args.apply, ignore=args.ignore, others=others)
+    for line in report_lines(report):
+        print(line)
+    return 0
+
+
+def _retained_log(args: argparse.Namespace) -> tuple[Path, list[Holder]]:
+    """The embedded log ``retain`` works on, and the readers its directory does not show."""
+    if args.log_dir is not None:
+        directory = Path(args.log_dir)
+        if not (directory / "LOCK").exists():
+            raise MalformedInput(f"--log-dir {args.log_dir!r}: not an event log directory "
+                                 "(expected one written by LocalEventLog)", value=args.log_dir)
+        return directory, []
+    root = state_dir(args.state_dir)
+    spec = read_spec(root)
+    if spec.host == "inproc":
+        # Each verb rebuilds every body of an in-process cluster from offset 0 (their snapshots
+        # live in its memory only): they hold the floor at 0 unless the operator says otherwise.
+        return root / LOG_SUBDIR, [Holder("inproc:bodies", 0, "an in-process cluster's bodies keep "
+                                          "no snapshots on disk; every verb folds the log from 0")]
+    if spec.log_dir is None:
+        raise InvalidInput(f"--state-dir {str(root)!r}: the cluster's log is Kafka; its retention is "
+                           "Kafka's own (retention.ms), not `lbctl log retain`", value=str(root))
+    return Path(spec.log_dir), []
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
@@ -171,6 +226,7 @@ async def _fold(args: argparse.Namespace) -> OwnershipProjection:
     try:
         await log.start()
         offsets = parse_offsets(getattr(args, "as_of_offset", []) or []) or None
+        await _warn_dropped(log, {})
         if offsets is None and getattr(args, "as_of_ts", None) is None:
             runner = ProjectionRunner(log, OwnershipProjection())
             await runner.catch_up()

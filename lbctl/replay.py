@@ -28,6 +28,7 @@ from balancer.config import LoadBalancerConfig, broker_conf_pairs
 from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
+from events.log.port import dropped_note
 from events.times import iso
 
 SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
@@ -124,9 +125,22 @@ def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
     spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
+    _retained_note(args.source)
     return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
                               starting=args.starting_offsets, ending=args.ending_offsets,
                               kafka_options=options)
+
+
+def _retained_note(source: str | None) -> None:
+    """A log directory whose first records retention dropped: the replay starts after them."""
+    from spark_replay.sources import segments
+
+    if source is None or not (Path(source) / "LOCK").exists():
+        return
+    found = segments(source)
+    if found and found[0][0] > 0:
+        print(f"lbctl: note: {source}: {dropped_note({0: found[0][0]})}; this replay starts at "
+              f"offset {found[0][0]}", file=sys.stderr)
 
 
 def _master(args: argparse.Namespace) -> str | None:

@@ -37,7 +37,8 @@ class EnvelopeLike(Protocol):
 @dataclass(frozen=True, slots=True)
 class Anomaly:
     """Something the fold refused or noticed: ``kind`` is gap, duplicate, stale_epoch,
-    invalid_transition, bad_event or dead_letter."""
+    invalid_transition, bad_event, dead_letter or retained (a replay of a log whose first records
+    retention dropped: the offset is the first one held)."""
 
     kind: str
     offset: int

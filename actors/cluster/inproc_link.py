@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,9 +42,10 @@ from balancer.errors import (
 from events.catalog import Command
 from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
-from events.log.port import FOUNDING_RECORDS, Record, founding_cluster, refuse_foreign
+from events.log.port import FOUNDING_RECORDS, Record, dropped_note, founding_cluster, refuse_foreign
 
 LEADER_WAIT_MS = 30_000
+logger = logging.getLogger(__name__)
 
 
 class InProcLink:
@@ -236,6 +238,9 @@ def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
     log = LocalEventLog(log_dir, group_commit=False,
                         stamper=Stamper(clock_ms=lambda: host.now_ms, cluster_id=cluster_id))
     read = run_sync(log.read())
+    if read.dropped:  # only when the operator retained past these bodies (--ignore inproc:bodies)
+        logger.warning("the log in %s: %s; every body folds only what is left", log_dir,
+                       dropped_note(read.dropped))
     history = read.records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
     for record in history:

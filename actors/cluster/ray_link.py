@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -49,9 +50,10 @@ from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
 from events.catalog import Command
-from events.log.port import Record
+from events.log.port import Record, dropped_note
 
 MIN_SLEEP_S = 0.005
+logger = logging.getLogger(__name__)
 
 
 class RayLink:
@@ -83,8 +85,7 @@ class RayLink:
                 os.close(lock)
             raise
         fleet = launch.fleet()
-        link = cls(view=ClientView(launch.config, fleet.host.log.open(fleet.host.clock),
-                                   poll_s=launch.poll_s),
+        link = cls(view=_view(launch.config, fleet.host, launch.poll_s),
                    transport=RayTransport(launch.ray_namespace), host=fleet.host,
                    config=launch.config, settings=launch.settings,
                    ray_namespace=launch.ray_namespace, ray_started=ray_started, fleet=fleet,
@@ -139,7 +140,7 @@ class RayLink:
             # Our own user, not the actors': their spec names their roles' credentials.
             host = dataclasses.replace(host, log=dataclasses.replace(host.log, security=security))
         config: LoadBalancerConfig = described["config"]
-        link = cls(view=ClientView(config, host.log.open(host.clock), poll_s=host.poll_s),
+        link = cls(view=_view(config, host, host.poll_s),
                    transport=RayTransport(ray_namespace), host=host, config=config,
                    settings=described["settings"], ray_namespace=ray_namespace,
                    ray_started=ray_started)
@@ -189,7 +190,10 @@ class RayLink:
         return max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
 
     async def history(self) -> list[Record]:
-        return list((await self.view.log.read()).records)
+        result = await self.view.log.read()
+        if result.dropped:  # explain/log_tail see what is left, and the caller's log says so
+            logger.warning("the cluster's log: %s", dropped_note(result.dropped))
+        return list(result.records)
 
     def describe(self) -> Mapping[str, Any]:
         return {"log_dir": self.host.log.directory, "ray_namespace": self.ray_namespace,
@@ -248,6 +252,15 @@ class RayLink:
 
     async def retire(self, name: str) -> None:
         await self._fleet().retire(name)
+
+
+def _view(config: LoadBalancerConfig, host: HostSpec, poll_s: float) -> ClientView:
+    """The client's view of the cluster's log; over an embedded log it keeps snapshots beside
+    the bodies' (``snapshots/client``), so a connect folds only the tail, and so that retention
+    may drop records the view already holds."""
+    retain = config.embedded_log_retention_enabled
+    return ClientView(config, host.log.open(host.clock), poll_s=poll_s,
+                      snapshots=host.log.snapshots(retain=retain))
 
 
 async def _describe(ray_namespace: str, timeout_s: float) -> dict[str, Any]:

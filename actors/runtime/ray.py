@@ -77,8 +77,8 @@ class BodyActor:
         writer = body.name if body.transactional else None
         log = spec.log.open(spec.clock, writer=writer, role=body.kind)
         self.host = LiveHost(body.build(), log, spec.clock, RayTransport(namespace), shards=spec.namespace_shards,
-                             tick_s=spec.tick_s, poll_s=spec.poll_s, snapshots=spec.log.snapshots(),
-                             rebuild=body.build)
+                             tick_s=spec.tick_s, poll_s=spec.poll_s, rebuild=body.build,
+                             snapshots=spec.log.snapshots(retain=body.config.embedded_log_retention_enabled))
         await self.host.start()
         # Everything alive now (Ray, aiokafka, the replayed history) lives as long as the actor.
         # Frozen, a full collection no longer walks it: one took ~40 ms here, a stall that every

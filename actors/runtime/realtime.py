@@ -63,7 +63,7 @@ from balancer.errors import (
 from events.catalog import Command, Event
 from events.envelope import Envelope
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item, Offsets, Record
+from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, dropped_note
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,8 @@ class LogCursor:
 async def read_new(log: EventLog, cursor: LogCursor) -> list[Record]:
     """Every record of ``log`` past ``cursor`` up to the end as of now, taking them."""
     result = await log.read(cursor.position)
+    if result.dropped:  # a reader behind retention: what it folds lacks these (named, not hidden)
+        logger.warning("reading %s: %s", getattr(log, "name", "the log"), dropped_note(result.dropped))
     records = [r for item in result.items if (r := cursor.take(item)) is not None]
     cursor.advance(result.next)
     return records

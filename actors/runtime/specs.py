@@ -21,6 +21,7 @@ from actors.body import Body
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
+from actors.retention import SNAPSHOT_DIR, RetainingSnapshots
 from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name
 from actors.snapshots import (
     DirectorySnapshots,
@@ -38,8 +39,6 @@ from events.log.local import LocalEventLog
 from events.log.port import EventLog, cluster_of
 
 BodyKind = Literal["namespace", "leader", "broker", "clients"]
-SNAPSHOT_DIR = "snapshots"
-"""Under an embedded log's directory: the bodies' snapshots (``actors.snapshots``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +85,8 @@ class LogSpec:
     the passwords are (a variable's name, a file), never a password: it is shipped to Ray."""
     cluster_id: str | None = None
     """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
+    segment_bytes: int = 64 * 1024 * 1024
+    """Embedded log: a segment is sealed past this size (retention drops whole sealed ones)."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -101,7 +102,8 @@ class LogSpec:
         kind of actor whose Kafka credentials it uses (None: the process's own)."""
         stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
         if self.directory is not None:
-            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper)
+            return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper,
+                                 segment_bytes=self.segment_bytes)
         assert self.bootstrap is not None
         writer_id = writer.replace(":", "-") if writer and self.transactional else None
         return KafkaEventLog(self.bootstrap, cluster=self.cluster, partitions=self.partitions,
@@ -123,12 +125,15 @@ class LogSpec:
                                  f"{self.cluster_id!r}: refusing to use it", value=founding)
         return dataclasses.replace(self, cluster_id=self.cluster_id or founding or new_cluster_id())
 
-    def snapshots(self) -> DirectorySnapshots | None:
-        """Where the bodies of this log keep their snapshots: ``snapshots/`` of an embedded
-        log's directory. A Kafka log has none (a body's view outgrows a Kafka record): every
-        start folds the whole topic."""
+    def snapshots(self, *, retain: bool = False) -> DirectorySnapshots | None:
+        """Where the readers of this log keep their snapshots: ``snapshots/`` of an embedded
+        log's directory (``retain``: each snapshot written then drops what no reader needs,
+        ``actors.retention``). A Kafka log has none (a body's view outgrows a Kafka record):
+        every start folds the whole topic."""
         if self.directory is None:
             return None
+        if retain:
+            return RetainingSnapshots(self.directory)
         return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
 
     def describe(self) -> str:

@@ -6,13 +6,16 @@ Invariants:
   other processes: two writers can never both take seq n for one key;
 - ``Heads`` is a pure function of the decodable records of the log (max seq, max epoch per
   key), so a store rebuilt from its files agrees with the one that wrote them;
-- reads see only entries the store has fully committed (``end``), never a half-written batch.
+- reads see only entries the store has fully committed (``end``), never a half-written batch;
+- a store may have dropped a prefix of a partition (``start``): a read from below it starts at
+  ``start`` and names it in ``ReadResult.dropped``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -31,11 +34,13 @@ from events.log.port import (
     Offsets,
     ReadResult,
     Record,
+    dropped_note,
     refuse_foreign,
     to_item,
 )
 
 SUBSCRIBE_BATCH = 1000
+logger = logging.getLogger(__name__)
 
 
 class Entry(NamedTuple):
@@ -166,6 +171,10 @@ class Store(ABC):
 
     @abstractmethod
     def end(self, partition: int) -> int: ...
+
+    def start(self, partition: int) -> int:
+        """The first offset still held (retention drops whole prefixes); 0 for most stores."""
+        return 0
 
     @abstractmethod
     def fetch(self, partition: int, start: int, stop: int) -> list[Entry]: ...
@@ -329,9 +338,14 @@ class StoreLog:
 
     def _read_from(self, begin: Offsets, limit: int | None) -> ReadResult:
         self._store.poll()
+        begin = dict(begin)
         items: list[Item] = []
         nxt = dict(begin)
+        dropped: Offsets = {}
         for p in range(self.partitions):
+            first = self._store.start(p)
+            if begin[p] < first:  # retention dropped them: start at the first held, and say so
+                dropped[p] = nxt[p] = begin[p] = first
             end = self._store.end(p)
             stop = end if limit is None else min(end, begin[p] + max(0, limit - len(items)))
             if stop <= begin[p]:
@@ -343,7 +357,7 @@ class StoreLog:
                 else:
                     items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms))
             nxt[p] = stop
-        return ReadResult(items, nxt)
+        return ReadResult(items, nxt, dropped)
 
     async def read(
         self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
@@ -358,11 +372,19 @@ class StoreLog:
         position = self._begin(start, from_ts_ms)
         while True:
             result = self._read_from(position, SUBSCRIBE_BATCH)
+            if result.dropped:
+                logger.warning("%s: %s; following from the first held", self.where,
+                               dropped_note(result.dropped))
             position = result.next
             for item in result.items:
                 yield item
             if not result.items:
                 await self._store.wait_for_change(position, poll_interval_s)
+
+    async def start_offsets(self) -> Offsets:
+        """Partition -> the first offset still held (above 0 once retention dropped records)."""
+        self._store.poll()
+        return {p: self._store.start(p) for p in range(self.partitions)}
 
     async def end_offsets(self) -> Offsets:
         self._store.poll()

@@ -7,6 +7,8 @@ Layout of a log directory::
     NNNNNNNNNNNNNNNNNNNN.idx    a checksummed index of it, rebuilt from the data when they differ
     quarantine/                 bytes a writer moved aside (never deleted), named in its message
     checkpoints/NAME.json       {"partition": next offset}, replaced atomically
+    heads.json                  the writers' heads (seq, epoch per key) exact below its ``at``,
+                                written by ``retain`` before it drops anything
 
 Invariants:
 - one partition; the offset of a record is its place in the log; a segment is named by the
@@ -19,7 +21,12 @@ Invariants:
   repair is one line in ``notes`` naming the file and byte; nothing committed is ever cut;
 - readers take no lock, write nothing and read every committed record (a damaged one as a
   dead letter in its place) whatever state the index is in;
-- the directory is fsynced after every file it gains and every rename.
+- the directory is fsynced after every file it gains and every rename;
+- retention (``retain``) drops whole sealed segments, oldest first, never the active one: the
+  log then starts at its first segment's base (``start``); before it drops anything it writes
+  ``heads.json``, so a store opened on a retained log knows every key's seq and epoch; a crash
+  at any step leaves a log that opens and reads (a shorter prefix dropped, an index without its
+  data file, which nothing reads and the next ``retain`` removes).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -43,11 +51,25 @@ from events.log._segment import INDEX, Segment, frame, fsync_dir, write_all
 from events.log._store import Entry, Heads, Store, StoreLog
 from events.log.port import Offsets, Record, to_item
 
-__all__ = ["INDEX", "LocalEventLog", "LocalStore", "frame"]
+__all__ = ["HEADS_FILE", "INDEX", "DroppedSegment", "LocalEventLog", "LocalStore", "frame"]
 
 _CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_INDEX_NAME = re.compile(r"^(\d{20})\.idx$")
+HEADS_FILE = "heads.json"
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedSegment:
+    """A sealed segment retention drops (or, in a dry run, would drop)."""
+
+    path: str
+    first: int
+    """Offset of its first record (its records are ``first .. first + records - 1``)."""
+    records: int
+    bytes: int
+    """Of its data file and its index."""
 
 
 class LocalStore(Store):
@@ -67,6 +89,7 @@ class LocalStore(Store):
         self._ignored: set[str] = set()
         self._heads = Heads()
         self._heads_upto = 0  # offsets below this are folded into _heads
+        self._heads_loaded = False  # heads.json taken (or found unusable) by this store
 
     def _note(self, line: str) -> None:
         if line not in self.notes:
@@ -74,7 +97,7 @@ class LocalStore(Store):
             _log.warning("%s", line)
 
     def _refresh(self) -> None:
-        fresh = 0
+        fresh, bases = 0, []
         for path in sorted(self.directory.glob("*.log")) if self.directory.is_dir() else []:
             match = _SEGMENT_NAME.match(path.name)
             if match is None:
@@ -83,9 +106,17 @@ class LocalStore(Store):
                     self._note(f"{path}: not a segment (NNNNNNNNNNNNNNNNNNNN.log); ignored")
                 continue
             base = int(match.group(1))
+            bases.append(base)
             if not self._segments or base > self._segments[-1].base:
-                self._segments.append(Segment(self.directory, base))
+                segment = Segment(self.directory, base)
+                if segment.data_fd < 0:  # dropped by retention between the listing and the open
+                    segment.close()
+                    continue
+                self._segments.append(segment)
                 fresh += 1
+        # Retention (perhaps in another process) dropped a prefix: forget the segments it took.
+        while bases and len(self._segments) > 1 and self._segments[0].base < bases[0]:
+            self._segments.pop(0).close()
         # Sealed segments never change: only new ones and the one that was active need a look.
         for segment in self._segments[-(fresh + 1):]:
             segment.refresh()
@@ -108,6 +139,8 @@ class LocalStore(Store):
                     for line in segment.repair():
                         self._note(line)
                 self._repaired = True
+                if not self._heads_loaded or self._heads_upto < self.start(0):
+                    self._load_heads()  # at open, or retention dropped records these heads lack
                 self._catch_up_heads()
                 yield self._heads
             finally:
@@ -127,6 +160,76 @@ class LocalStore(Store):
             if isinstance(item, Record) and not entry.damaged:
                 self._heads.observe(item.envelope)
         self._heads_upto = end
+
+    def _load_heads(self) -> None:
+        """Take ``heads.json`` (exact below its ``at``) if it fits this log; else fold the heads
+        from the first record held, naming what is not known when retention dropped records."""
+        self._heads_loaded = True
+        path, start, end = self.directory / HEADS_FILE, self.start(0), self.end(0)
+        try:
+            found = orjson.loads(path.read_bytes())
+            at = int(found["at"]["0"])
+            if not start <= at <= end:
+                raise ValueError(f"it stands at offset {at}, outside the log's offsets {start} to {end}")
+            self._heads, self._heads_upto = Heads.from_plain(found), at
+            return
+        except FileNotFoundError:
+            why = "missing"
+        except (ValueError, KeyError, TypeError) as exc:  # orjson's errors are ValueErrors
+            why = f"unusable ({exc})"
+        self._heads, self._heads_upto = Heads(), start
+        if start > 0:
+            self._note(f"{path}: {why}, and records before offset {start} were dropped by retention: "
+                       "keys last written before it start again at seq 1 and epoch 0")
+        elif why != "missing":
+            self._note(f"{path}: {why}; heads folded from offset 0")
+
+    def _save_heads(self) -> None:
+        """Write the heads, exact below ``_heads_upto`` (call under the lock, caught up)."""
+        data = orjson.dumps({**self._heads.to_plain(), "at": {"0": self._heads_upto}},
+                            option=orjson.OPT_SORT_KEYS)
+        self._replace(self.directory / HEADS_FILE, data, durable=True)
+
+    def retain(self, floor: int, *, dry_run: bool = False) -> list[DroppedSegment]:
+        """Drop every sealed segment whose records all lie below ``floor``, oldest first (the
+        active one never); with ``dry_run`` only say which. The heads are saved first, so a
+        store opened later needs none of the dropped records."""
+        self.poll()
+        if dry_run or not self._doomed(floor):  # a look without the writers' lock
+            with self._mutex:
+                return [_dropped(s) for s in self._doomed(floor)]
+        with self.locked():
+            doomed = self._doomed(floor)
+            dropped = [_dropped(s) for s in doomed]
+            if doomed:
+                self._save_heads()
+            for segment in doomed:  # one at a time, the truth first: a crash leaves a suffix
+                segment.data_path.unlink(missing_ok=True)
+                segment.index_path.unlink(missing_ok=True)
+                fsync_dir(self.directory)
+                segment.close()
+                self._segments.remove(segment)
+            self._sweep_indexes()
+            return dropped
+
+    def _doomed(self, floor: int) -> list[Segment]:
+        """The sealed segments whose every record lies below ``floor``."""
+        sealed = zip(self._segments, self._segments[1:], strict=False)
+        return [segment for segment, after in sealed if after.base <= floor]
+
+    def _sweep_indexes(self) -> None:
+        """Remove indexes of dropped segments that a crash in ``retain`` left behind."""
+        start = self.start(0)
+        for path in self.directory.glob("*.idx"):
+            match = _INDEX_NAME.match(path.name)
+            if match is not None and int(match.group(1)) < start:
+                path.unlink(missing_ok=True)
+
+    def start(self, partition: int) -> int:
+        with self._mutex:
+            if not self._segments:
+                self._refresh()
+            return self._segments[0].base if self._segments else 0
 
     def write(self, partition: int, entries: Sequence[Entry]) -> int:
         return self.write_group(partition, [entries])[0]
@@ -159,6 +262,9 @@ class LocalStore(Store):
         out: list[Entry] = []
         with self._mutex:
             bases = [s.base for s in self._segments]
+            if start < stop and (not bases or start < bases[0]):
+                raise ValueError(f"{self.directory}: offset {start} was dropped by retention "
+                                 f"(the log starts at {bases[0] if bases else 0})")
             at = start
             while at < stop:
                 segment = self._segments[bisect.bisect_right(bases, at) - 1]
@@ -190,12 +296,17 @@ class LocalStore(Store):
     def save_checkpoint(self, name: str, offsets: Offsets) -> None:
         path = self._checkpoint_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._replace(path, orjson.dumps({str(p): o for p, o in offsets.items()},
+                                         option=orjson.OPT_SORT_KEYS))
+
+    def _replace(self, path: Path, data: bytes, *, durable: bool = False) -> None:
+        """Write ``path`` whole or not at all (a temporary file renamed over it); synced to the
+        disk when the store fsyncs, or ``durable`` (what retention drops depends on it)."""
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        data = orjson.dumps({str(p): o for p, o in offsets.items()}, option=orjson.OPT_SORT_KEYS)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             write_all(fd, data, 0)
-            if self.fsync:
+            if self.fsync or durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -229,6 +340,11 @@ class LocalStore(Store):
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
+
+
+def _dropped(segment: Segment) -> DroppedSegment:
+    size = sum(os.fstat(fd).st_size for fd in (segment.data_fd, segment.index_fd) if fd >= 0)
+    return DroppedSegment(str(segment.data_path), segment.base, segment.count, size)
 
 
 class LocalEventLog(StoreLog):

@@ -13,6 +13,9 @@ Invariants every adapter keeps (``tests/contracts/`` checks them on all three):
   checkpoint can move past it; nothing is dropped silently;
 - ``Offsets`` map partition -> the next offset to read; a partition left out means "from the
   beginning"; checkpoints store ``Offsets`` under a name and survive a restart;
+- a log may have dropped a prefix of a partition (the embedded log's retention, Kafka's
+  ``logStartOffset``): a read asked to start below the first offset still held starts there and
+  says so in ``ReadResult.dropped``, never a silent jump;
 - time comes from the adapter's injected clock (``Stamper``), never read here;
 - one log, one cluster: an adapter whose stamper names a cluster refuses, when it starts, a log
   whose first records were stamped by another (``ForeignCluster``, naming both), before it
@@ -81,6 +84,9 @@ class ReadResult:
 
     items: list[Item]
     next: Offsets = field(default_factory=dict)
+    dropped: Offsets = field(default_factory=dict)
+    """Partition -> its first offset still held, for each partition this read was asked to
+    start below it: the records before it were dropped by retention (``dropped_note``)."""
 
     @property
     def records(self) -> list[Record]:
@@ -89,6 +95,12 @@ class ReadResult:
     @property
     def dead_letters(self) -> list[DeadLetter]:
         return [item for item in self.items if isinstance(item, DeadLetter)]
+
+
+def dropped_note(dropped: Mapping[int, int]) -> str:
+    """What a reader says of a read from a retained log: which records are gone."""
+    parts = [f"partition {p}: records before offset {o}" for p, o in sorted(dropped.items())]
+    return f"{'; '.join(parts)} were dropped by retention"
 
 
 def to_item(partition: int, offset: int, raw: bytes, key: str | None, ts_ms: int) -> Item:
