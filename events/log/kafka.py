@@ -16,7 +16,8 @@ Invariants:
   before each retry the writer re-reads the partition, so a batch that did commit is not
   written twice;
 - record timestamps are the envelope's ``ts_ms``; reading from a timestamp uses Kafka's time
-  index; checkpoints are committed offsets of the consumer group ``{cluster}-{name}-{checkpoint}``.
+  index; checkpoints are committed offsets of the consumer group ``{cluster}-{name}-{checkpoint}``
+  (the consumers, ranges and checkpoints are in ``kafka_read``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from balancer.errors import InvalidInput, Unavailable, WriterFenced
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
-from events.log import kafka_client
+from events.log import kafka_client, kafka_read
 from events.log._store import Heads, check_append
 from events.log.kafka_client import DENIED, KafkaSecurity
 from events.log.kafka_heads import HeadsCheckpoints
@@ -51,15 +52,9 @@ from events.log.kafka_topics import (
     stream_config,
     topic_name,
 )
-from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, check_cluster, to_item
+from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, check_cluster
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
-_FETCH_BYTES = 8 * 1024 * 1024
-
-
-def _item(message: Any) -> Item:
-    key = message.key.decode(errors="replace") if message.key is not None else None
-    return to_item(message.partition, message.offset, message.value or b"", key, message.timestamp)
 
 
 class KafkaEventLog:
@@ -87,7 +82,9 @@ class KafkaEventLog:
         self._producer: AIOKafkaProducer | None = None
         self._fenced: WriterFenced | None = None
         self._reader: AIOKafkaConsumer | None = None
-        self._checkpointers: dict[str, AIOKafkaConsumer] = {}
+        self._checkpointers = kafka_read.GroupCheckpoints(
+            bootstrap_servers, self.security, topic=self.topic, group_prefix=f"{cluster}-{name}",
+            partitions=partitions)
         self._heads = Heads()
         self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
         self._heads_from: dict[int, int] = {}  # partition -> where the checkpoint's heads stop
@@ -138,8 +135,8 @@ class KafkaEventLog:
         if self._checkpoints is not None:
             with contextlib.suppress(Exception):
                 await self._checkpoints.close()
-        clients: list[Any] = [self._producer, self._reader, *self._checkpointers.values()]
-        self._producer, self._reader, self._checkpointers = None, None, {}
+        clients: list[Any] = [self._producer, self._reader, *self._checkpointers.take_all()]
+        self._producer, self._reader = None, None
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -369,75 +366,34 @@ class KafkaEventLog:
         async with self._write_lock:
             return (await self._fresh_heads(self.partition_for(key))).get(key)
 
-    # -- reading ----------------------------------------------------------------------------
-
-    def _consumer(self, group_id: str | None = None) -> AIOKafkaConsumer:
-        return kafka_client.consumer(
-            self.bootstrap_servers, self.security, group_id=group_id,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            isolation_level="read_committed", fetch_max_bytes=_FETCH_BYTES,
-            max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_wait_ms=100,
-        )
+    # -- reading (events.log.kafka_read) ----------------------------------------------------
 
     async def _open_reader(self) -> AIOKafkaConsumer:
         if self._reader is None:
             reader = await kafka_client.started(
-                self._consumer(), self.bootstrap_servers, self.security, f"read {self.topic}")
+                kafka_read.consumer(self.bootstrap_servers, self.security), self.bootstrap_servers,
+                self.security, f"read {self.topic}")
             reader.assign(self._tps)
             self._reader = reader
         return self._reader
-
-    async def _begin(
-        self, consumer: AIOKafkaConsumer, start: Mapping[int, int] | None, from_ts_ms: int | None,
-    ) -> Offsets:
-        if from_ts_ms is None:
-            start = start or {}
-            return {p: max(0, int(start.get(p, 0))) for p in range(self.partitions)}
-        found = await consumer.offsets_for_times({tp: from_ts_ms for tp in self._tps})
-        ends = await consumer.end_offsets(self._tps)
-        return {tp.partition: ends[tp] if hit is None else hit.offset for tp, hit in found.items()}
 
     async def _read_range(
         self, begin: Offsets, limit: int | None, *, partitions: Sequence[int] | None = None,
         from_ts_ms: int | None = None,
     ) -> ReadResult:
         await self.start()
+        tps = kafka_read.partitions_of(self.topic, partitions or range(self.partitions))
         async with self._read_lock:
-            consumer = await self._open_reader()
+            reader = await self._open_reader()
             try:
-                return await self._fetch(consumer, begin, limit, partitions, from_ts_ms)
+                ends = await self._visible_ends(reader, tps)
+                return await kafka_read.fetch(reader, tps, ends, begin, limit, from_ts_ms=from_ts_ms,
+                                              read_timeout_s=self.read_timeout_s)
             except DENIED as exc:
                 raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
                                            f"read {self.topic}") from None
             except (KafkaError, OSError) as exc:
                 raise Unavailable(f"reading {self.topic} failed: {exc!r}") from exc
-
-    async def _fetch(
-        self, consumer: AIOKafkaConsumer, begin: Offsets, limit: int | None,
-        partitions: Sequence[int] | None, from_ts_ms: int | None,
-    ) -> ReadResult:
-        skip = SkipEarly(from_ts_ms)
-        tps = [TopicPartition(self.topic, p) for p in (partitions or range(self.partitions))]
-        ends = await self._visible_ends(consumer, tps)
-        nxt = {tp.partition: begin.get(tp.partition, 0) for tp in tps}
-        for tp in tps:
-            consumer.seek(tp, nxt[tp.partition])
-        pending = [tp for tp in tps if nxt[tp.partition] < ends[tp]]
-        items: list[Item] = []
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.read_timeout_s
-        while pending and (limit is None or len(items) < limit):
-            room = None if limit is None else limit - len(items)
-            batch = await consumer.getmany(*pending, timeout_ms=200, max_records=room)
-            for tp, messages in batch.items():
-                items.extend(_item(m) for m in skip.keep(tp.partition, messages))
-                if messages:
-                    nxt[tp.partition] = messages[-1].offset + 1
-                    deadline = loop.time() + self.read_timeout_s
-            pending = await self._not_done(consumer, pending, ends, nxt)
-            if pending and loop.time() > deadline:
-                raise Unavailable(f"reading {self.topic}: no progress for {self.read_timeout_s}s")
-        return ReadResult(items, nxt)
 
     async def _visible_ends(
         self, consumer: AIOKafkaConsumer, tps: list[TopicPartition],
@@ -451,34 +407,16 @@ class KafkaEventLog:
                 return ends
             await asyncio.sleep(0.005)
 
-    async def _not_done(
-        self, consumer: AIOKafkaConsumer, pending: list[TopicPartition],
-        ends: dict[TopicPartition, int], nxt: Offsets,
-    ) -> list[TopicPartition]:
-        still = []
-        for tp in pending:
-            position = await consumer.position(tp)
-            if position >= ends[tp]:
-                # Past the end: the rest were transaction markers, skip them for good.
-                nxt[tp.partition] = max(nxt[tp.partition], ends[tp])
-            else:
-                still.append(tp)
-        return still
-
     async def read(
         self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
         limit: int | None = None,
     ) -> ReadResult:
         await self.start()
         if from_ts_ms is None:
-            return await self._read_range(await self._begin_plain(start), limit)
+            return await self._read_range(kafka_read.plain_begin(start, self.partitions), limit)
         async with self._read_lock:
-            begin = await self._begin(await self._open_reader(), None, from_ts_ms)
+            begin = await kafka_read.begin_at(await self._open_reader(), self._tps, None, from_ts_ms)
         return await self._read_range(begin, limit, from_ts_ms=from_ts_ms)
-
-    async def _begin_plain(self, start: Mapping[int, int] | None) -> Offsets:
-        start = start or {}
-        return {p: max(0, int(start.get(p, 0))) for p in range(self.partitions)}
 
     async def subscribe(
         self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
@@ -486,10 +424,11 @@ class KafkaEventLog:
     ) -> AsyncIterator[Item]:
         await self.start()
         consumer = await kafka_client.started(
-            self._consumer(), self.bootstrap_servers, self.security, f"read {self.topic}")
+            kafka_read.consumer(self.bootstrap_servers, self.security), self.bootstrap_servers,
+            self.security, f"read {self.topic}")
         try:
             consumer.assign(self._tps)
-            begin = await self._begin(consumer, start, from_ts_ms)
+            begin = await kafka_read.begin_at(consumer, self._tps, start, from_ts_ms)
             for tp in self._tps:
                 consumer.seek(tp, begin[tp.partition])
             skip = SkipEarly(from_ts_ms)
@@ -497,7 +436,7 @@ class KafkaEventLog:
                 batch = await consumer.getmany(timeout_ms=poll_ms)
                 for tp, messages in batch.items():
                     for message in skip.keep(tp.partition, messages):
-                        yield _item(message)
+                        yield kafka_read.item_of(message)
         finally:
             await consumer.stop()
 
@@ -508,7 +447,7 @@ class KafkaEventLog:
         return {tp.partition: offset for tp, offset in ends.items()}
 
     async def dead_letters(self, start: Mapping[int, int] | None = None) -> list[DeadLetter]:
-        position, found = await self._begin_plain(start), []
+        position, found = kafka_read.plain_begin(start, self.partitions), []
         while True:
             result = await self._read_range(position, 10_000)
             found.extend(result.dead_letters)
@@ -516,35 +455,12 @@ class KafkaEventLog:
                 return found
             position = result.next
 
-    # -- checkpoints ------------------------------------------------------------------------
-
-    async def _checkpointer(self, name: str) -> AIOKafkaConsumer:
-        consumer = self._checkpointers.get(name)
-        if consumer is None:
-            consumer = await kafka_client.started(
-                self._consumer(group_id=f"{self.cluster}-{self.name}-{name}"), self.bootstrap_servers,
-                self.security, f"use the group of checkpoint {name!r}")
-            consumer.assign(self._tps)
-            self._checkpointers[name] = consumer
-        return consumer
+    # -- checkpoints (consumer-group commits) ------------------------------------------------
 
     async def save_checkpoint(self, name: str, offsets: Mapping[int, int]) -> None:
         await self.start()
-        consumer = await self._checkpointer(name)
-        try:
-            await consumer.commit({TopicPartition(self.topic, p): int(o) for p, o in offsets.items()})
-        except (KafkaError, OSError) as exc:
-            raise Unavailable(f"saving checkpoint {name!r} failed: {exc!r}") from exc
+        await self._checkpointers.save(name, offsets)
 
     async def load_checkpoint(self, name: str) -> Offsets | None:
         await self.start()
-        consumer = await self._checkpointer(name)
-        found: Offsets = {}
-        try:
-            for tp in self._tps:
-                offset = await consumer.committed(tp)
-                if offset is not None:
-                    found[tp.partition] = offset
-        except (KafkaError, OSError) as exc:
-            raise Unavailable(f"loading checkpoint {name!r} failed: {exc!r}") from exc
-        return found or None
+        return await self._checkpointers.load(name)
