@@ -57,9 +57,10 @@ class ActorLife:
         return {n: ActorView(OwnershipProjection.restore(s["view"]), dict(s["position"]))
                 for n, s in snaps.items()}
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
-        """Each hosted body's ``status()`` (Ray)."""
-        return await self._ray("statuses").statuses()
+    async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
+        """Each hosted body's ``status()`` (Ray); one that does not answer within ``timeout_s``
+        (None: no limit) is ``{"error": ...}`` naming the wait, the others still answer."""
+        return await self._ray("statuses").statuses(timeout_s)
 
     def _ray(self, what: str) -> RayLink:
         from actors.cluster.ray_link import RayLink
