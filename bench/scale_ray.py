@@ -156,7 +156,7 @@ def rows(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for size in sizes:
         row = {"id": "S1r", "size": f"{size['brokers']} x {size['bundles']:,}", **size}
-        if "error" not in size and ok:
+        if "error" not in size and ok and size is not ok[0]:
             row["base"] = ok[0]["seconds"]
             row["exponent"] = exponent(ok[0]["seconds"], size["seconds"], ok[0]["bundles"], size["bundles"])
         out.append(row)
