@@ -16,12 +16,11 @@ Invariants:
   epoch and fences the old one);
 - handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
   handle whose actor died for good is dropped and looked up again next time;
-- a lookup's ``AssignBundle`` (a client's to the leader, the leader's to the namespace shard)
-  and a broker's ``ConfirmOwnership`` are not sent again while the same sender's previous one
-  for that bundle is still queued at the receiver (``coalesced_sends``): a call that times out
-  still runs later, so in a storm each re-send only lengthened the receiver's queue (S1r). Such
-  a send waits up to ``QUEUED_S`` for its answer; a lost one (actor died, restarted) fails at
-  once and the next retry goes out.
+- a lookup's ``AssignBundle`` (a client's to the leader, the leader's to the namespace shard) is
+  not sent again while the same sender's previous one for that bundle is still queued at the
+  receiver (``coalesced_sends``): a call that times out still runs later, so in a storm each
+  re-send only lengthened the receiver's queue (S1r). Such a send waits up to ``QUEUED_S`` for
+  its answer; a lost one (actor died, restarted) fails at once and the next retry goes out.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from ray.exceptions import RayError
 from actors.runtime.realtime import Answer, LiveHost
 from actors.runtime.specs import BodySpec, Clock, LogSpec
 from balancer.errors import InvalidInput, Unavailable
-from events.catalog import AssignBundle, Command, ConfirmOwnership
+from events.catalog import AssignBundle, Command
 from events.log.port import Offsets
 
 logger = logging.getLogger(__name__)
@@ -231,7 +230,7 @@ class RayTransport:
 def _queued_key(target: str, command: Command) -> tuple[str, str, str, int] | None:
     """What makes two retried sends of one sender the same: receiver, kind, bundle, epoch (None:
     a command that is never coalesced)."""
-    if (isinstance(command, AssignBundle) and command.reason == "lookup") or isinstance(command, ConfirmOwnership):
+    if isinstance(command, AssignBundle) and command.reason == "lookup":
         return target, command.TYPE, command.bundle, command.epoch
     return None
 
