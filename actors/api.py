@@ -113,7 +113,9 @@ class Cluster(ActorLife):
         ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
         ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
         ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
-        ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL).
+        ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL), ``snapshot_dir``
+        (Kafka: the root of the bodies' snapshots on each node's disk; default
+        ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it).
         """
         config = load_config(conf, overrides)
         settings = settings or ActorSettings()
@@ -140,6 +142,7 @@ class Cluster(ActorLife):
         found = deployment if isinstance(deployment, ClusterConf) else ClusterConf.load(deployment)
         options.setdefault("conf", found.broker_conf)
         options.setdefault("actor_options", found.ray.actor_options())
+        options.setdefault("snapshot_dir", found.ray.snapshot_dir)
         return cls.start(brokers=brokers, bootstrap=found.kafka.bootstrap_servers,
                          cluster_name=found.name, partitions=found.kafka.partitions,
                          transactional=found.kafka.transactional,

@@ -53,6 +53,10 @@ class RayConf:
     """Actor name (``leader``, ``ns:0``, ``broker:broker-1``, ``clients``) -> the custom Ray
     resources it needs: pins it to the nodes started with them (``ray start --resources``)."""
 
+    snapshot_dir: str | None = None
+    """On each Ray node: the root of the actors' snapshots (a cache; None: per user,
+    ``~/.local/state/bundle-balancer``); ``LogSpec.snapshot_dir``."""
+
     def actor_options(self) -> dict[str, dict[str, Any]]:
         return {name: {"resources": dict(needs)} for name, needs in self.actor_resources.items()}
 

@@ -178,12 +178,15 @@ class Launch:
     security: KafkaSecurity | None = None
     cluster_id: str | None = None
     """The cluster's id (None: the log's own, else a new one; ``RayLink.start`` resolves it)."""
+    snapshot_dir: str | None = None
+    """Kafka: the root of the bodies' snapshots on each node (``LogSpec.snapshot_dir``)."""
 
     def _log(self) -> tuple[LogSpec, str | None]:
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
                                  partitions=self.partitions, transactional=self.transactional,
                                  fsync=self.fsync, replication_factor=self.replication_factor,
-                                 retention_ms=self.retention_ms, security=self.security)
+                                 retention_ms=self.retention_ms, security=self.security,
+                                 snapshot_dir=self.snapshot_dir)
         if log.directory is not None:
             log = dataclasses.replace(log, segment_bytes=self.segment_bytes)
         return dataclasses.replace(log, cluster_id=self.cluster_id), temp_dir
@@ -208,14 +211,19 @@ class Launch:
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,
              partitions: int, transactional: bool, fsync: bool,
              replication_factor: int | None = None, retention_ms: int | None = None,
-             security: KafkaSecurity | None = None) -> tuple[LogSpec, str | None]:
+             security: KafkaSecurity | None = None,
+             snapshot_dir: str | os.PathLike[str] | None = None) -> tuple[LogSpec, str | None]:
     """The log (Kafka if ``bootstrap``, else a directory) and the temp dir made for it, if any."""
     if bootstrap is not None and log_dir is not None:
         raise InvalidInput("pass log_dir= (embedded log) or bootstrap= (Kafka), not both")
+    if bootstrap is None and snapshot_dir is not None:
+        raise InvalidInput(f"snapshot_dir={str(snapshot_dir)!r} applies to a Kafka log (bootstrap=); "
+                           "an embedded log keeps its snapshots in its own directory", value=str(snapshot_dir))
     if bootstrap is not None:
         return LogSpec(bootstrap=bootstrap, cluster=cluster, partitions=partitions,
                        transactional=transactional, replication_factor=replication_factor,
-                       retention_ms=retention_ms, security=security), None
+                       retention_ms=retention_ms, security=security,
+                       snapshot_dir=None if snapshot_dir is None else str(snapshot_dir)), None
     made = None if log_dir is not None else tempfile.mkdtemp(prefix="bundle-balancer-")
     directory = str(Path(log_dir if log_dir is not None else str(made)).resolve())
     Path(directory).mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,10 @@ Invariants:
   state, never soft state such as timers, pending sends or a leader's role), together with the
   log position it is a fold of; restoring it and folding the records after that position gives
   the body a fold from offset 0 would give (a property test holds the two equal);
-- a snapshot is trusted only by the code and the configuration that wrote it: its header names
-  the body, a digest of the body's identity (class, config, settings) and a digest of this
-  package's source; a payload is unpickled only once its length and SHA-256 check, and a
+- a snapshot is trusted only by the code and the configuration that wrote it, for the log it
+  was folded from: its header names the body, the store's scope (for a Kafka log: the topic and
+  the cluster id, since its directory is on a node's disk, outside the log), a digest of the
+  body's identity (class, config, settings) and a digest of this package's source; a payload is unpickled only once its length and SHA-256 check, and a
   snapshot written by other code or for another body is ignored, never adapted;
 - a snapshot that cannot be used is named (``SnapshotUnusable``: which snapshot, why) and the
   next older one is tried, then offset 0: never trusted in silence, never fatal;
@@ -137,20 +138,20 @@ class _Inflating:
         return self.read(len(self._buffer) if end < 0 else end + 1)
 
 
-def encode(snapshot: BodySnapshot) -> bytes:
+def encode(snapshot: BodySnapshot, scope: str = "") -> bytes:
     sink = _Deflating()
     pickle.Pickler(sink, protocol=pickle.HIGHEST_PROTOCOL).dump(dict(snapshot.state))
     payload = sink.close()
-    header = {"format": FORMAT, "body": snapshot.body, "identity": identity_digest(snapshot.identity),
+    header = {"format": FORMAT, "scope": scope, "body": snapshot.body, "identity": identity_digest(snapshot.identity),
               "code": code_digest(), "position": {str(p): o for p, o in snapshot.position.items()},
               "records": snapshot.records, "payload_bytes": len(payload),
               "payload_sha256": hashlib.sha256(payload).hexdigest()}
     return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def decode(raw: bytes, *, body: str, identity: str, where: str) -> BodySnapshot:
-    """The snapshot in ``raw``, checked for ``body`` with ``identity``; ``SnapshotUnusable``
-    naming ``where`` and why otherwise."""
+def decode(raw: bytes, *, body: str, identity: str, where: str, scope: str = "") -> BodySnapshot:
+    """The snapshot in ``raw``, checked for ``body`` with ``identity`` in ``scope``;
+    ``SnapshotUnusable`` naming ``where`` and why otherwise."""
     if not raw.startswith(MAGIC):
         raise SnapshotUnusable(f"{where}: not a body snapshot (no {MAGIC!r} header)")
     line_end = raw.find(b"\n", len(MAGIC))
@@ -161,7 +162,7 @@ def decode(raw: bytes, *, body: str, identity: str, where: str) -> BodySnapshot:
     if not isinstance(header, dict):
         raise SnapshotUnusable(f"{where}: unreadable header")
     payload = raw[line_end + 1:]
-    expected = {"format": FORMAT, "body": body, "identity": identity_digest(identity), "code": code_digest()}
+    expected = {"format": FORMAT, "scope": scope, "body": body, "identity": identity_digest(identity), "code": code_digest()}
     for field, value in expected.items():
         if header.get(field) != value:
             raise SnapshotUnusable(f"{where}: written for {field} {header.get(field)!r}, not {value!r}")
@@ -190,7 +191,9 @@ class SnapshotStore(Protocol):
 class _Named:
     """The newest usable snapshot of a list of (where, bytes) candidates, newest first."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope: str = "") -> None:
+        self.scope = scope
+        """What the snapshots must have been folded from (see ``decode``; "": any)."""
         self.notes: list[str] = []
         """One line per snapshot that could not be used (also a warning on this logger)."""
 
@@ -200,7 +203,7 @@ class _Named:
             try:
                 if raw is None:
                     raise SnapshotUnusable(f"{where}: cannot be read")
-                return decode(raw, body=body, identity=identity, where=where)
+                return decode(raw, body=body, identity=identity, where=where, scope=self.scope)
             except SnapshotUnusable as exc:
                 self.notes.append(f"snapshot ignored: {exc}")
                 logger.warning("snapshot ignored: %s", exc)
@@ -218,7 +221,7 @@ class MemorySnapshots(_Named):
 
     def save(self, snapshot: BodySnapshot) -> None:
         kept = self.saved.setdefault(snapshot.body, [])
-        kept.append(encode(snapshot))
+        kept.append(encode(snapshot, self.scope))
         del kept[:-self.keep]
 
     def newest(self, body: str, identity: str) -> BodySnapshot | None:
@@ -234,8 +237,8 @@ class MemorySnapshots(_Named):
 class DirectorySnapshots(_Named):
     """Snapshots as files ``<directory>/<body>/<ordinal>.snap``, each written atomically."""
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 2) -> None:
-        super().__init__()
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 2, scope: str = "") -> None:
+        super().__init__(scope)
         self.directory, self.keep = Path(directory), keep
 
     def _dir(self, body: str) -> Path:
@@ -254,7 +257,7 @@ class DirectorySnapshots(_Named):
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".snap-")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(encode(snapshot))
+                out.write(encode(snapshot, self.scope))
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)
@@ -314,8 +317,6 @@ def _position(path: Path) -> Mapping[int, int] | None:
         return {int(p): int(o) for p, o in header["position"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
 
 
 @contextmanager

@@ -20,7 +20,8 @@ Invariants:
     │   ├── BrokerInOtherDomain       a broker already in another failure domain
     │   ├── StaleEpoch
     │   ├── InvalidTransition
-    │   └── WriterFenced
+    │   ├── WriterFenced
+    │   └── HistoryMissing            the log lost records a body would have to fold
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
     │   └── NoBrokerAvailable
     ├── DecodeError                   bytes that are not an event (becomes a dead letter)
@@ -124,6 +125,13 @@ class WriterFenced(StateConflict):
     code = "writer_fenced"
 
 
+class HistoryMissing(StateConflict):
+    """Records a body needs were deleted from the log (Kafka retention) before it folded them:
+    it cannot be rebuilt, and starting it on what is left would fold a different history."""
+
+    code = "history_missing"
+
+
 class Unavailable(LoadBalancerError):
     code = "unavailable"
     retriable = True
@@ -150,6 +158,6 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
         UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
         StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
-        WriterFenced, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
+        WriterFenced, HistoryMissing, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
     )
 }

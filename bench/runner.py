@@ -51,6 +51,7 @@ class Module:
     result_file: str | None = None  # relative to the repository root
     timeout_quick_s: float = 170.0
     timeout_full_s: float = 1500.0
+    on_request: bool = False  # run only when ``--only`` names one of its tables
 
 
 SUITE: tuple[Module, ...] = (
@@ -65,6 +66,8 @@ SUITE: tuple[Module, ...] = (
     Module("bench.quality", ("B",), "balancing quality, every scenario x strategy"),
     Module("bench.scale", ("S1", "S2", "S3", "S4", "S5"), "the live system at scale, inproc",
            timeout_quick_s=300.0, timeout_full_s=3000.0),
+    Module("bench.scale_ray", ("S1r",), "cold start on Ray with real Kafka",
+           timeout_quick_s=600.0, timeout_full_s=3600.0, on_request=True),
 )
 ALL_IDS = tuple(i for m in SUITE for i in m.ids)
 
@@ -89,15 +92,16 @@ class Outcome:
 
 # -- selection ------------------------------------------------------------------------------
 def select(suite: Sequence[Module], only: str | None) -> list[Module]:
-    """The modules producing any table of ``only`` ("A1,B"; case-insensitive); all if None."""
+    """The modules producing any table of ``only`` ("A1,B"; case-insensitive); all if None but
+    those run on request only (S1r: a Ray cluster over Kafka at 65,536 bundles)."""
     if not only:
-        return list(suite)
+        return [m for m in suite if not m.on_request]
     wanted = {part.strip().upper() for part in only.split(",") if part.strip()}
-    known = {i for m in suite for i in m.ids}
+    known = {i.upper() for m in suite for i in m.ids}
     unknown = sorted(wanted - known)
     if unknown:
         raise ValueError(f"unknown table {unknown[0]!r}; known: {', '.join(i for m in suite for i in m.ids)}")
-    return [m for m in suite if wanted & set(m.ids)]
+    return [m for m in suite if wanted & {i.upper() for i in m.ids}]
 
 
 # -- machine and versions -------------------------------------------------------------------
@@ -189,9 +193,9 @@ def child_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
 
 @contextmanager
 def shared_kafka(modules: Sequence[Module], env: dict[str, str]) -> Iterator[None]:
-    """One Kafka for every module that needs one (A3, A7), started from the jars as the modules
+    """One Kafka for every module that needs one (A3, A7, S1r), started from the jars as the modules
     would, so it starts once; nothing is started when one is configured or none is needed."""
-    needs = any({"A3", "A7"} & set(m.ids) for m in modules)
+    needs = any({"A3", "A7", "S1r"} & set(m.ids) for m in modules)
     if not needs or env.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield
         return

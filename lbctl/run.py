@@ -107,6 +107,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              "on Ray its workload keeps running at --speed until Ctrl-C")
     parser.add_argument("--state-dir", default=None, help="where --keep records the cluster "
                         "(default: $LBCTL_STATE_DIR or .lbctl)")
+    parser.add_argument("--snapshot-dir", default=None, metavar="DIR",
+                        help="with --cluster (Kafka): where the actors keep their snapshots on "
+                             "each node (default: the file's ray.snapshot_dir, else "
+                             "~/.local/state/bundle-balancer)")
     parser.add_argument("--plain", action="store_true", help="progress lines even on a terminal")
     parser.add_argument("--plot", default=None, metavar="FILE",
                         help="write the balance over time (each broker's load, the moves, "
@@ -148,6 +152,9 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
         deployment = str(Path(deployment).resolve())
         if args.conf is None and found.broker_conf is not None:
             args.conf = found.broker_conf
+    elif getattr(args, "snapshot_dir", None) is not None:
+        raise MalformedInput(f"--snapshot-dir {args.snapshot_dir}: only with --cluster (a Kafka log); an "
+                             "embedded log keeps its snapshots in its own directory", value=args.snapshot_dir)
     conf = args.conf if args.conf is not None else (DEFAULT_CONF if Path(DEFAULT_CONF).is_file() else None)
     return ClusterSpec(host=args.host, brokers=args.brokers, conf=str(Path(conf).resolve()) if conf else None,
                        seed=args.seed, namespace=args.namespace, topics=args.topics, rate=args.rate,
@@ -178,12 +185,15 @@ def web_settings(spec: ClusterSpec, port: int | None) -> WebSettings:
     return found
 
 
-async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None) -> Cluster:
+async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None,
+                        snapshot_dir: str | None = None) -> Cluster:
     options: dict[str, Any] = {"workload": spec.workload(), "clients": True, "seed": spec.seed}
     if spec.host == "inproc":
         kept = keep_in / LOG_SUBDIR if keep_in is not None else None
         return await Cluster.start(config, spec.brokers, host="inproc", log_dir=kept, **options)
     if spec.deployment is not None:  # its Kafka and its Ray cluster
+        if snapshot_dir is not None:
+            options["snapshot_dir"] = snapshot_dir
         return await Cluster.deploy(spec.deployment, spec.brokers, conf=config, speed=spec.speed, **options)
     log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
     return await Cluster.start(config, spec.brokers, log_dir=log_dir, speed=spec.speed, **options)
@@ -194,7 +204,7 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
     sampler = MemorySampler().start()
     wall0 = time.monotonic()
     keep_in = state_dir(args.state_dir) if args.keep else None
-    cluster = await start_cluster(spec, config, keep_in)
+    cluster = await start_cluster(spec, config, keep_in, getattr(args, "snapshot_dir", None))
     service: WebService | None = None
     try:
         await cluster.wait_ready(spec.brokers, READY_S)

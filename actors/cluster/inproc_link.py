@@ -208,7 +208,8 @@ class InProcLink:
         return {name: {"view": body.view.snapshot(), "position": self.host.position_of(name)}
                 for name, body in sorted(self.host.bodies.items()) if isinstance(body, Follower)}
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
+    async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
+        # One process: every live body answers at once (``timeout_s`` is for hosts that wait).
         out: dict[str, dict[str, Any]] = {
             name: {"name": name, "now_ms": self.host.now_for(name), **body.status(),
                    "position": self.host.position_of(name)}

@@ -55,9 +55,10 @@ class ActorLife:
         return {n: ActorView(OwnershipProjection.restore(s["view"]), dict(s["position"]))
                 for n, s in snaps.items()}
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
-        """Each hosted body's ``status()`` with its host's counts (a dead one: ``error``)."""
-        return await self.link.statuses()
+    async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
+        """Each hosted body's ``status()`` with its host's counts; a dead one, or one that does
+        not answer within ``timeout_s`` (None: no limit), is ``{"error": ...}``."""
+        return await self.link.statuses(timeout_s)
 
     async def add_broker(self, broker_id: str | None = None, *, failure_domain: str | None = None,
                          capacity: Capacity | None = None, options: Mapping[str, Any] | None = None,

@@ -219,10 +219,11 @@ class RayLink:
             asyncio.gather(*(h.snapshot.remote(dict(target)) for h in handles)), timeout_s)
         return dict(zip(names, snaps, strict=True))
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
+    async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
         names = self._names()
         handles = [await self._handle(n) for n in names]
-        found = await asyncio.gather(*(h.status.remote() for h in handles), return_exceptions=True)
+        found = await asyncio.gather(*(asyncio.wait_for(h.status.remote(), timeout_s) for h in handles),
+                                     return_exceptions=True)
         return {n: s if isinstance(s, dict) else {"error": repr(s)}
                 for n, s in zip(names, found, strict=True)}
 

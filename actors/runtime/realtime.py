@@ -21,7 +21,9 @@ Invariants:
 - state is never carried over in memory: a (re)started host builds a fresh body, restores the
   newest usable snapshot of it from its ``snapshots`` store (``actors.snapshots``; one that
   cannot be used is named in the log and the next older one tried) and recovers it from the
-  records after that snapshot's position, or from the whole log without one; the host writes a
+  records after that snapshot's position, or from the whole log without one (and says so in
+  ``status()["start"]``); a snapshot past the log's end is dropped and a base whose following
+  records retention deleted refuses the start (``actors.runtime.history``); the host writes a
   snapshot whenever ``snapshot_policy`` says so, only with nothing left to fold, so a snapshot
   is always a fold of exactly the records before its position; a log that keeps per-writer
   heads (Kafka) is told of every record folded, so a key written by two processes (a broker's,
@@ -46,6 +48,7 @@ from typing import Any, Protocol
 from actors.body import Body, Follower
 from actors.effects import Effects
 from actors.runtime.executor import execute
+from actors.runtime.history import LogLimits, limits, past_end, require_history
 from actors.runtime.specs import Clock
 from actors.settings import route
 from actors.snapshots import (
@@ -149,6 +152,9 @@ class LiveHost:
         """Records folded when the last snapshot was written (or the body started)."""
         self.started: tuple[int, int] = (0, 0)
         """(records the start took from a snapshot, records it then folded from the log)."""
+        self.start_notes: list[str] = []
+        """What the start could not use, and why (a snapshot refused, none found)."""
+        self._restored_at: Offsets | None = None
         self.shards, self.tick_s, self.poll_s = shards, tick_s, poll_s
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
@@ -178,13 +184,20 @@ class LiveHost:
         """Open the log, rebuild the body from its newest snapshot and the log after it (all of
         the log without one), then follow it and tick."""
         await self.log.start()
-        restored = self._restore()
+        try:
+            restored = self._checked_base(self._restore(), await limits(self.log))
+        except BaseException:  # a refused start holds no producer (nor its transactional id)
+            await self.log.close()
+            raise
         history = await read_new(self.log, self.cursor)
         for record in history:
             self._note(record)
         with collector_paused():
             self.body.recover(history)
         self.started = (restored, len(history))
+        if not restored and history:
+            store = getattr(self.snapshots, "directory", None) or "(no snapshot store)"
+            self._start_note(f"no usable snapshot in {store}: folded the whole log ({len(history)} records)")
         self.counts["records"] = self._snapshot_at = restored + len(history)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
@@ -328,14 +341,37 @@ class LiveHost:
                 raise
             logger.exception("%s: snapshot at %s not restored; folding the whole log",
                              self.name, dict(snapshot.position))
-            self.body = self.rebuild()
-            self._set_ordered()
+            self._fresh_body()
             return 0
         self._set_ordered()
         self.cursor.position = dict(snapshot.position)
         self.cursor.seen = dict(snapshot.position)
+        self._restored_at = dict(snapshot.position)
         return snapshot.records
 
+    def _checked_base(self, restored: int, found: LogLimits) -> int:
+        """``restored``, or 0 once a snapshot past the log's end is dropped; ``HistoryMissing``
+        if the log lost records after the base (``actors.runtime.history``)."""
+        topic = getattr(self.log, "topic", None)
+        where = f"Kafka topic {topic}" if topic else "the log"
+        if restored and (refused := past_end(self.cursor.position, found, where)) is not None:
+            self._start_note(refused)
+            self._fresh_body()
+            restored = 0
+        require_history(self.cursor.position, found, where, snapshot=bool(restored))
+        return restored
+
+    def _fresh_body(self) -> None:
+        """Start again from offset 0 with a body that no snapshot touched."""
+        if self.rebuild is None:
+            raise InvalidInput(f"{self.name}: a snapshot was refused and nothing can rebuild the body")
+        self.body = self.rebuild()
+        self._set_ordered()
+        self.cursor.position, self.cursor.seen, self._restored_at = {}, {}, None
+
+    def _start_note(self, note: str) -> None:
+        self.start_notes.append(note)
+        logger.warning("%s: %s", self.name, note)
 
     def _maybe_snapshot(self) -> None:
         body, store = self.body, self.snapshots
@@ -415,4 +451,7 @@ class LiveHost:
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
             "dead_letters": self.cursor.dead_letters,
+            "start": {"from_snapshot": self.started[0], "folded": self.started[1],
+                      "snapshot_position": self._restored_at,
+                      "notes": [*getattr(self.snapshots, "notes", []), *self.start_notes]},
         }

@@ -41,6 +41,13 @@ from events.log.port import EventLog, cluster_of
 BodyKind = Literal["namespace", "leader", "broker", "clients"]
 
 
+def default_snapshot_root() -> str:
+    """Where a Kafka-hosted body keeps its snapshots unless told: per user, on the node it runs
+    on (``$XDG_STATE_HOME/bundle-balancer``, else ``~/.local/state/bundle-balancer``)."""
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state_home, "bundle-balancer")
+
+
 @dataclass(frozen=True, slots=True)
 class Clock:
     """The cluster's time: ``origin_ms`` + (wall - origin) x ``speed`` (1.0 = real time)."""
@@ -87,11 +94,20 @@ class LogSpec:
     """Stamped on every envelope; a log founded by another cluster is refused (``ForeignCluster``)."""
     segment_bytes: int = 64 * 1024 * 1024
     """Embedded log: a segment is sealed past this size (retention drops whole sealed ones)."""
+    snapshot_dir: str | None = None
+    """Kafka: the root under which the bodies keep their snapshots on the disk of the node each
+    runs on, in ``<root>/<cluster>-<cluster id>/`` (None: ``default_snapshot_root()``, resolved
+    on that node). A cache, like a Kafka Streams state directory: a body that finds none folds
+    the whole topic."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
             raise InvalidInput("a log is either a directory or Kafka bootstrap servers, not "
                                f"{'both' if self.directory else 'neither'}")
+        if self.snapshot_dir is not None and (self.directory is not None or not self.snapshot_dir.strip()):
+            raise InvalidInput(f"snapshot_dir {self.snapshot_dir!r}: a directory for the snapshots of a "
+                               "Kafka log (an embedded log keeps them in its own directory)",
+                               value=self.snapshot_dir)
 
     @property
     def kind(self) -> str:
@@ -128,13 +144,24 @@ class LogSpec:
     def snapshots(self, *, retain: bool = False) -> DirectorySnapshots | None:
         """Where the readers of this log keep their snapshots: ``snapshots/`` of an embedded
         log's directory (``retain``: each snapshot written then drops what no reader needs,
-        ``actors.retention``). A Kafka log has none (a body's view outgrows a Kafka record):
-        every start folds the whole topic."""
-        if self.directory is None:
+        ``actors.retention``); for Kafka (a body's view outgrows a Kafka record) the node-local
+        ``snapshot_folder()``, its snapshots scoped to the topic and the cluster id. None for a
+        Kafka log whose cluster id is not resolved yet (a snapshot must name its cluster)."""
+        if self.directory is not None:
+            if retain:
+                return RetainingSnapshots(self.directory)
+            return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
+        folder = self.snapshot_folder()
+        if folder is None:
             return None
-        if retain:
-            return RetainingSnapshots(self.directory)
-        return DirectorySnapshots(os.path.join(self.directory, SNAPSHOT_DIR))
+        return DirectorySnapshots(folder, scope=f"Kafka topic {self.cluster}-events of cluster {self.cluster_id}")
+
+    def snapshot_folder(self) -> str | None:
+        """Kafka: ``<snapshot_dir>/<cluster>-<cluster id>`` on this node (None: no cluster id)."""
+        if self.directory is not None or self.cluster_id is None:
+            return None
+        root = os.path.expanduser(self.snapshot_dir) if self.snapshot_dir else default_snapshot_root()
+        return os.path.join(root, f"{self.cluster}-{self.cluster_id}")
 
     def describe(self) -> str:
         if self.directory is not None:

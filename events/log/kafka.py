@@ -446,6 +446,13 @@ class KafkaEventLog:
             ends = await self._visible_ends(await self._open_reader(), self._tps)
         return {tp.partition: offset for tp, offset in ends.items()}
 
+    async def start_offsets(self) -> Offsets:
+        """Each partition's log-start offset: the first one retention has not deleted."""
+        await self.start()
+        async with self._read_lock:
+            starts = await (await self._open_reader()).beginning_offsets(self._tps)
+        return {tp.partition: int(offset) for tp, offset in starts.items()}
+
     async def dead_letters(self, start: Mapping[int, int] | None = None) -> list[DeadLetter]:
         position, found = kafka_read.plain_begin(start, self.partitions), []
         while True:

@@ -3,6 +3,7 @@ and the growth exponent; a cold start places every bundle and a restart brings t
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from bench import scale
@@ -33,7 +34,7 @@ def test_rows_compare_each_size_with_the_smallest() -> None:
 
 
 def test_the_smallest_size_places_restarts_and_fails_over() -> None:
-    row = scale.one(3, 64)
+    row = asyncio.run(scale.one(3, 64))
     assert row["events"] >= 2 * 64  # assigned, then owned, each bundle
     assert row["cold_sim_ms"] > 0 and row["history"] > row["events"]
     assert row["peak_mib"] > 0
