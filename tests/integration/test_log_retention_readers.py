@@ -26,6 +26,7 @@ from actors.settings import ActorSettings
 from actors.snapshots import BodySnapshot, DirectorySnapshots, SnapshotPolicy
 from actors.workload import Workload
 from balancer.config import LoadBalancerConfig
+from balancer.errors import HistoryMissing
 from events.catalog import CreateNamespace
 from events.codec import encode
 from events.log.local import LocalEventLog, LocalStore
@@ -227,6 +228,27 @@ async def test_a_cluster_that_retains_by_itself_keeps_its_disk_bounded_and_resta
     assert error is None
     await again.close()
     await reader.close()
+
+
+async def test_a_body_without_a_snapshot_refuses_a_retained_log_by_name(tmp_path: Path) -> None:
+    """A new shard on a log that retention cut cannot rebuild the history (``history_missing``,
+    naming the partition and the offsets lost); the shard that wrote the snapshots can."""
+    clock = Clock.starting_now()
+    host = await _namespace_host(tmp_path, clock)
+    for i in range(200):
+        assert (await host.command(CreateNamespace(command_id=f"c{i}", epoch=0, namespace=f"t/n{i}",
+                                                   bundles=2)))[1] is None
+    await host.close()
+    start = (await LocalEventLog(tmp_path, fsync=False).start_offsets())[0]
+    assert start > 0
+    spec = BodySpec("namespace", LoadBalancerConfig())
+    fresh = LiveHost(spec.build(), LocalEventLog(tmp_path, fsync=False), clock, _NoTransport(),
+                     snapshots=DirectorySnapshots(tmp_path / "elsewhere"), rebuild=spec.build)
+    with pytest.raises(HistoryMissing, match=f"partition 0: no snapshot: offset 0, log start {start}"):
+        await fresh.start()
+    again = await _namespace_host(tmp_path, clock)
+    assert again.started[0] > 0
+    await again.close()
 
 
 def test_the_broker_conf_key_turns_retention_on_and_keeps_every_snapshot_usable(tmp_path: Path) -> None:
