@@ -50,9 +50,9 @@ Handle: TypeAlias = "ActorHandle[Any]"
 """A handle on a ``BodyActor``."""
 
 RAY_FAILURES: tuple[type[BaseException], ...] = (RayError, ValueError, TimeoutError)
+"""What a call to an actor may raise instead of answering (``ValueError``: no such name)."""
 QUEUED_S = 300.0
 """How long a coalesced send waits for its answer (a receiver that hangs longer is retried)."""
-"""What a call to an actor may raise instead of answering (``ValueError``: no such name)."""
 
 
 @dataclass(frozen=True, slots=True)
