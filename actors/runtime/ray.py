@@ -15,12 +15,7 @@ Invariants:
   actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new
   epoch and fences the old one);
 - handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
-  handle whose actor died for good is dropped and looked up again next time;
-- a lookup's ``AssignBundle`` (a client's to the leader, the leader's to the namespace shard) is
-  not sent again while the same sender's previous one for that bundle is still queued at the
-  receiver (``coalesced_sends``): a call that times out still runs later, so in a storm each
-  re-send only lengthened the receiver's queue (S1r). Such a send waits up to ``QUEUED_S`` for
-  its answer; a lost one (actor died, restarted) fails at once and the next retry goes out.
+  handle whose actor died for good is dropped and looked up again next time.
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ from ray.exceptions import RayError
 from actors.runtime.realtime import Answer, LiveHost
 from actors.runtime.specs import BodySpec, Clock, LogSpec
 from balancer.errors import InvalidInput, Unavailable
-from events.catalog import AssignBundle, Command
+from events.catalog import Command
 from events.log.port import Offsets
 
 logger = logging.getLogger(__name__)
@@ -51,8 +46,6 @@ Handle: TypeAlias = "ActorHandle[Any]"
 
 RAY_FAILURES: tuple[type[BaseException], ...] = (RayError, ValueError, TimeoutError)
 """What a call to an actor may raise instead of answering (``ValueError``: no such name)."""
-QUEUED_S = 300.0
-"""How long a coalesced send waits for its answer (a receiver that hangs longer is retried)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +97,7 @@ class BodyActor:
         return 0
 
     async def status(self) -> dict[str, Any]:
-        transport = self.host.transport
-        return {**self.host.status(), "node_id": ray.get_runtime_context().get_node_id(),
-                "coalesced_sends": getattr(transport, "coalesced_sends", 0)}
+        return {**self.host.status(), "node_id": ray.get_runtime_context().get_node_id()}
 
     async def snapshot(self, target: Mapping[int, int] | None = None) -> dict[str, Any]:
         return await self.host.snapshot(target)
@@ -142,7 +133,7 @@ async def lookup_actor(name: str, namespace: str) -> Handle:
     return handle
 
 
-async def call(handle: Handle, command: Command, timeout_s: float | None = 30.0,
+async def call(handle: Handle, command: Command, timeout_s: float = 30.0,
                after: Offsets | None = None) -> Answer:
     """Deliver ``command`` (folded after ``after``, the caller's log position) and wait for the
     answer; a Ray failure raises (see ``RAY_FAILURES``)."""
@@ -170,20 +161,11 @@ class RayTransport:
         self.namespace = namespace
         self._handles: dict[str, Handle] = {}
         self._inflight: set[asyncio.Task[None]] = set()
-        self._queued: set[tuple[str, str, str, int]] = set()
         self.failed_sends = 0
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
-        self.coalesced_sends = 0
-        """Retries not sent because the previous one is still queued at the receiver."""
 
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
-        key = _queued_key(target, command)
-        if key is not None:
-            if key in self._queued:
-                self.coalesced_sends += 1
-                return
-            self._queued.add(key)
-        task = asyncio.get_running_loop().create_task(self._deliver(target, command, after, key))
+        task = asyncio.get_running_loop().create_task(self._deliver(target, command, after))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -196,7 +178,7 @@ class RayTransport:
     def forget(self, target: str) -> None:
         self._handles.pop(target, None)
 
-    async def call(self, target: str, command: Command, timeout_s: float | None = 30.0,
+    async def call(self, target: str, command: Command, timeout_s: float = 30.0,
                    after: Offsets | None = None) -> Answer:
         """Deliver and wait; a missing, dead, restarting or silent actor is ``Unavailable``."""
         try:
@@ -206,14 +188,8 @@ class RayTransport:
             return None, Unavailable(f"{command.TYPE} {command.command_id}: actor {target!r} "
                                      f"unreachable: {type(exc).__name__}: {exc}")
 
-    async def _deliver(self, target: str, command: Command, after: Offsets | None,
-                       key: tuple[str, str, str, int] | None) -> None:
-        try:
-            _, error = await self.call(target, command, after=after,
-                                       timeout_s=30.0 if key is None else QUEUED_S)
-        finally:
-            if key is not None:
-                self._queued.discard(key)
+    async def _deliver(self, target: str, command: Command, after: Offsets | None) -> None:
+        _, error = await self.call(target, command, after=after)
         if error is not None:
             self.failed_sends += isinstance(error, Unavailable)
             logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
@@ -223,16 +199,7 @@ class RayTransport:
             task.cancel()
         await asyncio.gather(*self._inflight, return_exceptions=True)
         self._inflight.clear()
-        self._queued.clear()
         self._handles.clear()
-
-
-def _queued_key(target: str, command: Command) -> tuple[str, str, str, int] | None:
-    """What makes two retried sends of one sender the same: receiver, kind, bundle, epoch (None:
-    a command that is never coalesced)."""
-    if isinstance(command, AssignBundle) and command.reason == "lookup":
-        return target, command.TYPE, command.bundle, command.epoch
-    return None
 
 
 def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | None = None) -> bool:
