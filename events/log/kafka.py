@@ -14,7 +14,9 @@ Invariants:
   every ``heads_checkpoint_every`` appends and on close), so its restart reads the tail only;
 - an append that fails half-way (broker gone, timeout) is retried until ``append_timeout_s``;
   before each retry the writer re-reads the partition, so a batch that did commit is not
-  written twice;
+  written twice; a retry that cannot read the partition does not write (it waits and tries
+  again), and an append that gives up leaves its partition in doubt: the next append there
+  first reads what landed since, so a batch that committed late never has its seqs reused;
 - record timestamps are the envelope's ``ts_ms``; reading from a timestamp uses Kafka's time
   index; checkpoints are committed offsets of the consumer group ``{cluster}-{name}-{checkpoint}``
   (the consumers, ranges and checkpoints are in ``kafka_read``).
@@ -95,6 +97,7 @@ class KafkaEventLog:
         self._checkpoints = HeadsCheckpoints(bootstrap_servers, cluster=cluster, security=self.security) \
             if self.transactional_id is not None and heads_checkpoint_every > 0 else None
         self._written: dict[int, int] = {}  # partition -> one past the last offset we wrote
+        self._in_doubt: set[int] = set()  # partitions where an append gave up not knowing its fate
         self._write_lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
         self._started = False
@@ -219,15 +222,17 @@ class KafkaEventLog:
         values = [(encode(env), env.ts_ms) for env in envelopes]
         loop = asyncio.get_running_loop()
         deadline, backoff, retrying = loop.time() + self.append_timeout_s, 0.1, False
+        self._in_doubt.add(partition)  # until this append's outcome is known
         while True:
             try:
                 await self._open_producer()
                 # A new transactional producer has resolved any transaction of the previous
                 # try, so what the partition shows now is final: look for our batch first.
                 landed = await self._landed(partition, envelopes) if retrying else None
-                if landed is not None:
-                    return landed
-                return await self._produce(partition, key.encode(), values)
+                if landed is None:
+                    landed = await self._produce(partition, key.encode(), values)
+                self._in_doubt.discard(partition)
+                return landed
             except _FENCED as exc:
                 await self._drop_producer()
                 self._fenced = WriterFenced(
@@ -285,17 +290,18 @@ class KafkaEventLog:
         return futures
 
     async def _landed(self, partition: int, envelopes: list[Envelope]) -> list[int] | None:
-        """The offsets of ``envelopes`` if an earlier, failed-looking try did commit them."""
+        """The offsets of ``envelopes`` if an earlier, failed-looking try did commit them.
+
+        A read that fails raises (``Unavailable``): not knowing is no licence to write again."""
         ours = {env.event_id: i for i, env in enumerate(envelopes)}
         found: dict[int, int] = {}
-        with contextlib.suppress(KafkaError, OSError, TimeoutError, Unavailable):
-            result = await self._read_range({partition: self._heads_at.get(partition, 0)}, None,
-                                            partitions=[partition])
-            for item in result.records:
-                self._heads.observe(item.envelope)
-                if item.envelope.event_id in ours:
-                    found[ours[item.envelope.event_id]] = item.offset
-            self._heads_at[partition] = result.next.get(partition, 0)
+        result = await self._read_range({partition: self._heads_at.get(partition, 0)}, None,
+                                        partitions=[partition])
+        for item in result.records:
+            self._heads.observe(item.envelope)
+            if item.envelope.event_id in ours:
+                found[ours[item.envelope.event_id]] = item.offset
+        self._heads_at[partition] = result.next.get(partition, 0)
         if len(found) == len(envelopes):
             return [found[i] for i in range(len(envelopes))]
         return None
@@ -303,6 +309,12 @@ class KafkaEventLog:
     async def _fresh_heads(self, partition: int) -> Heads:
         if partition not in self._heads_at:
             await self._read_heads(partition, self._heads_from.get(partition, 0))
+        elif partition in self._in_doubt:
+            # A batch an earlier append gave up on may have landed since: a new transactional
+            # producer settles its transaction first, then the tail shows it or never will.
+            await self._open_producer()
+            await self._read_heads(partition, self._heads_at[partition])
+        self._in_doubt.discard(partition)
         return self._heads
 
     async def _read_heads(self, partition: int, start: int) -> None:

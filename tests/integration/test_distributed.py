@@ -68,6 +68,13 @@ def wait_until(check: Any, timeout_s: float, what: str) -> Any:
     raise AssertionError(f"{what}: not within {timeout_s}s")
 
 
+def keys_written(deployment: Path, kafka: Any) -> str:
+    """The brokers' own records (offset, type, seq, epoch): who wrote a repeated seq."""
+    name = yaml.safe_load(deployment.read_text())["name"]
+    tail = lbctl(deployment, "log", "tail", "--bootstrap", kafka.bootstrap_servers, "--cluster", name)
+    return "\n".join(line for line in tail.stdout.splitlines() if "\tkey=broker-" in line)[-6000:]
+
+
 def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
         tmp_path: Path, kafka: Any) -> None:
     with ray_cluster({"worker": WORKER}, HEAD) as nodes:
@@ -102,7 +109,7 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
             audited = lbctl(deployment, "replay", "audit", f"kafka://{kafka.bootstrap_servers}",
                             "--topic", topic, timeout=300)
             assert audited.returncode == 0 and "0 violation(s)" in audited.stdout, (
-                audited.stdout[-3000:] + audited.stderr[-2000:])
+                audited.stdout[-3000:] + audited.stderr[-2000:] + keys_written(deployment, kafka))
         finally:
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=60)
