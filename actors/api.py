@@ -164,7 +164,8 @@ class Cluster(ActorLife):
         from actors.runtime import build_cluster
 
         host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
-                             workload=workload, clients=clients, domains=domains, capacity=capacity)
+                             workload=workload, clients=clients, domains=domains, capacity=capacity,
+                             shared_fold=True)
         keep_in = Path(log_dir) if log_dir is not None else None
         return cls(InProcLink.start(host, keep_in=keep_in))
 

@@ -16,7 +16,11 @@ Invariants:
 - ``on_log_health(healthy, now_ms)``: the host tells a body whether its last append or read
   of the log succeeded (``Follower`` ignores it); a body may keep that as soft state (the
   leader does, to discount outages from brokers' liveness), never as something a restarted
-  body must know.
+  body must know;
+- a body may ``share`` another Follower's fold (the in-process host's one fold of the log for a
+  hundred bodies, ``actors.runtime.shared_fold``): its ``Follower`` part is then that fold's
+  objects, folded once by the host; its own ``fold`` folds only what the subclass keeps
+  (``fold_more``), for the records the shared fold accepted, and its snapshots hold only that.
 """
 
 from __future__ import annotations
@@ -46,6 +50,16 @@ from projections.ownership import OwnershipProjection, entitled
 from projections.ownership_index import BUNDLE_EVENTS, BundleEvent, OwnershipIndex, touched
 
 
+class SharedBase(Protocol):
+    """The one fold several bodies read (``actors.runtime.shared_fold.SharedFold``)."""
+
+    base: Follower
+
+    def accepted(self, record: Record) -> bool:
+        """The shared fold folded ``record`` (not a repeat, and its writer was entitled)."""
+        ...
+
+
 @runtime_checkable
 class Body(Protocol):
     """What a host drives (docs/design/actors.md §1)."""
@@ -72,6 +86,8 @@ class Follower:
     """Folds the log into the ownership view, the leader epoch and the broker registry."""
 
     name: str = "follower"
+    shared: SharedBase | None = None
+    """The fold this body reads instead of folding the log itself (None: its own fold)."""
 
     def __init__(self, config: LoadBalancerConfig) -> None:
         self.config = config
@@ -122,26 +138,52 @@ class Follower:
 
     def snapshot_identity(self) -> str:
         """What a snapshot must have been written for: the class, name, config and settings
-        (a snapshot of another configuration folded other rules)."""
+        (a snapshot of another configuration folded other rules), and whether the body shares
+        a fold (its snapshot then lacks the ``Follower`` part)."""
         settings = getattr(self, "settings", None)
-        return f"{type(self).__module__}.{type(self).__qualname__}|{self.name}|{self.config!r}|{settings!r}"
+        shares = "|shared" if self.shared is not None else ""
+        return f"{type(self).__module__}.{type(self).__qualname__}|{self.name}|{self.config!r}|{settings!r}{shares}"
+
+    def _own_fields(self) -> tuple[str, ...]:
+        if self.shared is None:
+            return self.SNAPSHOT_FIELDS
+        return tuple(name for name in self.SNAPSHOT_FIELDS if name not in Follower.SNAPSHOT_FIELDS)
 
     def snapshot_state(self) -> dict[str, Any]:
         """The folded state, to be pickled at once (the live objects go on changing)."""
-        return {name: getattr(self, name) for name in self.SNAPSHOT_FIELDS}
+        return {name: getattr(self, name) for name in self._own_fields()}
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         """Take a snapshot's folded state (a fresh body, before ``recover`` folds the tail)."""
-        missing = [name for name in self.SNAPSHOT_FIELDS if name not in state]
+        fields = self._own_fields()
+        missing = [name for name in fields if name not in state]
         if missing:
             raise ValueError(f"snapshot of {self.name} lacks {', '.join(missing)}")
-        for name in self.SNAPSHOT_FIELDS:
+        for name in fields:
             setattr(self, name, state[name])
+        if self.shared is not None:
+            return
         view = self.view
         view.__post_init__()  # its transition table is this process's own
         # Bodies that folded a record share its bundle name; unpickled, each would hold a copy of
         # every name (a hundred brokers x 65,536 bundles: 0.6 GB). Interned, restored ones share.
         view.records = {intern(bundle): record for bundle, record in view.records.items()}
+
+    def share(self, shared: SharedBase) -> None:
+        """Read ``shared``'s fold from now on (a fresh body, before it recovers): its view,
+        indexes and registry are this body's, and its scalars are copied in by ``follow_base``."""
+        self.shared = shared
+        base = shared.base
+        self.view, self.by_broker, self.brokers = base.view, base.by_broker, base.brokers
+        self._folded, self.voided = base._folded, base.voided
+        self.follow_base()
+
+    def follow_base(self) -> None:
+        """Take the shared fold's election state (the host calls it when that changed)."""
+        shared = self.shared
+        if shared is not None:
+            base = shared.base
+            self.epoch, self.leader_id, self.leader_seq = base.epoch, base.leader_id, base.leader_seq
 
     def state_size(self) -> int:
         """Bundles plus brokers held: what a snapshot's cost grows with."""
@@ -150,7 +192,14 @@ class Follower:
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
         """Fold one record; False if it was folded before (a redelivery) or its writer was not
-        entitled to it (``projections.ownership.entitled``: the view names it, nothing reacts)."""
+        entitled to it (``projections.ownership.entitled``: the view names it, nothing reacts).
+        A body that shares a fold folds only its own part, of the records that fold accepted."""
+        shared = self.shared
+        if shared is not None:
+            if not shared.accepted(record):
+                return False
+            self.fold_more(record, record.envelope.typed)
+            return True
         envelope = record.envelope
         stream = (_topic(envelope.type), envelope.key)
         if envelope.seq <= self._folded.get(stream, 0):

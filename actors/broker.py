@@ -60,6 +60,20 @@ _WAITS = (BundleAssigned, UnloadRequested, TransferPrepared, SplitRequested)
 """The events that make a record wait for a broker's confirmation."""
 
 
+def concerned(record: Record) -> tuple[str | None, ...] | None:
+    """The brokers whose ``fold_more`` or ``react`` can change anything for ``record`` (None:
+    every broker): a wait names its broker, a broker's own key is its own; a new epoch concerns
+    all. For any other broker both do nothing, so a host may hand it the record or not."""
+    envelope = record.envelope
+    event = envelope.typed
+    if isinstance(event, _WAITS):
+        dst = event.dst if isinstance(event, BundleAssigned | TransferPrepared) else None
+        return envelope.key, dst, event.src
+    if isinstance(event, LeaderElected):
+        return None
+    return (envelope.key,)
+
+
 class BrokerBody(Follower):
     """One broker of the cluster."""
 
@@ -104,11 +118,13 @@ class BrokerBody(Follower):
     def fold_more(self, record: Record, event: Message) -> None:
         envelope, me = record.envelope, self.broker_id
         if isinstance(event, _WAITS):
-            # Kept only for bundles a wait ever named this broker in: a record waits on it only
-            # after such an event, so the seq read for a confirmation is the same (issue 23:
-            # a hundred brokers each holding every bundle's seq was a wall).
+            # Kept only from waits that name this broker: a record waits on it only after such
+            # an event, and any later wait replaces that record, so a confirmation reads the seq
+            # of the event that started its wait (issue 23: a hundred brokers each holding
+            # every bundle's seq was a wall; and the shared fold hands a broker only the
+            # records that name it, ``concerned``).
             dst = event.dst if isinstance(event, BundleAssigned | TransferPrepared) else None
-            if dst == me or event.src == me or event.bundle in self._waits_since:
+            if dst == me or event.src == me:
                 self._waits_since[event.bundle] = envelope.seq
             if isinstance(event, SplitRequested) and event.src == me:
                 self.split_requests[event.bundle] = event

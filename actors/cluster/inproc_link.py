@@ -242,18 +242,8 @@ def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
     if read.dropped:  # only when the operator retained past these bodies (--ignore inproc:bodies)
         logger.warning("the log in %s: %s; every body folds only what is left", log_dir,
                        dropped_note(read.dropped))
-    history = read.records
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
-    for record in history:
-        host.records.append(record)
-        host.client.fold(record)
-    for letter in read.dead_letters:  # named in the view, its key degraded; never skipped silently
-        host.client.note_dead_letter(letter)
-        host.dead_letters.append(letter)
-    host._read_next = read.next.get(0, 0)
-    if history:
-        for name in sorted(host.bodies):
-            host.restart(name)
+    host.adopt(read.records, read.dead_letters, read.next.get(0, 0))
 
 
 def _elected(host: InProcessHost) -> bool:

@@ -124,7 +124,7 @@ async def open_kept(directory: Path) -> Link:
         def build(start_ms: int | None) -> Any:
             options: dict[str, Any] = {} if start_ms is None else {"start_ms": start_ms}
             return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
-                                 workload=spec.workload(), clients=True, **options)
+                                 workload=spec.workload(), clients=True, shared_fold=True, **options)
 
         return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)
     if spec.host == "ray":

@@ -3,12 +3,7 @@ the fault simulator), ``realtime`` (one body on a real clock and a real log, Ray
 body a named Ray actor hosting a ``realtime`` host; the deployment). ``ray`` is not imported here: only
 what asks for it pays for importing Ray."""
 
-from actors.runtime.inproc import (
-    InProcessHost,
-    Ticket,
-    build_cluster,
-    run_sync,
-    wait_ready,
-)
+from actors.runtime.inproc import InProcessHost, Ticket, run_sync
+from actors.runtime.inproc_cluster import build_cluster, wait_ready
 
 __all__ = ["InProcessHost", "Ticket", "build_cluster", "run_sync", "wait_ready"]

@@ -15,7 +15,13 @@ Invariants:
   whenever ``snapshot_policy`` says so, between two records (its state is then a fold of exactly
   the records before its cursor), so a restart folds a bounded tail whatever the history;
 - commands travel through the queue (``command_latency_ms`` later); a command to a body that is
-  down, or to the leader when none leads, is answered ``Unavailable`` and dropped.
+  down, or to the leader when none leads, is answered ``Unavailable`` and dropped;
+- with ``shared_fold`` (``Cluster``'s in-process clusters) the bodies read one fold of the log
+  (``actors.runtime.shared_fold``) instead of folding it a hundred times: each record is folded
+  once and handed to its bodies at once, record by record, every time the log grows (so no body
+  lags the log between two steps, and ``event_latency_ms`` must be 0); a broker gets only the
+  records that concern it. Without it (the simulator) each body folds at its own pace, as a
+  separate process would.
 
 Subclasses (the fault simulator) may override ``schedule_command`` to drop, delay, duplicate or
 reorder deliveries, and set ``skew_ms`` per body to skew its clock.
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, TypeVar
@@ -33,9 +39,8 @@ from typing import Any, TypeVar
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
-from actors.leader import LeaderBody
-from actors.namespace import NamespaceBody
 from actors.runtime.executor import execute
+from actors.runtime.shared_fold import SharedFold, history_for, recipients
 from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -44,7 +49,7 @@ from actors.snapshots import (
     SnapshotPolicy,
     collector_paused,
 )
-from actors.workload import Capacity, ClientsBody, Workload
+from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
 from balancer.ownership import AcceptMode
@@ -100,7 +105,10 @@ class InProcessHost:
     def __init__(self, config: LoadBalancerConfig | None = None, *, seed: int = 0,
                  settings: ActorSettings | None = None, start_ms: int = DEFAULT_START_MS,
                  tick_ms: int = 500, command_latency_ms: int = 0, event_latency_ms: int = 0,
-                 snapshot_policy: SnapshotPolicy | None = DEFAULT_POLICY) -> None:
+                 snapshot_policy: SnapshotPolicy | None = DEFAULT_POLICY, shared_fold: bool = False) -> None:
+        if shared_fold and event_latency_ms:
+            raise ValueError(f"event_latency_ms={event_latency_ms}: a shared fold hands every record "
+                             "to its bodies at once (0)")
         self.config = config or LoadBalancerConfig()
         self.settings = settings or ActorSettings()
         self.seed, self.tick_ms = seed, tick_ms
@@ -114,6 +122,13 @@ class InProcessHost:
         """Every record of the log, decoded once, in log order."""
         self.client = Follower(self.config)
         """The caller's own projection (what ``lookup`` and ``view`` answer from)."""
+        self.shared = SharedFold(self.client) if shared_fold else None
+        """The one fold every body reads (None: each body folds the log itself)."""
+        self._handed = 0
+        """Shared fold: the records folded and handed to their bodies."""
+        self._handing = False
+        self._others: list[str] | None = None  # shared fold: the bodies that get every record
+        self._next_snapshot_check = 0
         self.bodies: dict[str, Body] = {}
         self.crashed: set[str] = set()
         self.skew_ms: dict[str, int] = {}
@@ -156,13 +171,19 @@ class InProcessHost:
             body = self._rebuild(body)
         name = body.name
         self.bodies[name] = body
-        self._cursor[name] = self._snapshot_at[name] = len(self.records)
+        self._cursor[name] = self._snapshot_at[name] = self._folded_to()
         self.crashed.discard(name)
+        self._others = None
         return body
+
+    def _folded_to(self) -> int:
+        """Where a body starting now stands: the end of the log, or the shared fold's position."""
+        return self._handed if self.shared is not None else len(self.records)
 
     def _rebuild(self, body: Body) -> Body:
         """``body`` (fresh) restored from its newest usable snapshot and the records after it."""
-        name = body.name
+        name, end = body.name, self._folded_to()
+        self._share(body)
         start, snapshot = 0, self._newest_snapshot(body)
         if snapshot is not None:
             try:
@@ -172,9 +193,15 @@ class InProcessHost:
                 note = f"snapshot of {name} not restored: {type(exc).__name__}: {exc}"
                 self.snapshots.notes.append(note)
                 body, start = self._factories[name](), 0
-        body.recover(itertools.islice(self.records, start, None))
-        self.started[name] = (start, len(self.records) - start)
+                self._share(body)
+        history = itertools.islice(self.records, start, end)
+        body.recover(history_for(body, history) if self.shared is not None else history)
+        self.started[name] = (start, end - start)
         return body
+
+    def _share(self, body: Body) -> None:
+        if self.shared is not None and isinstance(body, Follower):
+            body.share(self.shared)
 
     def _newest_snapshot(self, body: Body) -> BodySnapshot | None:
         if not isinstance(body, Follower):
@@ -185,7 +212,7 @@ class InProcessHost:
         body, policy = self.bodies.get(name), self.snapshot_policy
         if policy is None or not isinstance(body, Follower):
             return
-        at = self._cursor[name]
+        at = self._handed if self.shared is not None else self._cursor[name]
         if policy.due(at - self._snapshot_at[name], body.state_size()):
             self.snapshots.save(BodySnapshot(name, body.snapshot_identity(), {0: at}, at,
                                              body.snapshot_state()))
@@ -210,13 +237,35 @@ class InProcessHost:
             return self.restart(name)
         return self.add(factory)
 
+    def adopt(self, history: Sequence[Record], dead_letters: Sequence[DeadLetter], read_next: int) -> None:
+        """Take a kept log's records (before anything ran on its new log): the client's view
+        folds them, dead letters are named in it, and every body restarts from them."""
+        for record in history:
+            self.records.append(record)
+            if self.shared is not None:
+                self.shared.fold(record)
+            else:
+                self.client.fold(record)
+        for letter in dead_letters:  # named in the view, its key degraded; never skipped silently
+            self.client.note_dead_letter(letter)
+            self.dead_letters.append(letter)
+        self._read_next, self._handed = read_next, len(self.records)
+        if history:
+            for name in sorted(self.bodies):
+                self.restart(name)
+
     def fold_all(self) -> None:
         """Let every live body fold every record the log has (what a pump does)."""
+        if self.shared is not None:
+            self._hand_out()
+            return
         for name in sorted(self.bodies):
             self._catch_up(name)
 
     def position_of(self, name: str) -> dict[int, int]:
         """The log position body ``name`` has folded (partition 0 -> next offset)."""
+        if self.shared is not None and name in self.bodies:
+            return {0: self._handed}
         return {0: self._cursor.get(name, 0)}
 
     def crash(self, name: str) -> None:
@@ -224,6 +273,7 @@ class InProcessHost:
         if self.bodies.pop(name, None) is None:
             raise KeyError(f"no live body {name!r}")
         self.crashed.add(name)
+        self._others = None
 
     def restart(self, name: str) -> Body:
         """A fresh body from the factory, rebuilt from its newest snapshot and the log after it
@@ -383,6 +433,9 @@ class InProcessHost:
 
     async def fold_new(self, writer: str) -> None:
         self._ingest()
+        if self.shared is not None:
+            self._hand_out()
+            return
         self._catch_up(writer)
         self._schedule_pump()
 
@@ -398,7 +451,8 @@ class InProcessHost:
                 self.client.note_dead_letter(item)
                 continue
             self.records.append(item)
-            self.client.fold(item)
+            if self.shared is None:
+                self.client.fold(item)  # else the shared fold folds it, as it hands it out
 
     def _catch_up(self, name: str) -> None:
         while name in self.bodies and self._cursor[name] < len(self.records):
@@ -410,6 +464,45 @@ class InProcessHost:
         # Cheap first: this runs once per body per pump (issue 23: a hundred bodies).
         if self._cursor.get(name, 0) - self._snapshot_at.get(name, 0) >= self._snapshot_floor:
             self._maybe_snapshot(name)
+
+    def _hand_out(self) -> None:
+        """Shared fold: fold each record not yet handed out and hand it to its bodies, until the
+        log stops growing (what they append meanwhile included). Not re-entered: a body's append
+        during it is handed out by the loop already running."""
+        shared = self.shared
+        if shared is None or self._handing:
+            return
+        self._handing = True
+        try:
+            while self._handed < len(self.records):
+                record = self.records[self._handed]
+                self._handed += 1
+                if shared.fold(record):
+                    self._hand(shared, record)
+        finally:
+            self._handing = False
+        self._snapshot_all()
+
+    def _hand(self, shared: SharedFold, record: Record) -> None:
+        if shared.election_moved():
+            for follower in self.bodies.values():
+                if isinstance(follower, Follower):
+                    follower.follow_base()
+        if self._others is None:
+            self._others = sorted(n for n, b in self.bodies.items() if not isinstance(b, BrokerBody))
+        for name in recipients(record, self.bodies, self._others):
+            body = self.bodies.get(name)
+            if body is not None:
+                effects = body.on_event(record, self.now_for(name))
+                if effects is not NOTHING:
+                    self.apply(name, effects)
+
+    def _snapshot_all(self) -> None:
+        # Cheap first: one comparison per hand-out; each body's policy every eighth of its floor.
+        if self._handed >= self._next_snapshot_check:
+            self._next_snapshot_check = self._handed + max(1, self._snapshot_floor // 8)
+            for name in sorted(self.bodies):
+                self._maybe_snapshot(name)
 
     def _schedule_pump(self) -> None:
         if not self._pump_due:
@@ -435,40 +528,3 @@ class InProcessHost:
     def settled(self) -> bool:
         """No bundle in flight (every bundle Init, Free, Owned or gone)."""
         return not any(r.state.in_flight for r in self.view.records.values())
-
-
-def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfig | None = None,
-                  seed: int = 0, settings: ActorSettings | None = None, workload: Workload | None = None,
-                  clients: bool = False, domains: Mapping[str, str] | None = None,
-                  capacity: Capacity | None = None, **host_options: Any) -> InProcessHost:
-    """A host with the namespace shards, one leader, the brokers and (optionally) the clients.
-
-    ``brokers`` is a count (ids ``broker-1``...) or the ids; ``domains`` maps broker -> failure
-    domain given at registration. Nothing runs until time advances (``wait_ready``).
-    """
-    config = config or LoadBalancerConfig()
-    settings = settings or ActorSettings()
-    host = InProcessHost(config, seed=seed, settings=settings, **host_options)
-    load = workload or Workload([])
-    shards = settings.namespace_shards
-    for shard in range(shards):
-        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards,  # type: ignore[misc]
-                                                   outcomes_kept=settings.outcomes_kept))
-    host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
-    ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
-
-    def new_broker(broker_id: str, domain: str | None, own: Capacity | None) -> Body:
-        return BrokerBody(broker_id, config, load, settings=settings, capacity=own or capacity,
-                          failure_domain=domain)
-
-    host.new_broker = new_broker
-    for broker_id in ids:
-        host.add_broker(broker_id, (domains or {}).get(broker_id))
-    if clients:
-        host.add(lambda: ClientsBody(config, load, settings))
-    return host
-
-
-def wait_ready(host: InProcessHost, brokers: int, *, max_ms: int = 30_000) -> bool:
-    """Run until a leader is elected and ``brokers`` brokers are registered."""
-    return host.run_until(lambda: host.leader() is not None and len(host.client.brokers) >= brokers, max_ms)

@@ -19,7 +19,7 @@ import pytest
 from actors.body import Follower
 from actors.client import ClientView
 from actors.retention import SNAPSHOT_DIR, RetainingSnapshots, retain
-from actors.runtime.inproc import InProcessHost, build_cluster, wait_ready
+from actors.runtime import InProcessHost, build_cluster, wait_ready
 from actors.runtime.realtime import LiveHost
 from actors.runtime.specs import BodySpec, Clock, LogSpec
 from actors.settings import ActorSettings

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from actors.body import Follower
-from actors.runtime.inproc import InProcessHost, build_cluster, wait_ready
+from actors.runtime import InProcessHost, build_cluster, wait_ready
 from actors.runtime.realtime import LiveHost
 from actors.runtime.sim.run import simulate_on_host
 from actors.runtime.sim.scenarios import scenario_for

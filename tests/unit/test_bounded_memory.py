@@ -8,7 +8,7 @@ a body rebuilt from the log remembers exactly what the live one does.
 from __future__ import annotations
 
 from actors.effects import Outcomes
-from actors.runtime.inproc import build_cluster, wait_ready
+from actors.runtime import build_cluster, wait_ready
 from actors.settings import ActorSettings
 from events.catalog import BundleReleased, CreateNamespace, UnloadBundle
 from events.envelope import Envelope
