@@ -182,7 +182,8 @@ class Workload:
                 for t in self.topics_in(bundle)]
 
     def has_clients(self, bundle: str) -> bool:
-        return any(t.producers + t.consumers > 0 for t in self.topics_in(bundle))
+        stats = self.bundle_stats(bundle)  # cached; the counts are never negative
+        return stats.producers + stats.consumers > 0
 
 
 class ClientsBody(Follower):

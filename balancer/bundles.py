@@ -124,11 +124,18 @@ FULL_RANGE = HashRange(0, HASH_MAX)
 def validate_namespace(namespace: str) -> str:
     """``tenant/ns`` or the v1 form ``property/cluster/ns`` (Pulsar's NamespaceName takes both):
     two or three non-empty names of ``[-=:.\\w]``; anything else names itself."""
+    if namespace in _VALID_NAMESPACES:  # every placement checks its namespace several times
+        return namespace
     parts = namespace.split("/") if isinstance(namespace, str) else []
     if len(parts) not in (2, 3) or not all(_NAME_RE.fullmatch(part) for part in parts):
         raise InvalidBundle(f"{namespace!r} is not a namespace; expected tenant/namespace "
                             "(or the v1 property/cluster/namespace)", value=namespace)
+    if len(_VALID_NAMESPACES) < 65_536:
+        _VALID_NAMESPACES.add(namespace)
     return namespace
+
+
+_VALID_NAMESPACES: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,17 @@ class BundleId:
 
     @classmethod
     def parse(cls, text: str) -> BundleId:
+        # Ids are immutable and the same few thousand are parsed on every placement and report.
+        found = _PARSED.get(text) if isinstance(text, str) else None
+        if found is None:
+            found = cls._parse(text)
+            if len(_PARSED) >= 1 << 18:
+                _PARSED.clear()
+            _PARSED[text] = found
+        return found
+
+    @classmethod
+    def _parse(cls, text: str) -> BundleId:
         if not isinstance(text, str) or "/" not in text:
             raise InvalidBundle(f"{text!r} is not a bundle id; expected tenant/namespace/0xLLLLLLLL_0xUUUUUUUU",
                                 value=text)
@@ -158,6 +176,9 @@ class BundleId:
     def __lt__(self, other: BundleId) -> bool:
         # Ids sort as strings (code-point order), the project's tie rule.
         return str(self) < str(other)
+
+
+_PARSED: dict[str, BundleId] = {}
 
 
 def namespace_of(bundle: str) -> str:

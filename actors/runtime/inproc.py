@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from random import Random
 from typing import Any, TypeVar
 
@@ -92,11 +92,9 @@ class Ticket:
         return self.reply
 
 
-@dataclass(order=True, slots=True)
-class _Item:
-    due: int
-    seq: int
-    run: Callable[[], None] = field(compare=False)
+_Item = tuple[int, int, Callable[[], None]]
+"""(due ms, insertion seq, what to run): a plain tuple, so the queue compares in C; the seq is
+unique, so two items never compare their callables."""
 
 
 class InProcessHost:
@@ -128,6 +126,7 @@ class InProcessHost:
         """Shared fold: the records folded and handed to their bodies."""
         self._handing = False
         self._others: list[str] | None = None  # shared fold: the bodies that get every record
+        self._contenders: list[Body] | None = None  # the bodies that may lead
         self._next_snapshot_check = 0
         self.bodies: dict[str, Body] = {}
         self.crashed: set[str] = set()
@@ -173,7 +172,7 @@ class InProcessHost:
         self.bodies[name] = body
         self._cursor[name] = self._snapshot_at[name] = self._folded_to()
         self.crashed.discard(name)
-        self._others = None
+        self._others = self._contenders = None
         return body
 
     def _folded_to(self) -> int:
@@ -194,8 +193,10 @@ class InProcessHost:
                 self.snapshots.notes.append(note)
                 body, start = self._factories[name](), 0
                 self._share(body)
-        history = itertools.islice(self.records, start, end)
-        body.recover(history_for(body, history) if self.shared is not None else history)
+        if self.shared is not None:
+            body.recover(history_for(self.shared, body, self.records, start, end))
+        else:
+            body.recover(itertools.islice(self.records, start, end))
         self.started[name] = (start, end - start)
         return body
 
@@ -243,7 +244,7 @@ class InProcessHost:
         for record in history:
             self.records.append(record)
             if self.shared is not None:
-                self.shared.fold(record)
+                self.shared.fold(record, len(self.records) - 1)
             else:
                 self.client.fold(record)
         for letter in dead_letters:  # named in the view, its key degraded; never skipped silently
@@ -273,7 +274,7 @@ class InProcessHost:
         if self.bodies.pop(name, None) is None:
             raise KeyError(f"no live body {name!r}")
         self.crashed.add(name)
-        self._others = None
+        self._others = self._contenders = None
 
     def restart(self, name: str) -> Body:
         """A fresh body from the factory, rebuilt from its newest snapshot and the log after it
@@ -288,7 +289,9 @@ class InProcessHost:
 
     def leader(self) -> Body | None:
         """The live body that leads (the newest epoch if, briefly, two think they do)."""
-        leading = [b for b in self.bodies.values() if getattr(b, "leads", False)]
+        if self._contenders is None:  # asked on every delivery to the leader: not a hundred getattrs
+            self._contenders = [b for b in self.bodies.values() if hasattr(type(b), "leads")]
+        leading = [b for b in self._contenders if getattr(b, "leads", False)]
         return max(leading, key=lambda b: int(getattr(b, "my_epoch", 0)), default=None)
 
     def now_for(self, name: str) -> int:
@@ -342,21 +345,21 @@ class InProcessHost:
 
     # -- time ------------------------------------------------------------------------------
     def schedule(self, due_ms: int, run: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, _Item(due_ms, next(self._seq), run))
+        heapq.heappush(self._queue, (due_ms, next(self._seq), run))
 
     def step(self) -> bool:
         """Run the next due item (advancing time to it); False when nothing is queued."""
         if not self._queue:
             return False
-        item = heapq.heappop(self._queue)
-        self.now_ms = max(self.now_ms, item.due)
-        item.run()
+        due, _, run = heapq.heappop(self._queue)
+        self.now_ms = max(self.now_ms, due)
+        run()
         return True
 
     def advance(self, ms: int) -> None:
         """Run everything due within the next ``ms`` milliseconds."""
         target = self.now_ms + ms
-        while self._queue and self._queue[0].due <= target:
+        while self._queue and self._queue[0][0] <= target:
             self.step()
         self.now_ms = target
 
@@ -365,7 +368,7 @@ class InProcessHost:
         target = self.now_ms + max_ms
         if predicate():
             return True
-        while self._queue and self._queue[0].due <= target:
+        while self._queue and self._queue[0][0] <= target:
             self.step()
             if predicate():
                 return True
@@ -477,7 +480,7 @@ class InProcessHost:
             while self._handed < len(self.records):
                 record = self.records[self._handed]
                 self._handed += 1
-                if shared.fold(record):
+                if shared.fold(record, self._handed - 1):
                     self._hand(shared, record)
         finally:
             self._handing = False
@@ -490,7 +493,7 @@ class InProcessHost:
                     follower.follow_base()
         if self._others is None:
             self._others = sorted(n for n, b in self.bodies.items() if not isinstance(b, BrokerBody))
-        for name in recipients(record, self.bodies, self._others):
+        for name in recipients(shared.last_concerned, self.bodies, self._others):
             body = self.bodies.get(name)
             if body is not None:
                 effects = body.on_event(record, self.now_for(name))

@@ -19,7 +19,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+import itertools
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody, concerned
@@ -28,29 +31,50 @@ from events.log.port import Record
 
 
 class SharedFold:
-    """The base fold and, per offset, whether it accepted the record there."""
+    """The base fold; per offset, whether it accepted the record there; per broker, where in
+    the host's records the accepted records that concern it are (a restart folds those only)."""
 
     def __init__(self, base: Follower) -> None:
         self.base = base
         self._accepted = bytearray()
         self._election = self._election_of(base)
+        self._concerning: dict[str, list[int]] = {}
+        self._everyone: list[int] = []
+        """Positions of accepted records that concern every broker (a new epoch)."""
+        self.last_concerned: tuple[str | None, ...] | None = None
+        """The brokers the last accepted record concerns (None: all)."""
 
     @staticmethod
     def _election_of(base: Follower) -> tuple[int, str | None, int]:
         return base.epoch, base.leader_id, base.leader_seq
 
-    def fold(self, record: Record) -> bool:
-        """Fold ``record`` into the base; whether the bodies should see it."""
+    def fold(self, record: Record, position: int) -> bool:
+        """Fold ``record`` (at ``position`` of the host's records) into the base; whether the
+        bodies should see it."""
         accepted = self.base.fold(record)
         offset, flags = record.offset, self._accepted
         if offset >= len(flags):
             flags.extend(bytes(max(offset + 1 - len(flags), len(flags))))
         flags[offset] = accepted
+        if accepted:
+            names = self.last_concerned = concerned(record)
+            if names is None:
+                self._everyone.append(position)
+            else:
+                for name in set(names):
+                    if name is not None:
+                        self._concerning.setdefault(name, []).append(position)
         return accepted
 
     def accepted(self, record: Record) -> bool:
         offset = record.offset
         return offset < len(self._accepted) and bool(self._accepted[offset])
+
+    def positions_for(self, broker: str, start: int, end: int) -> Iterator[int]:
+        """Ascending positions in [start, end) of the accepted records concerning ``broker``."""
+        own, everyone = self._concerning.get(broker, []), self._everyone
+        return heapq.merge(own[bisect_left(own, start):bisect_left(own, end)],
+                           everyone[bisect_left(everyone, start):bisect_left(everyone, end)])
 
     def election_moved(self) -> bool:
         """The last fold changed the base's election state (the bodies must take it)."""
@@ -61,19 +85,20 @@ class SharedFold:
         return True
 
 
-def recipients(record: Record, bodies: Mapping[str, Body], others: list[str]) -> list[str]:
-    """The names of the bodies to hand ``record`` to, in name order: every body in ``others``
-    (no broker among them) and the live brokers the record concerns."""
-    names = concerned(record)
+def recipients(names: tuple[str | None, ...] | None, bodies: Mapping[str, Body],
+               others: list[str]) -> list[str]:
+    """The names of the bodies to hand a record to, in name order: every body in ``others``
+    (no broker among them) and the live brokers the record concerns (``names``; None: all)."""
     if names is None:
         return sorted(bodies)
     brokers = {broker_body_name(n) for n in names if n is not None} & bodies.keys()
     return sorted(brokers.union(others)) if brokers else others
 
 
-def history_for(body: Body, records: Iterable[Record]) -> Iterable[Record]:
-    """The records a restarted ``body`` folds: a broker's own, everything for the others."""
+def history_for(shared: SharedFold, body: Body, records: Sequence[Record], start: int,
+                end: int) -> Iterable[Record]:
+    """The records ``records[start:end]`` a restarted ``body`` folds: a broker's own, every
+    record for the others."""
     if not isinstance(body, BrokerBody):
-        return records
-    me = body.broker_id
-    return (r for r in records if (names := concerned(r)) is None or me in names)
+        return itertools.islice(records, start, end)
+    return (records[p] for p in shared.positions_for(body.broker_id, start, end))

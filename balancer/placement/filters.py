@@ -107,11 +107,11 @@ def filter_topic_cap_modular(
     view: ClusterView, candidates: Sequence[str], preallocated_topics: Mapping[str, int]
 ) -> list[str]:
     """Drop brokers above the topic cap (reported + preallocated); undo if none remain."""
-    cap = view.config.load_balancer_broker_max_topics
+    cap, brokers = view.config.load_balancer_broker_max_topics, view.brokers
     kept = [
         b
         for b in candidates
-        if b not in view.brokers or reported_topics(view, b) + preallocated_topics.get(b, 0) <= cap
+        if (data := brokers.get(b)) is None or data.report.topics + preallocated_topics.get(b, 0) <= cap
     ]
     return kept or list(candidates)
 

@@ -65,7 +65,10 @@ def isolation_candidates(view: ClusterView, namespace: str) -> list[str]:
     available = sorted(view.available)
     policy = view.policy(namespace).isolation
     if policy is None:
-        return [b for b in available if is_shared_broker(view, b)]
+        isolated = [p.isolation for p in view.namespaces.values() if p.isolation is not None]
+        if not isolated:  # the usual cluster: every broker is shared (one pass, not one per broker)
+            return available
+        return [b for b in available if not any(is_primary(i, b) for i in isolated)]
     primaries = [b for b in available if is_primary(policy, b)]
     # Pulsar's min_available failover: secondaries join only while primaries are too few.
     if len(primaries) >= policy.min_limit:

@@ -43,6 +43,21 @@ def long_term_score(context: PlacementContext, broker: str) -> float:
     return pending + broker_long_term_rate(context, broker)
 
 
+def long_term_scores(context: PlacementContext, candidates: Sequence[str]) -> dict[str, float]:
+    """``long_term_score`` of each candidate; on an indexed view the per-context choices are
+    made once, not once per broker (it runs for every candidate of every placement)."""
+    view, pending = context.view, context.preallocated
+    index = view.index
+    if index is None or context.rate_from_report or not isinstance(pending, Preallocations):
+        return {b: long_term_score(context, b) for b in candidates}
+    threshold, scores = view.config.overload_threshold, {}
+    for broker in candidates:
+        usage = modular_usage(view, broker)
+        scores[broker] = math.inf if usage is None or usage > threshold else \
+            pending.long_term_rate(broker) + index.long_term_rate(broker)
+    return scores
+
+
 class LeastLongTermMessageRate:
     """Pick the broker with the least long-term message rate, preallocations included."""
 
@@ -54,7 +69,7 @@ class LeastLongTermMessageRate:
     def select(self, candidates: Sequence[str], context: PlacementContext) -> Selection:
         if not candidates:
             return Selection(None)
-        scores = {b: long_term_score(context, b) for b in candidates}
+        scores = long_term_scores(context, candidates)
         least = min(scores.values())
         best = tuple(b for b in candidates if scores[b] == least)
         return Selection(pick_uniform(best, context.rng), scores, best)

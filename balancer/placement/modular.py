@@ -21,7 +21,8 @@ the preallocations kept per broker, with the same answers as the plain walk (iss
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 
     from balancer.shedding.base import ClusterView
 
+
+_NO_BUNDLES: frozenset[str] = frozenset()
 
 class ModularPlacement:
     """Places bundles for the modular manager and remembers what it preallocated."""
@@ -205,18 +208,23 @@ class ModularPlacement:
             index = bundles_by_broker_namespace(view, self.preallocated)
             counts = {b: len(index.get(b, {}).get(namespace, ())) for b in candidates}
         else:
-            counts = {b: self._namespace_count(view, b, namespace) for b in candidates}
+            counts = self._namespace_counts(view, candidates, namespace)
         least = min(counts.values())
         return [b for b in candidates if counts[b] == least]
 
-    def _namespace_count(self, view: ClusterView, broker: str, namespace: str) -> int:
-        """Bundles of ``namespace`` ``broker`` owns or has preallocated, each counted once
-        (the size of Pulsar's ``brokerToNamespaceToBundleRange`` entry)."""
+    def _namespace_counts(self, view: ClusterView, brokers: Sequence[str], namespace: str) -> dict[str, int]:
+        """Per broker, the bundles of ``namespace`` it owns or has preallocated, each counted
+        once (the size of Pulsar's ``brokerToNamespaceToBundleRange`` entry). One pass over the
+        brokers: it runs for every candidate of every placement."""
         assert view.index is not None
-        pending = self._kept_ns.get(broker, {}).get(namespace, set())
-        held = view.index.namespace_bundles(broker).get(namespace, set())
-        small, large = (pending, held) if len(pending) <= len(held) else (held, pending)
-        return len(held) + len(pending) - sum(1 for b in small if b in large)
+        held_of, kept, none = view.index.namespace_bundles, self._kept_ns, _NO_BUNDLES
+        counts = {}
+        for broker in brokers:
+            held: AbstractSet[str] = held_of(broker).get(namespace, none)
+            spaces = kept.get(broker)
+            pending: AbstractSet[str] = none if spaces is None else spaces.get(namespace, none)
+            counts[broker] = len(held) + len(pending) - len(pending & held) if pending else len(held)
+        return counts
 
     def _select(
         self,
