@@ -262,7 +262,9 @@ def kafka_deployment(tmp_path: Path, kafka: Any, ray_session: Any) -> Iterator[P
 @pytest.mark.ray
 @pytest.mark.kafka
 def test_pulsar_admin_on_ray_over_kafka(tmp_path: Path, kafka_deployment: Path) -> None:
-    run, url = start(["--cluster", str(kafka_deployment), "run"], tmp_path)
+    # Cluster time at 6 x wall time: a broker's session (30 s) is 5 s of wall time. At the
+    # default 60 x it was half a second, and a loaded machine's stall expired a broker mid-walk.
+    run, url = start(["--cluster", str(kafka_deployment), "run", "--speed", "6"], tmp_path)
     try:
         walk = Walk(java(url))
 
