@@ -76,7 +76,8 @@ class BundleIndex:
         self._owners: dict[str, _RateSum] = {}
         self._namespaces: dict[str, dict[str, set[str]]] = {}
         self.changed: set[str] = set()
-        """Bundles whose owner changed since the last ``take_changes`` (preallocation release)."""
+        """Bundles whose owner changed (or that no owner holds now) since the last
+        ``take_changes`` (preallocation release, the namespace counts of placement)."""
         self.generation = 0
         """Counts re-puts of held bundles: data that may be shared elsewhere changed."""
         self._usage: dict[int, tuple[BrokerReport, LoadBalancerConfig, float]] = {}
@@ -100,7 +101,8 @@ class BundleIndex:
         if old is not None and (data is None or old.owner != data.owner):
             self._drop(bundle, old)
         if data is None or data.owner is None:
-            self.bundles.pop(bundle, None)
+            if self.bundles.pop(bundle, None) is not None:
+                self.changed.add(bundle)  # no owner holds it now
             return
         self.bundles[bundle] = data
         owner = data.owner

@@ -47,7 +47,7 @@ from balancer.placement.filters import (
     filter_topic_cap_modular,
     filter_versions,
 )
-from balancer.placement.index import Preallocations
+from balancer.placement.index import BundleIndex, Preallocations
 from balancer.placement.isolation import isolation_candidates
 from balancer.placement.pinned import pinned_owner
 from balancer.placement.round_robin import RoundRobin
@@ -85,6 +85,14 @@ class ModularPlacement:
         self._kept_topics: dict[str, int] = {}
         self._unchecked: set[str] = set()
         """Preallocated since the last release check (an indexed view reports only changes)."""
+        self._held: dict[str, bool] = {}
+        """Preallocated bundle -> its broker already holds it in the placing index."""
+        self._both: dict[str, dict[str, int]] = {}
+        """Broker -> namespace -> its preallocated bundles that it also holds (``_held``), so a
+        namespace count is a sum, not an intersection (issue 23: a burst of placements made
+        each count cost the broker's bundles)."""
+        self._held_in: BundleIndex | None = None
+        """The placing index ``_held`` was read from."""
 
     def preallocations(self, view: ClusterView | None = None) -> Mapping[str, Mapping[str, BundleData]]:
         """Broker -> bundle id -> data of the bundles placed on it and not yet reported."""
@@ -98,13 +106,14 @@ class ModularPlacement:
 
     def release_reported(self, view: ClusterView) -> list[str]:
         """Forget preallocations their broker now reports, or whose broker is gone."""
+        changes: Iterable[str] = ()
         if view.index is None:
             suspects: Iterable[str] = self.preallocated
         else:
             available = set(view.available)
             gone = [b for b in self._kept_ns if b not in available]
-            suspects = {*view.index.take_changes(), *self._unchecked,
-                        *(x for b in gone for x in self._kept.bundles(b))}
+            changes = view.index.take_changes()
+            suspects = {*changes, *self._unchecked, *(x for b in gone for x in self._kept.bundles(b))}
         self._unchecked.clear()
         released = sorted(
             bundle
@@ -115,7 +124,31 @@ class ModularPlacement:
         )
         for bundle in released:
             self._forget(bundle)
+        if view.index is not None:
+            self._recheck_held(view.index, changes)
         return released
+
+    def _recheck_held(self, index: BundleIndex, changes: Iterable[str]) -> None:
+        """Keep ``_held`` and ``_both`` true to ``index`` for the bundles whose owner changed."""
+        if index is not self._held_in:  # another index (a rebuilt one): read every flag again
+            self._held_in, changes = index, list(self.preallocated)
+        for bundle in changes:
+            broker = self.preallocated.get(bundle)
+            if broker is None:
+                continue
+            namespace = namespace_of(bundle)
+            held = bundle in index.namespace_bundles(broker).get(namespace, _NO_BUNDLES)
+            if held != self._held.get(bundle, False):
+                self._held[bundle] = held
+                self._count_both(broker, namespace, 1 if held else -1)
+
+    def _count_both(self, broker: str, namespace: str, step: int) -> None:
+        spaces = self._both.setdefault(broker, {})
+        spaces[namespace] = spaces.get(namespace, 0) + step
+        if not spaces[namespace]:
+            del spaces[namespace]
+            if not spaces:
+                del self._both[broker]
 
     def _preallocate(self, bundle: str, broker: str, data: BundleData) -> None:
         self.preallocated[bundle], self.preallocated_data[bundle] = broker, data
@@ -123,10 +156,16 @@ class ModularPlacement:
         self._kept_ns.setdefault(broker, {}).setdefault(namespace_of(bundle), set()).add(bundle)
         self._kept_topics[broker] = self._kept_topics.get(broker, 0) + data.stats.topics
         self._unchecked.add(bundle)
+        index = self._held_in
+        if index is not None and bundle in index.namespace_bundles(broker).get(namespace_of(bundle), _NO_BUNDLES):
+            self._held[bundle] = True
+            self._count_both(broker, namespace_of(bundle), 1)
 
     def _forget(self, bundle: str) -> None:
         broker = self.preallocated.pop(bundle)
         data = self.preallocated_data.pop(bundle)
+        if self._held.pop(bundle, False):
+            self._count_both(broker, namespace_of(bundle), -1)
         self._kept.remove(broker, bundle)
         spaces = self._kept_ns[broker]
         spaces[namespace_of(bundle)].discard(bundle)
@@ -216,14 +255,17 @@ class ModularPlacement:
         """Per broker, the bundles of ``namespace`` it owns or has preallocated, each counted
         once (the size of Pulsar's ``brokerToNamespaceToBundleRange`` entry). One pass over the
         brokers: it runs for every candidate of every placement."""
-        assert view.index is not None
-        held_of, kept, none = view.index.namespace_bundles, self._kept_ns, _NO_BUNDLES
+        assert view.index is not None and view.index is self._held_in  # release_reported read it
+        held_of, kept, both, none = view.index.namespace_bundles, self._kept_ns, self._both, _NO_BUNDLES
         counts = {}
         for broker in brokers:
             held: AbstractSet[str] = held_of(broker).get(namespace, none)
             spaces = kept.get(broker)
-            pending: AbstractSet[str] = none if spaces is None else spaces.get(namespace, none)
-            counts[broker] = len(held) + len(pending) - len(pending & held) if pending else len(held)
+            if spaces is None:
+                counts[broker] = len(held)
+                continue
+            pending: AbstractSet[str] = spaces.get(namespace, none)
+            counts[broker] = len(held) + len(pending) - both.get(broker, {}).get(namespace, 0)
         return counts
 
     def _select(
