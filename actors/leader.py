@@ -41,6 +41,7 @@ from actors.effects import (
 )
 from actors.leader_view import (
     Placer,
+    PlacingViews,
     check_domain,
     cluster_view,
     has_traffic,
@@ -89,7 +90,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.load import LoadProjection
-from projections.ownership_index import touched
+from projections.ownership_index import BUNDLE_EVENTS, touched
 from projections.shed_replay import remember_shed
 from projections.views import placing_index, sync_placing
 
@@ -131,6 +132,7 @@ class LeaderBody(Follower):
         self.pending: dict[str, tuple[int, int]] = {}
         """Bundle -> (record version, when) of the last command sent about it (one at a time)."""
         self.draining: dict[str, int] = {}
+        self.views = PlacingViews()  # soft: rebuilt on demand
         self.parents: dict[str, str] = {}
         """Child bundle -> the bundle it was split from (its traffic until it reports its own)."""
         self.timers = _Timers()
@@ -177,6 +179,8 @@ class LeaderBody(Follower):
         if record.offset > self.folded_to.get(record.partition, -1):
             self.folded_to[record.partition] = record.offset
         self.load.apply(record.offset, envelope)
+        if type(event) not in BUNDLE_EVENTS:
+            self.views.changed()  # the registry, a report or a policy: what a placement view holds
         if not self._recovering:
             self._index(event)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
@@ -292,9 +296,12 @@ class LeaderBody(Follower):
     # -- placement ---------------------------------------------------------------------------
     def _view(self, now_ms: int, exclude: tuple[str, ...] = (), placing: bool = True) -> ClusterView:
         skipped = (*exclude, *self.draining)
-        return cluster_view(now_ms, self.config, ownership=self.view, load=self.load,
-                            registry=self.brokers, exclude=skipped, placing=placing,
-                            index=self.placing)
+        def build() -> ClusterView:
+            return cluster_view(now_ms, self.config, ownership=self.view, load=self.load,
+                                registry=self.brokers, exclude=skipped, placing=placing,
+                                index=self.placing)
+
+        return self.views.get(now_ms, (skipped, self.placing), build) if placing else build()
 
     def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> bool:
         """A command about ``bundle`` is on its way and the bundle has not moved since."""

@@ -4,12 +4,16 @@ Invariants:
 - views come from ``projections.views`` (one builder for the leader and the what-if replay of
   its runs; re-exported here);
 - ``Placer`` is the one place that picks the modular or the extensible placement pipeline
-  (``balancer.placement``), so the leader never depends on which one runs.
+  (``balancer.placement``), so the leader never depends on which one runs;
+- ``PlacingViews`` hands out the last placement view again (with the new time) until the
+  leader says something it holds changed: a fold of anything but a bundle's ownership event
+  (registry, reports, policies), another exclusion, another placing index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from random import Random
 from typing import Any
 
@@ -35,8 +39,31 @@ from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 from projections.views import cluster_view, failure_domains, isolation_policy, namespace_policies
 
-__all__ = ["Placer", "bundle_counts", "cluster_view", "failure_domains", "isolation_policy",
+__all__ = ["Placer", "PlacingViews", "bundle_counts", "cluster_view", "failure_domains", "isolation_policy",
            "namespace_policies", "split_decisions", "split_stats"]
+
+
+class PlacingViews:
+    """The leader's placement view, built once per change instead of once per placement (a
+    view is a pass over every broker: a cold start placed 65,536 bundles on 100 brokers)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._key: tuple[Any, ...] | None = None
+        self._view: ClusterView | None = None
+
+    def changed(self) -> None:
+        """Something a placement view holds changed: the next one is built anew."""
+        self.version += 1
+
+    def get(self, now_ms: int, key: tuple[Any, ...], build: Callable[[], ClusterView]) -> ClusterView:
+        """The view for ``key`` at ``now_ms``: ``build()`` unless nothing changed since the last."""
+        key = (self.version, *key)
+        if self._view is None or key != self._key:
+            self._view, self._key = build(), key
+            return self._view
+        # A fresh object: a view caches per-view answers (its bundles by owner) on itself.
+        return dataclasses.replace(self._view, now_ms=now_ms)
 
 
 class Placer:

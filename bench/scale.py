@@ -11,9 +11,9 @@ figure that counts.
   up every bundle at once; seconds until every bundle is Owned;
 - S2 full restart: every broker crashes at once, the leader expires them all (after the session
   timeout, not timed), every broker restarts (each rebuilds from the log); seconds from the first
-  restart until every broker is registered again and every bundle is Owned by one of them (the
-  log keeps ownership across a restart, so no bundle needs a new placement: what is timed is the
-  rebuild and the re-registration);
+  restart until every broker is registered again and every bundle is Owned by one of them again:
+  the expired sessions' records are void (no broker serves them), so the leader places every
+  bundle anew, as Pulsar reassigns a restarted cluster's bundles;
 - S3 leader failover: the leader crashes and a fresh one recovers from the log; seconds until it
   leads (caught up, deciding);
 - S4 one broker's restart over 10^4..10^6 events of history, from its newest snapshot and the
@@ -76,9 +76,11 @@ async def _cluster(brokers: int, bundles: int, seed: int = 0) -> Cluster:
 
 
 def all_owned(cluster: Cluster, bundles: int) -> bool:
-    """Every bundle has a record and none is in flight or Free (indexes: no walk)."""
+    """Every bundle has a record, none is in flight or Free (indexes: no walk), and none is
+    void: a record of a broker's expired session is served by no one until the leader places
+    the bundle again, so a full restart ends when those placements did too."""
     view = cluster.view
-    if len(view.view.records) < bundles or view.by_broker.in_state(BundleState.FREE):
+    if len(view.view.records) < bundles or view.by_broker.in_state(BundleState.FREE) or view.voided:
         return False
     return not any(view.by_broker.in_state(state) for state in IN_FLIGHT)
 
