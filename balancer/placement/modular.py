@@ -22,7 +22,6 @@ the preallocations kept per broker, with the same answers as the plain walk (iss
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -87,8 +86,8 @@ class ModularPlacement:
         """Preallocated since the last release check (an indexed view reports only changes)."""
         self._held: dict[str, bool] = {}
         """Preallocated bundle -> its broker already holds it in the placing index."""
-        self._both: dict[str, dict[str, int]] = {}
-        """Broker -> namespace -> its preallocated bundles that it also holds (``_held``), so a
+        self._extra: dict[str, dict[str, int]] = {}
+        """Namespace -> broker -> its preallocated bundles it does not hold (``_held``), so a
         namespace count is a sum, not an intersection (issue 23: a burst of placements made
         each count cost the broker's bundles)."""
         self._held_in: BundleIndex | None = None
@@ -140,15 +139,15 @@ class ModularPlacement:
             held = bundle in index.namespace_bundles(broker).get(namespace, _NO_BUNDLES)
             if held != self._held.get(bundle, False):
                 self._held[bundle] = held
-                self._count_both(broker, namespace, 1 if held else -1)
+                self._count_extra(broker, namespace, -1 if held else 1)
 
-    def _count_both(self, broker: str, namespace: str, step: int) -> None:
-        spaces = self._both.setdefault(broker, {})
-        spaces[namespace] = spaces.get(namespace, 0) + step
-        if not spaces[namespace]:
-            del spaces[namespace]
-            if not spaces:
-                del self._both[broker]
+    def _count_extra(self, broker: str, namespace: str, step: int) -> None:
+        brokers = self._extra.setdefault(namespace, {})
+        brokers[broker] = brokers.get(broker, 0) + step
+        if not brokers[broker]:
+            del brokers[broker]
+            if not brokers:
+                del self._extra[namespace]
 
     def _preallocate(self, bundle: str, broker: str, data: BundleData) -> None:
         self.preallocated[bundle], self.preallocated_data[bundle] = broker, data
@@ -156,16 +155,17 @@ class ModularPlacement:
         self._kept_ns.setdefault(broker, {}).setdefault(namespace_of(bundle), set()).add(bundle)
         self._kept_topics[broker] = self._kept_topics.get(broker, 0) + data.stats.topics
         self._unchecked.add(bundle)
-        index = self._held_in
-        if index is not None and bundle in index.namespace_bundles(broker).get(namespace_of(bundle), _NO_BUNDLES):
+        index, namespace = self._held_in, namespace_of(bundle)
+        if index is not None and bundle in index.namespace_bundles(broker).get(namespace, _NO_BUNDLES):
             self._held[bundle] = True
-            self._count_both(broker, namespace_of(bundle), 1)
+        else:
+            self._count_extra(broker, namespace, 1)
 
     def _forget(self, bundle: str) -> None:
         broker = self.preallocated.pop(bundle)
         data = self.preallocated_data.pop(bundle)
-        if self._held.pop(bundle, False):
-            self._count_both(broker, namespace_of(bundle), -1)
+        if not self._held.pop(bundle, False):
+            self._count_extra(broker, namespace_of(bundle), -1)
         self._kept.remove(broker, bundle)
         spaces = self._kept_ns[broker]
         spaces[namespace_of(bundle)].discard(bundle)
@@ -256,17 +256,8 @@ class ModularPlacement:
         once (the size of Pulsar's ``brokerToNamespaceToBundleRange`` entry). One pass over the
         brokers: it runs for every candidate of every placement."""
         assert view.index is not None and view.index is self._held_in  # release_reported read it
-        held_of, kept, both, none = view.index.namespace_bundles, self._kept_ns, self._both, _NO_BUNDLES
-        counts = {}
-        for broker in brokers:
-            held: AbstractSet[str] = held_of(broker).get(namespace, none)
-            spaces = kept.get(broker)
-            if spaces is None:
-                counts[broker] = len(held)
-                continue
-            pending: AbstractSet[str] = spaces.get(namespace, none)
-            counts[broker] = len(held) + len(pending) - both.get(broker, {}).get(namespace, 0)
-        return counts
+        held_of, extra, none = view.index.namespace_bundles, self._extra.get(namespace, {}), _NO_BUNDLES
+        return {b: len(held_of(b).get(namespace, none)) + extra.get(b, 0) for b in brokers}
 
     def _select(
         self,
