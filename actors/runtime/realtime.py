@@ -11,6 +11,11 @@ Invariants:
   with its ``expected_seq``), then read the log up to its end and feed every new record to the
   body, in log order, applying each reaction the same way, and only then send the commands; so
   the writer folds its own records before anything else reaches it;
+- commands are taken in arrival order in groups (``actors.runtime.group_commit``): the
+  commands queued behind the lock that the body scopes (``batch_scope``) are decided one after
+  another and appended in one transaction, and no member is answered before it committed and
+  was folded; a command without a scope runs alone, as above; a group decides what the same
+  commands one by one decide;
 - every record reaches the body once: a ``LogCursor`` keeps the next offset of each partition,
   and the subscription and the reads after an append both go through it (the body's own
   seq bookkeeping would drop a redelivery anyway);
@@ -42,12 +47,13 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from actors.body import Body, Follower
 from actors.effects import Effects
-from actors.runtime.executor import execute
+from actors.runtime.executor import execute, execute_group
+from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, take_group
 from actors.runtime.history import LogLimits, limits, past_end, require_history
 from actors.runtime.specs import Clock
 from actors.settings import route
@@ -70,8 +76,7 @@ from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, dropped
 
 logger = logging.getLogger(__name__)
 
-Answer = tuple[object | None, LoadBalancerError | None]
-"""A command's reply and its typed error (one of them is None)."""
+__all__ = ["Answer", "LiveHost", "LogCursor", "Transport", "read_new", "subscribe"]
 
 
 class Transport(Protocol):
@@ -142,9 +147,10 @@ class LiveHost:
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
                  snapshots: SnapshotStore | None = None,
                  snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,
-                 rebuild: Callable[[], Body] | None = None) -> None:
+                 rebuild: Callable[[], Body] | None = None, max_group: int = MAX_GROUP) -> None:
         """``snapshots``: where this body's snapshots are kept (None: none, every start folds
-        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored."""
+        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored;
+        ``max_group``: commands per group commit at most (1: one by one)."""
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
         self._set_ordered()
         self.snapshots, self.snapshot_policy, self.rebuild = snapshots, snapshot_policy, rebuild
@@ -159,9 +165,13 @@ class LiveHost:
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
-                                       "behind": 0, "behind_read": 0, "snapshots": 0}
+                                       "behind": 0, "behind_read": 0, "snapshots": 0,
+                                       "groups": 0, "grouped": 0, "largest_group": 0}
         """``behind``: commands that waited to fold what their sender had seen; ``behind_read``:
-        of those, the ones the subscription did not bring in time (the log was read)."""
+        of those, the ones the subscription did not bring in time (the log was read);
+        ``groups``: group commits of two commands or more, ``grouped``: the commands in them."""
+        self.max_group = max_group
+        self._queued: deque[Queued] = deque()
         self._lock = asyncio.Lock()
         self._pending: deque[Record] = deque()
         self._tasks: list[asyncio.Task[None]] = []
@@ -220,15 +230,28 @@ class LiveHost:
         the namespace was created, an assignment to a broker that just registered)."""
         if after:
             await self.reach(after)
+        queued = Queued(command)
+        self._queued.append(queued)
         async with self._lock:
-            self.counts["commands"] += 1
-            try:
-                effects = self.body.on_command(command, self.clock.now_ms())
-            except Exception as exc:  # a body bug must not look like a lost actor
-                logger.exception("%s failed on %s", self.name, command.TYPE)
-                return None, LoadBalancerError(f"{self.name} failed on {command.TYPE}: {exc!r}")
-            failure = await self._apply(effects)
-        return effects.reply, failure or effects.error
+            if queued.answer is None:  # no group took it while it waited for the lock
+                await self._commit_group()
+        assert queued.answer is not None
+        return queued.answer
+
+    async def _commit_group(self) -> None:
+        """Decide the commands at the head of the queue as one group, carry it out, answer it."""
+        group = take_group(self._queued, self.body, self.clock.now_ms(), self.max_group)
+        members = group.members
+        self.counts["commands"] += len(members)
+        if len(members) == 1:
+            failure = await self._apply(members[0][1])
+        else:
+            self.counts["groups"] += 1
+            self.counts["grouped"] += len(members)
+            self.counts["largest_group"] = max(self.counts["largest_group"], len(members))
+            failure = await execute_group(self, self.name, [effects for _, effects in members])
+        for queued, effects in members:  # a failed append fails only the members it carried
+            queued.answer = (effects.reply, (failure if effects.append else None) or effects.error)
 
     async def _follow(self) -> None:
         while True:
@@ -274,14 +297,24 @@ class LiveHost:
     async def _apply(self, effects: Effects) -> LoadBalancerError | None:
         return await execute(self, self.name, effects)
 
+    async def append_group(self, writer: str, key: str, events: Sequence[Event],
+                           causation_ids: Sequence[str | None], epoch: int) -> LoadBalancerError | None:
+        return await self._logged(key, self.log.append(key, events, epoch=epoch,
+                                                       causation_ids=causation_ids))
+
     def fenced(self, writer: str) -> bool:
         return bool(getattr(self.log, "fenced", False))
 
     async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
                      effects: Effects) -> LoadBalancerError | None:
+        return await self._logged(key, self.log.append(key, events, epoch=effects.epoch,
+                                                       expected_seq=expected_seq,
+                                                       causation_id=effects.causation_id))
+
+    async def _logged(self, key: str, appending: Awaitable[object]) -> LoadBalancerError | None:
+        """Await one append; the typed error if the log refused it (kept in ``failed_appends``)."""
         try:
-            await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected_seq,
-                                  causation_id=effects.causation_id)
+            await appending
         except LoadBalancerError as exc:
             self.failed_appends.append((key, exc))
             return exc
