@@ -64,8 +64,10 @@ def _owned(cluster: Any) -> int:
 def _actor_summary(statuses: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What the actors report, summed per kind of body: records folded, snapshots written,
     commands taken, appends, sends, and commands that waited to fold what their sender had seen
-    (``behind``; ``behind_read``: the subscription did not bring it within 0.2 s)."""
-    keys = ("records", "snapshots", "commands", "appends", "sends", "behind", "behind_read")
+    (``behind``; ``behind_read``: the subscription did not bring it within 0.2 s), group
+    commits of two commands or more and the commands in them (``groups``, ``grouped``)."""
+    keys = ("records", "snapshots", "commands", "appends", "sends", "behind", "behind_read",
+            "groups", "grouped")
     out: dict[str, Any] = {}
     for name, status in sorted(statuses.items()):
         if "error" in status:
