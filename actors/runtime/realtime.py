@@ -483,6 +483,7 @@ class LiveHost:
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
+            "send_batches": getattr(self.transport, "batches", 0),
             "dead_letters": self.cursor.dead_letters,
             "start": {"from_snapshot": self.started[0], "folded": self.started[1],
                       "snapshot_position": self._restored_at,
