@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Hashable
@@ -44,10 +45,15 @@ MAX_GROUP = 1_000
 
 @dataclass(slots=True)
 class Queued:
-    """A command waiting for a group, and its answer once a group has taken it."""
+    """A command waiting for a group, and the future its answer goes to."""
 
     command: Command
-    answer: Answer | None = None
+    answer: asyncio.Future[Answer]
+
+    def settle(self, answer: Answer) -> None:
+        """Answer it, unless its caller stopped waiting."""
+        if not self.answer.done():
+            self.answer.set_result(answer)
 
 
 @dataclass(slots=True)
@@ -76,6 +82,16 @@ class Group:
         self.scopes |= scope
         if effects.append:
             self.key, self.epoch = effects.append[0][0], effects.epoch
+
+
+def count_group(counts: dict[str, int], members: int) -> None:
+    """A host's counts: every command, and groups of two or more (how many, their commands,
+    the largest)."""
+    counts["commands"] += members
+    if members > 1:
+        counts["groups"] += 1
+        counts["grouped"] += members
+        counts["largest_group"] = max(counts["largest_group"], members)
 
 
 def scope_of(body: Body, command: Command) -> frozenset[Hashable] | None:

@@ -53,9 +53,10 @@ from typing import Any, Protocol
 from actors.body import Body, Follower
 from actors.effects import Effects
 from actors.runtime.executor import execute, execute_group
-from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, take_group
+from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, count_group, take_group
 from actors.runtime.history import LogLimits, limits, past_end, require_history
 from actors.runtime.specs import Clock
+from actors.runtime.tasks import cancel_all
 from actors.settings import route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -172,6 +173,7 @@ class LiveHost:
         ``groups``: group commits of two commands or more, ``grouped``: the commands in them."""
         self.max_group = max_group
         self._queued: deque[Queued] = deque()
+        self._drainer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._pending: deque[Record] = deque()
         self._tasks: list[asyncio.Task[None]] = []
@@ -213,10 +215,10 @@ class LiveHost:
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await cancel_all([*self._tasks, *([self._drainer] if self._drainer is not None else [])])
+        self._tasks, self._drainer = [], None
+        while self._queued:  # never taken: their callers must not wait for ever
+            self._queued.popleft().settle((None, Unavailable(f"{self.name} closed")))
         async with self._lock:
             await self.transport.close()
             await self.log.close()
@@ -230,28 +232,39 @@ class LiveHost:
         the namespace was created, an assignment to a broker that just registered)."""
         if after:
             await self.reach(after)
-        queued = Queued(command)
+        loop = asyncio.get_running_loop()
+        queued = Queued(command, loop.create_future())
         self._queued.append(queued)
-        async with self._lock:
-            if queued.answer is None:  # no group took it while it waited for the lock
+        if self._drainer is None or self._drainer.done():
+            # One task takes the lock for every queued command: tens of thousands of callers
+            # each waiting on the lock made every acquire and release walk them all.
+            self._drainer = loop.create_task(self._drain_commands())
+        return await queued.answer
+
+    async def _drain_commands(self) -> None:
+        while self._queued:
+            async with self._lock:
                 await self._commit_group()
-        assert queued.answer is not None
-        return queued.answer
 
     async def _commit_group(self) -> None:
         """Decide the commands at the head of the queue as one group, carry it out, answer it."""
-        group = take_group(self._queued, self.body, self.clock.now_ms(), self.max_group)
-        members = group.members
-        self.counts["commands"] += len(members)
-        if len(members) == 1:
-            failure = await self._apply(members[0][1])
-        else:
-            self.counts["groups"] += 1
-            self.counts["grouped"] += len(members)
-            self.counts["largest_group"] = max(self.counts["largest_group"], len(members))
-            failure = await execute_group(self, self.name, [effects for _, effects in members])
+        members = take_group(self._queued, self.body, self.clock.now_ms(), self.max_group).members
+        count_group(self.counts, len(members))
+        try:
+            if len(members) == 1:
+                failure = await self._apply(members[0][1])
+            else:
+                failure = await execute_group(self, self.name, [effects for _, effects in members])
+        except BaseException as exc:  # a closed host, an adapter's bug: its callers hear of it
+            if isinstance(exc, Exception):
+                logger.exception("%s: executing %d commands failed", self.name, len(members))
+            for queued, _ in members:
+                queued.settle((None, Unavailable(f"{self.name} failed on {queued.command.TYPE}: {exc!r}")))
+            if not isinstance(exc, Exception):
+                raise
+            return
         for queued, effects in members:  # a failed append fails only the members it carried
-            queued.answer = (effects.reply, (failure if effects.append else None) or effects.error)
+            queued.settle((effects.reply, (failure if effects.append else None) or effects.error))
 
     async def _follow(self) -> None:
         while True:
