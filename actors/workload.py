@@ -250,22 +250,24 @@ class ClientsBody(Follower):
         for namespace in sorted(self._unowned):
             # Range order: the names are fixed-width hex, so id order within a namespace.
             for bundle in sorted(self._unowned[namespace]):
-                if self.workload.has_clients(bundle):
-                    record = records.get(bundle)
-                    version = 0 if record is None else record.version
-                    if not self._due(bundle, version, now_ms):
-                        continue
+                record = records.get(bundle)
+                version = 0 if record is None else record.version
+                # The backoff first: it is a dict read, the workload's answer a bundle parse.
+                if self._due(bundle, version, now_ms) and self.workload.has_clients(bundle):
+                    self._asking(bundle, version, now_ms)
                     lookups.append(AssignBundle(
                         command_id=f"{self.name}:lookup:{bundle}:v{version}:{now_ms}",
                         epoch=self.epoch, bundle=bundle, reason="lookup"))
         return Effects(send=tuple(lookups))
 
     def _due(self, bundle: str, version: int, now_ms: int) -> bool:
-        """True (and the next try noted) if ``bundle`` at ``version`` may be looked up now."""
+        """``bundle`` at ``version`` may be looked up now (never asked, or its backoff passed)."""
         asked = self._asked.get(bundle)
-        if asked is not None and asked[0] == version and now_ms < asked[1]:
-            return False
+        return asked is None or asked[0] != version or now_ms >= asked[1]
+
+    def _asking(self, bundle: str, version: int, now_ms: int) -> None:
+        """Note a lookup of ``bundle`` at ``version`` and when it may be repeated."""
+        asked = self._asked.get(bundle)
         tries = asked[2] + 1 if asked is not None and asked[0] == version else 0
         base, cap = self.settings.lookup_retry_ms, max(self.settings.lookup_retry_ms, self.settings.retry_backoff_max_ms)
         self._asked[bundle] = (version, now_ms + min(base << min(tries, 30), cap), tries)
-        return True
