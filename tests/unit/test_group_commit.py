@@ -141,3 +141,10 @@ async def test_a_lookup_storm_is_one_append_per_group() -> None:
     assert [t for _, _, _, t, _, _ in log[-16:]] == ["BundleAssigned"] * 8 + ["BundleOwned"] * 8
     assert [c for *_, c, _ in log[-16:]] == [c.command_id for c in assigns + confirms]
     assert counts["appends"] == 2 and counts["groups"] == 2 and counts["largest_group"] == 8
+
+
+async def test_an_append_with_a_causation_id_per_event_needs_exactly_one_per_event() -> None:
+    log = MemoryEventLog()
+    await log.start()
+    with pytest.raises(ValueError, match="1 causation ids for 2 messages"):
+        await log.append(LEADER_KEY, [LeaderElected(leader_id="a", epoch=1)] * 2, epoch=1, causation_ids=["x"])
