@@ -129,8 +129,11 @@ class LeaderBody(Follower):
         plan = self.shedding.strategy if isinstance(self.shedding.strategy, HasPlan) else None
         self.placer = Placer(config, avg_plan=plan, shedder=self.shedding.strategy)
         self.split_hits = SplitHitCounts()
-        self.pending: dict[str, tuple[int, int]] = {}
-        """Bundle -> (record version, when) of the last command sent about it (one at a time)."""
+        self.pending: dict[str, tuple[int, int, int]] = {}
+        """Bundle -> (record version, when, tries before) of the last command sent about it (one
+        at a time); the same version is asked again after ``backoff_ms`` of its tries (issue 23:
+        in a storm a fixed ``retry_ms`` sent every bundle's assignment again while the first
+        still waited in the shard's queue)."""
         self.draining: dict[str, int] = {}
         self.views = PlacingViews()  # soft: rebuilt on demand
         self.parents: dict[str, str] = {}
@@ -307,10 +310,13 @@ class LeaderBody(Follower):
         """A command about ``bundle`` is on its way and the bundle has not moved since."""
         version = 0 if record is None else record.version
         sent = self.pending.get(bundle)
-        return sent is not None and sent[0] == version and now_ms - sent[1] < self.settings.retry_ms
+        return sent is not None and sent[0] == version and now_ms - sent[1] < backoff_ms(self.settings, sent[2])
 
     def _sent(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> None:
-        self.pending[bundle] = (0 if record is None else record.version, now_ms)
+        version = 0 if record is None else record.version
+        before = self.pending.get(bundle)
+        tries = before[2] + 1 if before is not None and before[0] == version else 0
+        self.pending[bundle] = (version, now_ms, tries)
 
     def _place(self, bundle: str, record: OwnershipRecord | None, now_ms: int, *, reason: str,
                force: bool = False, dst: str | None = None, exclude: tuple[str, ...] = ()) -> Effects | None:

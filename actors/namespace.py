@@ -14,7 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from actors.body import Follower
@@ -118,6 +118,18 @@ class NamespaceBody(Follower):
         return f"_ns:{self.shard}"
 
     # -- commands --------------------------------------------------------------------------
+    def batch_scope(self, command: Command) -> frozenset[Hashable] | None:
+        """What ``command``'s decision reads that another command's events may change, for a
+        host's group commit (``actors.runtime.group_commit``); None: it is decided alone.
+
+        An assignment and an ownership confirmation read the namespace's layout, the registered
+        brokers, the epoch stamp of the key (none of which such commands write) and the one
+        bundle's record; their outcome is kept under the command id. Deciding one changes
+        nothing here (``on_command`` is pure: state changes only by folding the log)."""
+        if isinstance(command, AssignBundle | ConfirmOwnership):
+            return frozenset((("bundle", command.bundle), ("command", command.command_id)))
+        return None
+
     def on_command(self, command: Command, now_ms: int) -> Effects:
         repeated = self.outcomes.repeat(command)
         if repeated is not None:

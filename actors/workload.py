@@ -199,6 +199,11 @@ class ClientsBody(Follower):
         self._unowned: dict[str, set[str]] = {}
         """Namespace -> bundles of its layout that are Init or Free, kept per fold (issue 23: a
         tick looks at what may need a lookup, not at every bundle)."""
+        self._asked: dict[str, tuple[int, int, int]] = {}
+        """Bundle -> (record version, when it may be asked again, lookups before) while it stays
+        unowned: a lookup is repeated after ``lookup_retry_ms``, then twice as long each time up
+        to ``retry_backoff_max_ms``, as a Pulsar client backs off (issue 23: every unowned bundle
+        asked again every second was most of a 65,536-bundle storm's commands). Soft state."""
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "_unowned")
 
@@ -228,6 +233,7 @@ class ClientsBody(Follower):
             return
         if not self._waits(bundle):
             waiting.discard(bundle)
+            self._asked.pop(bundle, None)
             return
         info = self.view.namespaces[namespace]
         try:
@@ -245,10 +251,24 @@ class ClientsBody(Follower):
         for namespace in sorted(self._unowned):
             # Range order: the names are fixed-width hex, so id order within a namespace.
             for bundle in sorted(self._unowned[namespace]):
-                if self.workload.has_clients(bundle):
-                    record = records.get(bundle)
-                    version = 0 if record is None else record.version
+                record = records.get(bundle)
+                version = 0 if record is None else record.version
+                # The backoff first: it is a dict read, the workload's answer a bundle parse.
+                if self._due(bundle, version, now_ms) and self.workload.has_clients(bundle):
+                    self._asking(bundle, version, now_ms)
                     lookups.append(AssignBundle(
                         command_id=f"{self.name}:lookup:{bundle}:v{version}:{now_ms}",
                         epoch=self.epoch, bundle=bundle, reason="lookup"))
         return Effects(send=tuple(lookups))
+
+    def _due(self, bundle: str, version: int, now_ms: int) -> bool:
+        """``bundle`` at ``version`` may be looked up now (never asked, or its backoff passed)."""
+        asked = self._asked.get(bundle)
+        return asked is None or asked[0] != version or now_ms >= asked[1]
+
+    def _asking(self, bundle: str, version: int, now_ms: int) -> None:
+        """Note a lookup of ``bundle`` at ``version`` and when it may be repeated."""
+        asked = self._asked.get(bundle)
+        tries = asked[2] + 1 if asked is not None and asked[0] == version else 0
+        base, cap = self.settings.lookup_retry_ms, max(self.settings.lookup_retry_ms, self.settings.retry_backoff_max_ms)
+        self._asked[bundle] = (version, now_ms + min(base << min(tries, 30), cap), tries)

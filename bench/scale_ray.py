@@ -64,18 +64,23 @@ def _owned(cluster: Any) -> int:
 def _actor_summary(statuses: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What the actors report, summed per kind of body: records folded, snapshots written,
     commands taken, appends, sends, and commands that waited to fold what their sender had seen
-    (``behind``; ``behind_read``: the subscription did not bring it within 0.2 s)."""
-    keys = ("records", "snapshots", "commands", "appends", "sends", "behind", "behind_read")
+    (``behind``; ``behind_read``: the subscription did not bring it within 0.2 s), group
+    commits of two commands or more and the commands in them (``groups``, ``grouped``), and
+    the Ray calls that carried the sends (``send_batches``)."""
+    keys = ("records", "snapshots", "commands", "appends", "sends", "behind", "behind_read",
+            "groups", "grouped")
     out: dict[str, Any] = {}
     for name, status in sorted(statuses.items()):
         if "error" in status:
             continue
         counts = status.get("counts", {})
-        into = out.setdefault(name.split(":")[0], {"actors": 0, **dict.fromkeys(keys, 0), "failed_sends": 0})
+        into = out.setdefault(name.split(":")[0], {"actors": 0, **dict.fromkeys(keys, 0), "failed_sends": 0,
+                                                   "send_batches": 0})
         into["actors"] += 1
         for key in keys:
             into[key] += int(counts.get(key, 0))
         into["failed_sends"] += int(status.get("failed_sends", 0))
+        into["send_batches"] += int(status.get("send_batches", 0))
     return out
 
 

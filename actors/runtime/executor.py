@@ -14,7 +14,10 @@ Invariants:
   command leaves: a body never decides on a state older than its own last write, and a command
   never overtakes the records that caused it;
 - the commands go last, every one of them, even after a refused append (the body planned for
-  that answer), except after a fenced append: what a fenced writer decided reaches no one.
+  that answer), except after a fenced append: what a fenced writer decided reaches no one;
+- a group (``execute_group``, a live host's group commit, ``actors.runtime.group_commit``) is
+  the same order for many effects at once: their events one append (each keeps its own
+  causation id), one fold, then every member's commands in member order.
 """
 
 from __future__ import annotations
@@ -46,6 +49,37 @@ class EffectHost(Protocol):
         ...
 
     def send(self, writer: str, command: Command) -> None: ...
+
+
+class GroupHost(EffectHost, Protocol):
+    """A host that can append many commands' events under one key in one transaction."""
+
+    async def append_group(self, writer: str, key: str, events: Sequence[Event],
+                           causation_ids: Sequence[str | None], epoch: int) -> LoadBalancerError | None:
+        ...
+
+
+async def execute_group(host: GroupHost, writer: str, parts: Sequence[Effects]) -> LoadBalancerError | None:
+    """Carry out the effects of a group (each appends under one shared key and epoch, none
+    with a compare-and-set); the failed append's error, which is every member's."""
+    if host.fenced(writer):
+        return WriterFenced(f"{writer} was fenced by a newer incarnation", writer=writer)
+    runs = [(key, event, part.causation_id, part.epoch) for part in parts for key, event in part.append]
+    failure: LoadBalancerError | None = None
+    if runs:
+        key, epoch = runs[0][0], runs[0][3]
+        if any(k != key or e != epoch for k, _, _, e in runs):
+            raise ValueError(f"a group appends under one key and epoch, not {sorted({(k, e) for k, _, _, e in runs})}")
+        failure = await host.append_group(writer, key, [event for _, event, _, _ in runs],
+                                          [cause for _, _, cause, _ in runs], epoch)
+        host.log_health(writer, not isinstance(failure, Unavailable))
+        await host.fold_new(writer)
+    if isinstance(failure, WriterFenced):
+        return failure
+    for part in parts:
+        for command in part.send:
+            host.send(writer, command)
+    return failure
 
 
 async def execute(host: EffectHost, writer: str, effects: Effects) -> LoadBalancerError | None:

@@ -11,7 +11,11 @@ Invariants:
   objects and are raised by the caller (``call``), never wrapped in Ray's exception types; a Ray
   failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
 - commands between actors are fire-and-forget, as in the in-process host: the sender never waits
-  on another actor while it holds its body, so no cycle of actors can deadlock; ``LEADER`` is the
+  on another actor while it holds its body, so no cycle of actors can deadlock; the sends of one
+  turn of the sender's event loop to one actor travel as one Ray call (``commands``, at most
+  ``MAX_BATCH`` each; issue 23: a lookup storm is thousands of sends a second, and a Ray call
+  costs far more than a command), in send order, and each is delivered exactly as alone
+  (``LiveHost.command``, which may group them); ``LEADER`` is the
   actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new
   epoch and fences the old one);
 - handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
@@ -88,6 +92,24 @@ class BodyActor:
     async def command(self, command: Command, after: Offsets | None = None) -> Answer:
         return await self.host.command(command, after)
 
+    async def commands(self, batch: list[tuple[Command, Offsets | None]]) -> list[Answer]:
+        """Deliver each command of ``batch`` as ``command`` does, in order; their answers (one
+        that raised is answered ``Unavailable``, the others are not touched by it).
+
+        The log position every command needs folded is reached once, for the whole batch (the
+        furthest of them): a thousand commands each waiting on the subscription were woken by
+        every record folded, which stalled a 65,536-bundle storm."""
+        furthest: dict[int, int] = {}
+        for _, after in batch:
+            for partition, offset in (after or {}).items():
+                furthest[partition] = max(furthest.get(partition, 0), offset)
+        if furthest:
+            await self.host.reach(furthest)
+        done = await asyncio.gather(*(self.host.command(c) for c, _ in batch), return_exceptions=True)
+        return [(None, Unavailable(f"{c.TYPE} {c.command_id}: {answer!r}"))
+                if isinstance(answer, BaseException) else answer
+                for (c, _), answer in zip(batch, done, strict=True)]
+
     async def act(self, method: str) -> None:
         """Run a body-specific action (``shutdown`` of a broker)."""
         await self.host.act(method)
@@ -154,18 +176,41 @@ async def stop_and_kill(handle: Handle, timeout_s: float = 2.0) -> None:
     kill(handle)
 
 
-class RayTransport:
-    """Fire-and-forget delivery of commands to named actors of one Ray namespace."""
+MAX_BATCH = 1_000
+"""Commands per Ray call of ``RayTransport.send`` at most."""
 
-    def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
+Outgoing: TypeAlias = "list[tuple[Command, Offsets | None]]"
+
+
+class RayTransport:
+    """Fire-and-forget delivery of commands to named actors of one Ray namespace: the sends
+    of one loop turn to one actor go as one Ray call."""
+
+    def __init__(self, namespace: str, call_timeout_s: float = 30.0) -> None:
+        self.namespace, self.call_timeout_s = namespace, call_timeout_s
         self._handles: dict[str, Handle] = {}
         self._inflight: set[asyncio.Task[None]] = set()
+        self._outbox: dict[str, Outgoing] = {}
         self.failed_sends = 0
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
+        self.batches = 0
+        """Ray calls that carried the sends (at most one per target and loop turn)."""
 
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
-        task = asyncio.get_running_loop().create_task(self._deliver(target, command, after))
+        outgoing = self._outbox.get(target)
+        if outgoing is None:
+            outgoing = self._outbox[target] = []
+            asyncio.get_running_loop().call_soon(self._flush, target)  # after this turn's sends
+        outgoing.append((command, after))
+        if len(outgoing) >= MAX_BATCH:
+            self._flush(target)
+
+    def _flush(self, target: str) -> None:
+        batch = self._outbox.pop(target, None)
+        if not batch:
+            return
+        self.batches += 1
+        task = asyncio.get_running_loop().create_task(self._deliver_batch(target, batch))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -188,13 +233,23 @@ class RayTransport:
             return None, Unavailable(f"{command.TYPE} {command.command_id}: actor {target!r} "
                                      f"unreachable: {type(exc).__name__}: {exc}")
 
-    async def _deliver(self, target: str, command: Command, after: Offsets | None) -> None:
-        _, error = await self.call(target, command, after=after)
-        if error is not None:
-            self.failed_sends += isinstance(error, Unavailable)
-            logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
+    async def _deliver_batch(self, target: str, batch: Outgoing) -> None:
+        try:
+            handle = await self.handle(target)
+            answers: list[Answer] = await asyncio.wait_for(handle.commands.remote(batch), self.call_timeout_s)
+        except RAY_FAILURES as exc:
+            self.forget(target)  # looked up again next time (it may have been replaced)
+            self.failed_sends += len(batch)
+            logger.debug("%d commands to %s: actor unreachable: %s: %s", len(batch), target,
+                         type(exc).__name__, exc)
+            return
+        for (command, _), (_, error) in zip(batch, answers, strict=True):
+            if error is not None:
+                self.failed_sends += isinstance(error, Unavailable)
+                logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
 
     async def close(self) -> None:
+        self._outbox.clear()
         for task in list(self._inflight):
             task.cancel()
         await asyncio.gather(*self._inflight, return_exceptions=True)

@@ -11,6 +11,11 @@ Invariants:
   with its ``expected_seq``), then read the log up to its end and feed every new record to the
   body, in log order, applying each reaction the same way, and only then send the commands; so
   the writer folds its own records before anything else reaches it;
+- commands are taken in arrival order in groups (``actors.runtime.group_commit``): the
+  commands queued behind the lock that the body scopes (``batch_scope``) are decided one after
+  another and appended in one transaction, and no member is answered before it committed and
+  was folded; a command without a scope runs alone, as above; a group decides what the same
+  commands one by one decide;
 - every record reaches the body once: a ``LogCursor`` keeps the next offset of each partition,
   and the subscription and the reads after an append both go through it (the body's own
   seq bookkeeping would drop a redelivery anyway);
@@ -42,14 +47,16 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from actors.body import Body, Follower
 from actors.effects import Effects
-from actors.runtime.executor import execute
+from actors.runtime.executor import execute, execute_group
+from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, count_group, take_group
 from actors.runtime.history import LogLimits, limits, past_end, require_history
 from actors.runtime.specs import Clock
+from actors.runtime.tasks import cancel_all
 from actors.settings import route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -70,8 +77,7 @@ from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, dropped
 
 logger = logging.getLogger(__name__)
 
-Answer = tuple[object | None, LoadBalancerError | None]
-"""A command's reply and its typed error (one of them is None)."""
+__all__ = ["Answer", "LiveHost", "LogCursor", "Transport", "read_new", "subscribe"]
 
 
 class Transport(Protocol):
@@ -142,9 +148,10 @@ class LiveHost:
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
                  snapshots: SnapshotStore | None = None,
                  snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,
-                 rebuild: Callable[[], Body] | None = None) -> None:
+                 rebuild: Callable[[], Body] | None = None, max_group: int = MAX_GROUP) -> None:
         """``snapshots``: where this body's snapshots are kept (None: none, every start folds
-        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored."""
+        the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored;
+        ``max_group``: commands per group commit at most (1: one by one)."""
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
         self._set_ordered()
         self.snapshots, self.snapshot_policy, self.rebuild = snapshots, snapshot_policy, rebuild
@@ -159,9 +166,14 @@ class LiveHost:
         self.cursor = LogCursor(on_dead=self._dead_letter)
         self.failed_appends: deque[tuple[str, LoadBalancerError]] = deque(maxlen=100)
         self.counts: dict[str, int] = {"commands": 0, "appends": 0, "records": 0, "sends": 0,
-                                       "behind": 0, "behind_read": 0, "snapshots": 0}
+                                       "behind": 0, "behind_read": 0, "snapshots": 0,
+                                       "groups": 0, "grouped": 0, "largest_group": 0}
         """``behind``: commands that waited to fold what their sender had seen; ``behind_read``:
-        of those, the ones the subscription did not bring in time (the log was read)."""
+        of those, the ones the subscription did not bring in time (the log was read);
+        ``groups``: group commits of two commands or more, ``grouped``: the commands in them."""
+        self.max_group = max_group
+        self._queued: deque[Queued] = deque()
+        self._drainer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._pending: deque[Record] = deque()
         self._tasks: list[asyncio.Task[None]] = []
@@ -203,10 +215,10 @@ class LiveHost:
         self._tasks = [loop.create_task(self._follow()), loop.create_task(self._ticks())]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await cancel_all([*self._tasks, *([self._drainer] if self._drainer is not None else [])])
+        self._tasks, self._drainer = [], None
+        while self._queued:  # never taken: their callers must not wait for ever
+            self._queued.popleft().settle((None, Unavailable(f"{self.name} closed")))
         async with self._lock:
             await self.transport.close()
             await self.log.close()
@@ -220,15 +232,39 @@ class LiveHost:
         the namespace was created, an assignment to a broker that just registered)."""
         if after:
             await self.reach(after)
-        async with self._lock:
-            self.counts["commands"] += 1
-            try:
-                effects = self.body.on_command(command, self.clock.now_ms())
-            except Exception as exc:  # a body bug must not look like a lost actor
-                logger.exception("%s failed on %s", self.name, command.TYPE)
-                return None, LoadBalancerError(f"{self.name} failed on {command.TYPE}: {exc!r}")
-            failure = await self._apply(effects)
-        return effects.reply, failure or effects.error
+        loop = asyncio.get_running_loop()
+        queued = Queued(command, loop.create_future())
+        self._queued.append(queued)
+        if self._drainer is None or self._drainer.done():
+            # One task takes the lock for every queued command: tens of thousands of callers
+            # each waiting on the lock made every acquire and release walk them all.
+            self._drainer = loop.create_task(self._drain_commands())
+        return await queued.answer
+
+    async def _drain_commands(self) -> None:
+        while self._queued:
+            async with self._lock:
+                await self._commit_group()
+
+    async def _commit_group(self) -> None:
+        """Decide the commands at the head of the queue as one group, carry it out, answer it."""
+        members = take_group(self._queued, self.body, self.clock.now_ms(), self.max_group).members
+        count_group(self.counts, len(members))
+        try:
+            if len(members) == 1:
+                failure = await self._apply(members[0][1])
+            else:
+                failure = await execute_group(self, self.name, [effects for _, effects in members])
+        except BaseException as exc:  # a closed host, an adapter's bug: its callers hear of it
+            if isinstance(exc, Exception):
+                logger.exception("%s: executing %d commands failed", self.name, len(members))
+            for queued, _ in members:
+                queued.settle((None, Unavailable(f"{self.name} failed on {queued.command.TYPE}: {exc!r}")))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for queued, effects in members:  # a failed append fails only the members it carried
+            queued.settle((effects.reply, (failure if effects.append else None) or effects.error))
 
     async def _follow(self) -> None:
         while True:
@@ -274,14 +310,24 @@ class LiveHost:
     async def _apply(self, effects: Effects) -> LoadBalancerError | None:
         return await execute(self, self.name, effects)
 
+    async def append_group(self, writer: str, key: str, events: Sequence[Event],
+                           causation_ids: Sequence[str | None], epoch: int) -> LoadBalancerError | None:
+        return await self._logged(key, self.log.append(key, events, epoch=epoch,
+                                                       causation_ids=causation_ids))
+
     def fenced(self, writer: str) -> bool:
         return bool(getattr(self.log, "fenced", False))
 
     async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
                      effects: Effects) -> LoadBalancerError | None:
+        return await self._logged(key, self.log.append(key, events, epoch=effects.epoch,
+                                                       expected_seq=expected_seq,
+                                                       causation_id=effects.causation_id))
+
+    async def _logged(self, key: str, appending: Awaitable[object]) -> LoadBalancerError | None:
+        """Await one append; the typed error if the log refused it (kept in ``failed_appends``)."""
         try:
-            await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected_seq,
-                                  causation_id=effects.causation_id)
+            await appending
         except LoadBalancerError as exc:
             self.failed_appends.append((key, exc))
             return exc
@@ -450,6 +496,7 @@ class LiveHost:
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             "failed_sends": getattr(self.transport, "failed_sends", 0),
+            "send_batches": getattr(self.transport, "batches", 0),
             "dead_letters": self.cursor.dead_letters,
             "start": {"from_snapshot": self.started[0], "folded": self.started[1],
                       "snapshot_position": self._restored_at,

@@ -34,6 +34,7 @@ from events.log.port import (
     Offsets,
     ReadResult,
     Record,
+    causation_list,
     dropped_note,
     refuse_foreign,
     to_item,
@@ -119,7 +120,7 @@ class _Pending(NamedTuple):
     messages: Sequence[Message]
     epoch: int
     expected_seq: int | None
-    causation_id: str | None
+    causation_ids: Sequence[str | None]
     correlation_id: str | None
     future: asyncio.Future[list[Record]] | concurrent.futures.Future[list[Record]]
 
@@ -252,19 +253,20 @@ class StoreLog:
     async def append(
         self, key: str, messages: Sequence[Message], *, epoch: int,
         expected_seq: int | None = None, causation_id: str | None = None,
-        correlation_id: str | None = None,
+        correlation_id: str | None = None, causation_ids: Sequence[str | None] | None = None,
     ) -> list[Record]:
         """Appends that arrive while one is being committed wait and are committed together
         (group commit): each keeps its own all-or-nothing, seq and fencing."""
+        causes = causation_list(messages, causation_id, causation_ids)
         try:
             future: asyncio.Future[list[Record]] = asyncio.get_running_loop().create_future()
             if not self.group_commit:
                 raise RuntimeError("group commit is off")
         except RuntimeError:  # off, or driven without a loop (the in-process host): commit now
             now: concurrent.futures.Future[list[Record]] = concurrent.futures.Future()
-            self._commit([_Pending(key, messages, epoch, expected_seq, causation_id, correlation_id, now)])
+            self._commit([_Pending(key, messages, epoch, expected_seq, causes, correlation_id, now)])
             return now.result()
-        self._pending.append(_Pending(key, messages, epoch, expected_seq, causation_id,
+        self._pending.append(_Pending(key, messages, epoch, expected_seq, causes,
                                       correlation_id, future))
         if not self._committing:
             self._committing = True
@@ -291,7 +293,7 @@ class StoreLog:
                 try:
                     seq = check_append(ahead, p.key, p.epoch, p.expected_seq)
                     envelopes = [self._stamper.seal(m, key=p.key, seq=seq + i, epoch=p.epoch,
-                                                    causation_id=p.causation_id,
+                                                    causation_id=p.causation_ids[i - 1],
                                                     correlation_id=p.correlation_id)
                                  for i, m in enumerate(p.messages, start=1)]
                     entries = [Entry(encode(env), p.key, env.ts_ms) for env in envelopes]

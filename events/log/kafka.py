@@ -54,7 +54,15 @@ from events.log.kafka_topics import (
     stream_config,
     topic_name,
 )
-from events.log.port import DeadLetter, Item, Offsets, ReadResult, Record, check_cluster
+from events.log.port import (
+    DeadLetter,
+    Item,
+    Offsets,
+    ReadResult,
+    Record,
+    causation_list,
+    check_cluster,
+)
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 
@@ -179,15 +187,16 @@ class KafkaEventLog:
     async def append(
         self, key: str, messages: Sequence[Message], *, epoch: int,
         expected_seq: int | None = None, causation_id: str | None = None,
-        correlation_id: str | None = None,
+        correlation_id: str | None = None, causation_ids: Sequence[str | None] | None = None,
     ) -> list[Record]:
+        causes = causation_list(messages, causation_id, causation_ids)
         await self.start()
         partition = self.partition_for(key)
         async with self._write_lock:
             seq = check_append(await self._fresh_heads(partition), key, epoch, expected_seq)
             envelopes = [
                 self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
-                                   causation_id=causation_id, correlation_id=correlation_id)
+                                   causation_id=causes[i - 1], correlation_id=correlation_id)
                 for i, m in enumerate(messages, start=1)
             ]
             if not envelopes:

@@ -149,6 +149,17 @@ def advance(offsets: Mapping[int, int], item: Item) -> Offsets:
     return out
 
 
+def causation_list(messages: Sequence[Message], causation_id: str | None,
+                   causation_ids: Sequence[str | None] | None) -> list[str | None]:
+    """The causation id of each message of one append: ``causation_ids`` if given (exactly one
+    per message), else ``causation_id`` for all."""
+    if causation_ids is None:
+        return [causation_id] * len(messages)
+    if len(causation_ids) != len(messages):
+        raise ValueError(f"{len(causation_ids)} causation ids for {len(messages)} messages")
+    return list(causation_ids)
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """One topic of the event log (``events``, ``load`` or ``commands``)."""
@@ -174,8 +185,12 @@ class EventLog(Protocol):
         expected_seq: int | None = None,
         causation_id: str | None = None,
         correlation_id: str | None = None,
+        causation_ids: Sequence[str | None] | None = None,
     ) -> list[Record]:
-        """Append atomically under ``key``; returns the stored records (seq and offsets set)."""
+        """Append atomically under ``key``; returns the stored records (seq and offsets set).
+
+        ``causation_ids``, one per message, stamps each its own (a host's group commit: many
+        commands' events in one append); without it every message gets ``causation_id``."""
 
     async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
         """Store bytes as they are (imports, mirroring, tests); no seq, no fencing, no checks."""

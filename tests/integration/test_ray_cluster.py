@@ -87,6 +87,21 @@ async def test_lookups_assign_every_bundle(cluster: Cluster) -> None:
         "broker-1", "broker-2", "broker-3"}
 
 
+async def test_a_lookup_storm_is_placed_and_the_shard_commits_it_in_groups(cluster: Cluster) -> None:
+    """Every topic of a fresh namespace looked up at once: every bundle is placed and owned
+    (the fixture checks that every view equals a replay of the log), and the namespace shard
+    wrote the storm's assignments and confirmations in fewer transactions than commands."""
+    await cluster.create_namespace("public/storm", bundles=32)
+    before = (await cluster.statuses())["ns:0"]["counts"]
+    topics = [f"persistent://public/storm/t{i}" for i in range(256)]
+    found = await asyncio.gather(*(cluster.lookup(topic) for topic in topics))
+    assert found == [cluster.ownership().lookup(topic) for topic in topics]
+    assert set(found) == {"broker-1", "broker-2", "broker-3"}
+    after = (await cluster.statuses())["ns:0"]["counts"]
+    commands, appends = after["commands"] - before["commands"], after["appends"] - before["appends"]
+    assert commands >= 64 and after["groups"] > before["groups"] and appends < commands
+
+
 async def test_lookup_of_an_owned_topic_is_a_local_read(cluster: Cluster,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     topic = topic_in(LOAD, bundles(cluster, "public/a")[0])

@@ -10,7 +10,7 @@ import pytest
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody, Role
 from actors.namespace import NamespaceBody
-from actors.workload import Workload
+from actors.workload import ClientsBody, Workload
 from balancer.bundles import NamespaceBundles
 from balancer.config import LoadBalancerConfig
 from balancer.errors import TransferToCurrentOwner, UnknownBroker, UnknownNamespace
@@ -20,9 +20,11 @@ from events.catalog import (
     BrokerRegistered,
     BundleAssigned,
     BundleOwned,
+    BundleReleased,
     LeaderElected,
     NamespaceCreated,
     UnloadBundle,
+    UnloadRequested,
 )
 from tests.unit.given import GivenBody, appended
 
@@ -149,3 +151,35 @@ def test_a_leader_places_a_lookup_on_a_registered_broker(broker: str) -> None:
     effects = leader.when_command(AssignBundle(command_id="lookup-1", epoch=1, bundle=FIRST))
     assert [(c.TYPE, c.bundle, c.dst) for c in effects.send] == [  # type: ignore[attr-defined]
         ("AssignBundle", FIRST, broker)]
+
+
+def test_a_leader_asks_again_for_an_unmoved_bundle_later_and_later() -> None:
+    """Issue 23 (storms): an assignment still waiting in the shard's queue is not sent again at
+    every lookup; the same record version is asked again after retry_ms, 2x, 4x ..."""
+    body = LeaderBody(CONFIG, rng=Random(1))
+    leader = GivenBody(body).given(registered("broker-1"),
+                                   NamespaceCreated(namespace=NS, boundaries=list(LAYOUT.boundaries())))
+    leader.fold(leader.when_tick())
+    sent_at: list[int] = []
+    for step in range(16):  # a client's lookup every second, the bundle never moves
+        leader.now_ms += 1_000 if step else 0
+        if leader.when_command(AssignBundle(command_id=f"lookup-{step}", epoch=1, bundle=FIRST)).send:
+            sent_at.append(step)
+    assert sent_at == [0, 2, 6, 14]  # retry_ms 2 s, then 4 s, then 8 s
+
+
+def test_clients_look_an_unowned_bundle_up_again_later_and_later() -> None:
+    """Pulsar clients back off their lookups: after lookup_retry_ms, then twice as long each
+    time up to retry_backoff_max_ms; a bundle that moved is asked at once."""
+    workload = Workload.zipf(Random(3), [NS], topics_per_namespace=40)
+    clients = GivenBody(ClientsBody(CONFIG, workload)).given(
+        NamespaceCreated(namespace=NS, boundaries=list(LAYOUT.boundaries())))
+    asked: list[int] = []
+    for second in range(40):
+        if any(c.bundle == FIRST for c in clients.when_tick(1_000 if second else 0).send):  # type: ignore[attr-defined]
+            asked.append(second)
+    assert asked == [0, 1, 3, 7, 15, 31]
+    for event in (BundleAssigned(bundle=FIRST, dst="broker-1"), BundleOwned(bundle=FIRST, owner="broker-1"),
+                  UnloadRequested(bundle=FIRST, src="broker-1", reason="admin"), BundleReleased(bundle=FIRST, src="broker-1")):
+        clients.when_event(event)  # owned, then unloaded: Free again, a new version
+    assert any(c.bundle == FIRST for c in clients.when_tick(1_000).send)  # type: ignore[attr-defined]
