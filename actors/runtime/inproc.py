@@ -31,16 +31,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from random import Random
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from actors.body import Body, Follower
 from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
 from actors.runtime.executor import execute
 from actors.runtime.shared_fold import SharedFold, history_for, recipients
+from actors.runtime.tickets import Ticket, run_sync
 from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -64,37 +64,7 @@ BodyFactory = Callable[[], Body]
 DEFAULT_START_MS = 1_700_000_000_000
 
 
-def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never waits (MemoryEventLog calls) to completion, without a loop."""
-    try:
-        awaitable.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    awaitable.close()
-    raise RuntimeError("the in-process host needs a log whose calls complete without waiting")
-
-
-@dataclass(slots=True)
-class Ticket:
-    """A submitted command and, once delivered, its reply or typed error."""
-
-    command: Command
-    target: str
-    done: bool = False
-    reply: object | None = None
-    error: LoadBalancerError | None = None
-
-    def result(self) -> object | None:
-        if not self.done:
-            raise Unavailable(f"{self.command.TYPE} {self.command.command_id} was not delivered yet")
-        if self.error is not None:
-            raise self.error
-        return self.reply
-
-
-_Item = tuple[int, int, Callable[[], None]]
-"""(due ms, insertion seq, what to run): a plain tuple, so the queue compares in C; the seq is
-unique, so two items never compare their callables."""
+_Item = tuple[int, int, Callable[[], None]]  # (due ms, unique seq, run): compared in C, never by run
 
 
 class InProcessHost:

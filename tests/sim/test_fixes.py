@@ -9,10 +9,11 @@ import pytest
 from actors.broker import BrokerBody
 from actors.effects import Receipt
 from actors.leader import LeaderBody
-from actors.runtime.inproc import InProcessHost, run_sync
+from actors.runtime.inproc import InProcessHost
 from actors.runtime.sim import SimHost
 from actors.runtime.sim.run import build
 from actors.runtime.sim.scenarios import SCENARIOS
+from actors.runtime.tickets import run_sync
 from actors.settings import drain_request_id, drain_requester
 from balancer.bundles import namespace_of
 from balancer.errors import StateConflict

@@ -23,7 +23,8 @@ from random import Random
 from typing import Any
 
 from actors.effects import Effects
-from actors.runtime.inproc import InProcessHost, Ticket
+from actors.runtime.inproc import InProcessHost
+from actors.runtime.tickets import Ticket
 from actors.settings import ActorSettings
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, Unavailable

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from actors.runtime.inproc import run_sync
 from actors.runtime.sim.host import Fault
+from actors.runtime.tickets import run_sync
 from balancer.errors import WriterFenced
 from events.catalog import (
     LEADER_KEY,
