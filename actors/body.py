@@ -173,10 +173,8 @@ class Follower:
         """Read ``shared``'s fold from now on (a fresh body, before it recovers): its view,
         indexes and registry are this body's, and its scalars are copied in by ``follow_base``."""
         self.shared = shared
-        base = shared.base
-        self.view, self.by_broker, self.brokers = base.view, base.by_broker, base.brokers
-        self._folded, self.voided = base._folded, base.voided
-        self.follow_base()
+        for name in Follower.SNAPSHOT_FIELDS:  # the Follower part, whatever it holds
+            setattr(self, name, getattr(shared.base, name))
 
     def follow_base(self) -> None:
         """Take the shared fold's election state (the host calls it when that changed)."""
