@@ -72,7 +72,10 @@ def sync_placing(index: BundleIndex, bundle: str, ownership: OwnershipProjection
                  load: LoadProjection, *, reported: bool = False) -> None:
     """Bring ``bundle``'s entry of a placing index to what ``_bundles(placing=True)`` holds.
 
-    ``reported``: its load data changed (a report), so the entry is copied again."""
+    ``reported``: its load data changed in place (a report), so the entry is copied again and
+    the index notes the change for the preallocations that share that data."""
+    if reported:
+        index.refresh(bundle)
     record = ownership.records.get(bundle)
     held = record is not None and record.dst is not None and (
         record.state is BundleState.OWNED or record.state is BundleState.ASSIGNING)

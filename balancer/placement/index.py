@@ -78,8 +78,9 @@ class BundleIndex:
         self.changed: set[str] = set()
         """Bundles whose owner changed (or that no owner holds now) since the last
         ``take_changes`` (preallocation release, the namespace counts of placement)."""
-        self.generation = 0
-        """Counts re-puts of held bundles: data that may be shared elsewhere changed."""
+        self.refreshed: set[str] = set()
+        """Bundles whose load data changed in place (a report, held or not) since the last
+        ``take_refreshed``: a preallocation may share that data."""
         self._usage: dict[int, tuple[BrokerReport, LoadBalancerConfig, float]] = {}
 
     def usage(self, report: BrokerReport, config: LoadBalancerConfig,
@@ -106,8 +107,6 @@ class BundleIndex:
             return
         self.bundles[bundle] = data
         owner = data.owner
-        if old is not None:
-            self.generation += 1
         if old is None or old.owner != owner:
             self.changed.add(bundle)
             self._namespaces.setdefault(owner, {}).setdefault(namespace_of(bundle), set()).add(bundle)
@@ -139,6 +138,14 @@ class BundleIndex:
         changed, self.changed = self.changed, set()
         return changed
 
+    def refresh(self, bundle: str) -> None:
+        """``bundle``'s load data changed in place (``BundleData.add_sample``)."""
+        self.refreshed.add(bundle)
+
+    def take_refreshed(self) -> set[str]:
+        refreshed, self.refreshed = self.refreshed, set()
+        return refreshed
+
     # -- queries ----------------------------------------------------------------------------
     def owners(self) -> list[str]:
         return sorted(self._owners)
@@ -161,15 +168,12 @@ class Preallocations(Mapping[str, Mapping[str, BundleData]]):
 
     def __init__(self) -> None:
         self._brokers: dict[str, _RateSum] = {}
-        self._generation = -1
 
-    def follow(self, generation: int) -> None:
-        """The view's data changed (``BundleIndex.generation``): a preallocated bundle's data may
-        be shared with it, so every cached sum is recomputed."""
-        if generation != self._generation:
-            self._generation = generation
-            for held in self._brokers.values():
-                held.dirty()
+    def dirty(self, broker: str | None = None) -> None:
+        """Data of ``broker``'s preallocations (every broker's: None) may have changed in place
+        (it is shared with the view's): its cached sum is recomputed when next read."""
+        for held in self._brokers.values() if broker is None else filter(None, [self._brokers.get(broker)]):
+            held.dirty()
 
     def add(self, broker: str, bundle: str, data: BundleData) -> None:
         self._brokers.setdefault(broker, _RateSum()).put(bundle, data)

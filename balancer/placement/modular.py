@@ -92,11 +92,13 @@ class ModularPlacement:
         each count cost the broker's bundles)."""
         self._held_in: BundleIndex | None = None
         """The placing index ``_held`` was read from."""
+        self._refreshed_in: BundleIndex | None = None
+        """The placing index whose re-puts ``_follow_refreshed`` drains."""
 
     def preallocations(self, view: ClusterView | None = None) -> Mapping[str, Mapping[str, BundleData]]:
         """Broker -> bundle id -> data of the bundles placed on it and not yet reported."""
         if view is not None and view.index is not None:
-            self._kept.follow(view.index.generation)
+            self._follow_refreshed(view.index)
             return self._kept
         out: dict[str, dict[str, BundleData]] = {}
         for bundle, broker in sorted(self.preallocated.items()):
@@ -140,6 +142,20 @@ class ModularPlacement:
             if held != self._held.get(bundle, False):
                 self._held[bundle] = held
                 self._count_extra(broker, namespace, -1 if held else 1)
+
+    def _follow_refreshed(self, index: BundleIndex) -> None:
+        """A preallocation's data is the view's copy and shares its averages, which a report
+        updates in place: dirty only the brokers whose preallocated bundles were reported again
+        (issue 23: dirtying every broker per report re-summed every pending preallocation)."""
+        if index is not self._refreshed_in:
+            self._refreshed_in = index
+            index.take_refreshed()
+            self._kept.dirty()
+            return
+        for bundle in index.take_refreshed():
+            broker = self.preallocated.get(bundle)
+            if broker is not None:
+                self._kept.dirty(broker)
 
     def _count_extra(self, broker: str, namespace: str, step: int) -> None:
         brokers = self._extra.setdefault(namespace, {})
