@@ -8,12 +8,12 @@ Invariants (an index is an optimisation, never a rule):
 - ``BundleIndex.bundles`` is exactly the dict a placing view would hold; ``bundles_of(b)`` is
   ``ClusterView.bundles_of(b)`` (ascending ids); ``namespace_bundles(b, ns)`` the ids of ``ns``
   that ``b`` holds;
-- ``long_term_rate(b)`` equals ``sum(d.long_term.msg_rate for d in bundles_of(b))`` bit for bit:
-  floating-point sums depend on their order, so a cached sum is extended only by a bundle that
-  sorts after every bundle already summed, and recomputed in ascending order after any other
-  change (``touch_owner`` after the caller mutated data in place);
+- ``long_term_rate(b)`` equals ``exact_sum(d.long_term.msg_rate for d in bundles_of(b))`` bit
+  for bit: kept per change as an exact sum (``balancer.exact_sum``), so no change re-sums;
+  data changed in place (a report) is read again by ``put`` (the index) or ``refresh`` (a
+  preallocation, told by ``take_refreshed``);
 - ``Preallocations`` maps broker -> {bundle -> data} in ascending bundle ids, like the plain
-  ``ModularPlacement.preallocations()``, with the same exact-sum rule for ``long_term_rate``;
+  ``ModularPlacement.preallocations()``, with the same exact sum for ``long_term_rate``;
 - pure: no clock, no I/O.
 """
 
@@ -23,37 +23,44 @@ from collections.abc import Callable, Iterator, Mapping
 
 from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
+from balancer.exact_sum import ExactSum
 from balancer.load import BrokerReport, BundleData
 
 
 class _RateSum:
-    """One broker's bundles with their exact ascending-order long-term rate sum."""
+    """One broker's bundles, in ascending ids on demand, with the exact sum of their long-term
+    rates kept per change (``balancer.exact_sum``: no order to keep, no re-sum)."""
 
-    __slots__ = ("_last", "_sorted", "_sum", "items")
+    __slots__ = ("_added", "_sorted", "_sum", "items")
 
     def __init__(self) -> None:
         self.items: dict[str, BundleData] = {}
+        self._added: dict[str, float] = {}
+        """Bundle -> the rate it added to ``_sum`` (its data may change in place later)."""
         self._sorted: tuple[BundleData, ...] | None = ()
-        self._sum: float | None = 0  # sum() of nothing is the int 0: kept, scores print alike
-        self._last = ""
+        self._sum = ExactSum()
 
     def put(self, bundle: str, data: BundleData) -> None:
-        known = bundle in self.items
-        self.items[bundle] = data
-        if not known and self._sum is not None and bundle > self._last:
-            # Appending after the largest id keeps the ascending-order sum exact.
-            self._sum = self._sum + data.long_term.msg_rate
-            self._last = bundle
+        if bundle not in self.items:
             self._sorted = None
-            return
-        self.dirty()
+        self.items[bundle] = data
+        self.refresh(bundle)
+
+    def refresh(self, bundle: str) -> None:
+        """``bundle``'s data changed in place: its rate in the sum is read again."""
+        old = self._added.get(bundle)
+        rate = self.items[bundle].long_term.msg_rate
+        if old is not None:
+            if old == rate or (old != old and rate != rate):
+                return
+            self._sum.remove(old)
+        self._sum.add(rate)
+        self._added[bundle] = rate
 
     def remove(self, bundle: str) -> None:
         if self.items.pop(bundle, None) is not None:
-            self.dirty()
-
-    def dirty(self) -> None:
-        self._sorted, self._sum = None, None
+            self._sum.remove(self._added.pop(bundle))
+            self._sorted = None
 
     def ordered(self) -> tuple[BundleData, ...]:
         if self._sorted is None:
@@ -61,11 +68,7 @@ class _RateSum:
         return self._sorted
 
     def rate(self) -> float:
-        if self._sum is None:
-            ordered = self.ordered()
-            self._sum = sum(d.long_term.msg_rate for d in ordered)
-            self._last = ordered[-1].bundle if ordered else ""
-        return self._sum
+        return self._sum.value()
 
 
 class BundleIndex:
@@ -128,12 +131,6 @@ class BundleIndex:
         if not spaces:
             self._namespaces.pop(old.owner, None)
 
-    def touch_owner(self, owner: str) -> None:
-        """Some of ``owner``'s data changed in place (a report): recompute its sums."""
-        owned = self._owners.get(owner)
-        if owned is not None:
-            owned.dirty()
-
     def take_changes(self) -> set[str]:
         changed, self.changed = self.changed, set()
         return changed
@@ -169,11 +166,17 @@ class Preallocations(Mapping[str, Mapping[str, BundleData]]):
     def __init__(self) -> None:
         self._brokers: dict[str, _RateSum] = {}
 
-    def dirty(self, broker: str | None = None) -> None:
-        """Data of ``broker``'s preallocations (every broker's: None) may have changed in place
-        (it is shared with the view's): its cached sum is recomputed when next read."""
-        for held in self._brokers.values() if broker is None else filter(None, [self._brokers.get(broker)]):
-            held.dirty()
+    def refresh(self, broker: str, bundle: str) -> None:
+        """``bundle``'s data, preallocated on ``broker``, changed in place (it is the view's,
+        which a report updates): its rate is read again."""
+        held = self._brokers.get(broker)
+        if held is not None and bundle in held.items:
+            held.refresh(bundle)
+
+    def refresh_all(self) -> None:
+        for held in self._brokers.values():
+            for bundle in held.items:
+                held.refresh(bundle)
 
     def add(self, broker: str, bundle: str, data: BundleData) -> None:
         self._brokers.setdefault(broker, _RateSum()).put(bundle, data)

@@ -4,6 +4,8 @@ Invariants:
 - score(b) = +inf when b's modular weighted max usage exceeds the overload threshold (or b has no
   load data), else the long-term msg rate (in+out) of b's preallocated bundles plus b's own
   long-term rate (the sum over its bundles, or its report totals for ``lbctl decide place``);
+  each sum is exact, rounded once (``balancer.exact_sum``: Pulsar sums in hash-map order, so
+  no order is Pulsar's, and an exact sum can be kept per change);
 - the pick is uniformly random among the candidates of minimum score; when every score is
   infinite that is every candidate (Pulsar's "assign randomly");
 - stateless: equal inputs and an equal ``Random`` state give the same pick.
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from balancer.config import LoadBalancerConfig
+from balancer.exact_sum import exact_sum
 from balancer.placement.base import PlacementContext, Selection, modular_usage, pick_uniform
 from balancer.placement.index import Preallocations
 
@@ -28,7 +31,7 @@ def broker_long_term_rate(context: PlacementContext, broker: str) -> float:
         return 0.0 if data is None else data.report.msg_rate
     if view.index is not None:
         return view.index.long_term_rate(broker)  # the same sum, kept per event
-    return sum(bundle.long_term.msg_rate for bundle in view.bundles_of(broker))
+    return exact_sum(bundle.long_term.msg_rate for bundle in view.bundles_of(broker))
 
 
 def long_term_score(context: PlacementContext, broker: str) -> float:
@@ -39,7 +42,7 @@ def long_term_score(context: PlacementContext, broker: str) -> float:
         pending = context.preallocated.long_term_rate(broker)  # the same sum, kept per change
     else:
         preallocated = context.preallocated.get(broker, {})
-        pending = sum(data.long_term.msg_rate for data in preallocated.values())
+        pending = exact_sum(data.long_term.msg_rate for data in preallocated.values())
     return pending + broker_long_term_rate(context, broker)
 
 

@@ -145,17 +145,17 @@ class ModularPlacement:
 
     def _follow_refreshed(self, index: BundleIndex) -> None:
         """A preallocation's data is the view's copy and shares its averages, which a report
-        updates in place: dirty only the brokers whose preallocated bundles were reported again
-        (issue 23: dirtying every broker per report re-summed every pending preallocation)."""
+        updates in place: read again only the preallocated bundles reported since (issue 23:
+        re-summing every broker per report was quadratic in pending preallocations)."""
         if index is not self._refreshed_in:
             self._refreshed_in = index
             index.take_refreshed()
-            self._kept.dirty()
+            self._kept.refresh_all()
             return
         for bundle in index.take_refreshed():
             broker = self.preallocated.get(bundle)
             if broker is not None:
-                self._kept.dirty(broker)
+                self._kept.refresh(broker, bundle)
 
     def _count_extra(self, broker: str, namespace: str, step: int) -> None:
         brokers = self._extra.setdefault(namespace, {})

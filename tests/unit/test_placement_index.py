@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from actors.leader import LeaderBody
 from balancer.config import LoadBalancerConfig
+from balancer.exact_sum import exact_sum
 from balancer.placement.extensible import ExtensiblePlacement
 from balancer.placement.modular import ModularPlacement
 from events.envelope import Envelope
@@ -128,7 +129,7 @@ def test_the_index_holds_what_the_plain_view_holds() -> None:
                                                                          data.long_term.msg_rate)
     for broker in BROKERS:
         assert [d.bundle for d in indexed.bundles_of(broker)] == [d.bundle for d in plain.bundles_of(broker)]
-        assert leader.placing.long_term_rate(broker) == sum(
+        assert leader.placing.long_term_rate(broker) == exact_sum(
             d.long_term.msg_rate for d in plain.bundles_of(broker))
 
 
