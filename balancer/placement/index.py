@@ -113,7 +113,10 @@ class BundleIndex:
         if old is None or old.owner != owner:
             self.changed.add(bundle)
             self._namespaces.setdefault(owner, {}).setdefault(namespace_of(bundle), set()).add(bundle)
-        self._owners.setdefault(owner, _RateSum()).put(bundle, data)
+        owned = self._owners.get(owner)
+        if owned is None:
+            owned = self._owners[owner] = _RateSum()
+        owned.put(bundle, data)
 
     def _drop(self, bundle: str, old: BundleData) -> None:
         assert old.owner is not None
@@ -179,7 +182,10 @@ class Preallocations(Mapping[str, Mapping[str, BundleData]]):
                 held.refresh(bundle)
 
     def add(self, broker: str, bundle: str, data: BundleData) -> None:
-        self._brokers.setdefault(broker, _RateSum()).put(bundle, data)
+        held = self._brokers.get(broker)
+        if held is None:
+            held = self._brokers[broker] = _RateSum()
+        held.put(bundle, data)
 
     def remove(self, broker: str, bundle: str) -> None:
         held = self._brokers.get(broker)
