@@ -193,7 +193,13 @@ class KafkaEventLog:
         await self.start()
         partition = self.partition_for(key)
         async with self._write_lock:
-            seq = check_append(await self._fresh_heads(partition), key, epoch, expected_seq)
+            heads = await self._fresh_heads(partition)
+            if expected_seq is not None and partition in self._heads_at:
+                # A compare-and-set (an election, a leader's expiry of a broker) is checked
+                # against the partition as it is now: other writers' records since the last
+                # read (a broker's reports) refuse it here, instead of landing as a repeated seq.
+                await self._read_heads(partition, self._heads_at[partition])
+            seq = check_append(heads, key, epoch, expected_seq)
             envelopes = [
                 self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
                                    causation_id=causes[i - 1], correlation_id=correlation_id)

@@ -159,6 +159,25 @@ class TestEventLogContract:
         await log.append(NS, [assigned(1)], epoch=1, expected_seq=1)
         assert [r.seq for r in (await log.read()).records] == [1, 2]
 
+    async def test_a_compare_and_set_sees_what_another_writer_appended(self, logs: LogFactory) -> None:
+        # The leader expires a broker with a compare-and-set at the broker's last seq it folded;
+        # reports the broker wrote since (another writer, another producer) must refuse it, not
+        # let it land beside them with a seq already taken.
+        leader = await logs.open(writer_id="leader")
+        broker = await logs.open(writer_id="broker-1")
+        expiry = [BrokerLeft(broker_id="broker-1", reason="expired")]
+        with pytest.raises(StateConflict):  # the leader's handle has now read that partition
+            await leader.append("broker-1", expiry, epoch=1, expected_seq=5)
+        for _ in range(2):
+            await broker.append("broker-1", [BrokerLeft(broker_id="broker-1", reason="graceful")], epoch=1)
+        with pytest.raises(StateConflict):  # a lagging leader folded nothing of the broker's
+            await leader.append("broker-1", expiry, epoch=1, expected_seq=0)
+        await leader.append("broker-1", expiry, epoch=1, expected_seq=2)
+        reader = await logs.open(writer_id="reader")
+        records = [r for r in (await reader.read()).records if r.key == "broker-1"]
+        assert [(r.seq, r.envelope.payload["reason"]) for r in records] == [
+            (1, "graceful"), (2, "graceful"), (3, "expired")]
+
     async def test_bad_entries_become_dead_letters_and_reading_goes_on(self, logs: LogFactory) -> None:
         log = await logs.open()
         await log.append(NS, [assigned(0)], epoch=1)
