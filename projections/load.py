@@ -204,18 +204,19 @@ def _load_from_list(broker_id: str, domain: str | None, raw: list[Any]) -> Broke
 
 
 def _averages_to_list(averages: RateAverages) -> list[float]:
-    parts = (averages.msg_rate_in, averages.msg_rate_out, averages.msg_throughput_in,
-             averages.msg_throughput_out)
-    return [value for part in parts for value in (part.samples, part.value)]
+    # [samples, value] per rate: the layout of the snapshots written when each rate kept its own
+    # count (they always moved together), so those snapshots still restore.
+    n = averages.samples
+    return [n, averages.msg_rate_in, n, averages.msg_rate_out, n, averages.msg_throughput_in,
+            n, averages.msg_throughput_out]
 
 
 def _averages_from_list(max_samples: int, raw: list[float]) -> RateAverages:
-    averages = RateAverages(max_samples)
-    parts = (averages.msg_rate_in, averages.msg_rate_out, averages.msg_throughput_in,
-             averages.msg_throughput_out)
-    for index, part in enumerate(parts):
-        part.samples, part.value = int(raw[2 * index]), float(raw[2 * index + 1])
-    return averages
+    counts = {int(raw[index]) for index in range(0, 8, 2)}
+    if len(counts) != 1:
+        raise ValueError(f"time averages with different sample counts {sorted(counts)}: {raw!r}")
+    return RateAverages(max_samples, counts.pop(), float(raw[1]), float(raw[3]), float(raw[5]),
+                        float(raw[7]))
 
 
 def _bundle_to_list(data: BundleData) -> list[Any]:

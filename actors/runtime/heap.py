@@ -6,14 +6,16 @@ short-lived objects a second (commands waiting their turn, their futures and ans
 namespace shard holding a 65,536-bundle view walked its whole heap again and again: 28% of its
 CPU in a 10 x 65,536 lookup storm (issue 23, S1r).
 
-``HeapSettler`` collects what is new every ``interval_s`` and freezes what survives
-(``gc.freeze``): a walk then costs the objects of one interval, never the heap.
+``HeapSettler`` collects the young generations every ``interval_s`` and freezes what survives
+(``gc.freeze``): a walk then costs the objects of one interval, never the heap. Every
+``full_every`` settles it thaws the heap and walks it once (a full collection), so a cycle that
+became garbage after it was frozen is reclaimed within that many intervals.
 
 Invariants:
-- each settle collects first, so cyclic garbage younger than one interval is reclaimed;
-- a frozen object is still freed by reference counting; only a reference cycle formed among
-  objects older than one interval is never reclaimed. The bodies' state (views, indexes,
-  outcomes) holds no cycles, and tasks and futures live far shorter than an interval;
+- each settle collects first, so cyclic garbage of the young generations is reclaimed at once;
+- a frozen object is still freed by reference counting; a reference cycle that became garbage
+  after it was frozen waits for the next full settle (the bodies' state, views, indexes and
+  outcomes, holds no cycles; tasks and futures mostly die young);
 - settling is the process's business, not a body's: only a host shell (``actors.runtime.ray``)
   runs it.
 """
@@ -28,23 +30,33 @@ import time
 logger = logging.getLogger(__name__)
 
 SETTLE_EVERY_S = 20.0
+FULL_EVERY = 30
+"""A full walk every 30 settles (10 minutes at 20 s): its pause is the heap's size (about 1 s
+per 10 million objects here), once in a while instead of again and again."""
 
 
 class HeapSettler:
     """Collect the young objects and freeze the survivors, every ``interval_s`` seconds."""
 
-    def __init__(self, interval_s: float = SETTLE_EVERY_S) -> None:
+    def __init__(self, interval_s: float = SETTLE_EVERY_S, full_every: int = FULL_EVERY) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s={interval_s}: must be > 0")
-        self.interval_s = interval_s
+        if full_every < 1:
+            raise ValueError(f"full_every={full_every}: must be >= 1")
+        self.interval_s, self.full_every = interval_s, full_every
         self.settles = 0
         self.seconds = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def settle(self) -> int:
-        """Collect, then freeze; the unreachable objects the collection found."""
+        """Collect the young generations (every ``full_every``-th time, the thawed heap), then
+        freeze; the unreachable objects the collection found."""
         started = time.perf_counter()
-        found = gc.collect()
+        if self.settles % self.full_every == 0:
+            gc.unfreeze()
+            found = gc.collect()
+        else:
+            found = gc.collect(1)
         gc.freeze()
         self.settles += 1
         self.seconds += time.perf_counter() - started

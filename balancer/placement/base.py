@@ -161,10 +161,10 @@ def default_bundle_data(bundle: str) -> BundleData:
 
 
 def _preset(averages: RateAverages, stats: BundleStats) -> None:
-    averages.msg_rate_in.value = stats.msg_rate_in
-    averages.msg_rate_out.value = stats.msg_rate_out
-    averages.msg_throughput_in.value = stats.msg_throughput_in
-    averages.msg_throughput_out.value = stats.msg_throughput_out
+    averages.msg_rate_in = stats.msg_rate_in
+    averages.msg_rate_out = stats.msg_rate_out
+    averages.msg_throughput_in = stats.msg_throughput_in
+    averages.msg_throughput_out = stats.msg_throughput_out
 
 
 def bundles_by_broker_namespace(

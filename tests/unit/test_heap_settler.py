@@ -45,6 +45,25 @@ def test_the_settler_runs_on_its_interval() -> None:
         gc.unfreeze()
 
 
+def test_a_cycle_that_dies_after_it_was_frozen_is_reclaimed_by_the_next_full_settle() -> None:
+    try:
+        settler = HeapSettler(full_every=3)
+        settler.settle()  # the first settle is a full one
+        first, second = _Node(), _Node()
+        first.other, second.other = second, first
+        gone = weakref.ref(first)
+        settler.settle()  # young: the pair survives and is frozen
+        del first, second
+        settler.settle()  # young again: the frozen pair is not walked
+        assert gone() is not None
+        settler.settle()  # the third after a full one: full, the pair is reclaimed
+        assert gone() is None
+    finally:
+        gc.unfreeze()
+
+
 def test_an_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="interval_s=0"):
         HeapSettler(interval_s=0)
+    with pytest.raises(ValueError, match="full_every=0"):
+        HeapSettler(full_every=0)
