@@ -162,10 +162,11 @@ class Cluster(ActorLife):
                           log_dir: str | os.PathLike[str] | None) -> Cluster:
         from actors.cluster.inproc_link import InProcLink
         from actors.runtime import build_cluster
+        from actors.runtime.heap import HeapSettler
 
         host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
                              workload=workload, clients=clients, domains=domains, capacity=capacity,
-                             shared_fold=True)
+                             shared_fold=True, heap=HeapSettler())
         keep_in = Path(log_dir) if log_dir is not None else None
         return cls(InProcLink.start(host, keep_in=keep_in))
 

@@ -120,11 +120,13 @@ async def open_kept(directory: Path) -> Link:
     if spec.host == "inproc":
         from actors.cluster.inproc_link import InProcLink
         from actors.runtime import build_cluster
+        from actors.runtime.heap import HeapSettler
 
         def build(start_ms: int | None) -> Any:
             options: dict[str, Any] = {} if start_ms is None else {"start_ms": start_ms}
             return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
-                                 workload=spec.workload(), clients=True, shared_fold=True, **options)
+                                 workload=spec.workload(), clients=True, shared_fold=True,
+                                 heap=HeapSettler(), **options)
 
         return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)
     if spec.host == "ray":

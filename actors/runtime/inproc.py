@@ -42,6 +42,7 @@ from actors.runtime.executor import execute
 from actors.runtime.shared_fold import SharedFold, history_for, recipients
 from actors.runtime.tickets import Ticket, run_sync
 from actors.settings import LEADER, ActorSettings, broker_body_name, route
+from actors.runtime.heap import HeapSettler
 from actors.snapshots import (
     DEFAULT_POLICY,
     BodySnapshot,
@@ -73,12 +74,15 @@ class InProcessHost:
     def __init__(self, config: LoadBalancerConfig | None = None, *, seed: int = 0,
                  settings: ActorSettings | None = None, start_ms: int = DEFAULT_START_MS,
                  tick_ms: int = 500, command_latency_ms: int = 0, event_latency_ms: int = 0,
-                 snapshot_policy: SnapshotPolicy | None = DEFAULT_POLICY, shared_fold: bool = False) -> None:
+                 snapshot_policy: SnapshotPolicy | None = DEFAULT_POLICY, shared_fold: bool = False,
+                 heap: HeapSettler | None = None) -> None:
         if shared_fold and event_latency_ms:
             raise ValueError(f"event_latency_ms={event_latency_ms}: a shared fold hands every record "
                              "to its bodies at once (0)")
         self.config = config or LoadBalancerConfig()
         self.settings = settings or ActorSettings()
+        self.heap = heap
+        """The process's collector schedule (a long-lived cluster's; None: CPython's own)."""
         self.seed, self.tick_ms = seed, tick_ms
         self.command_latency_ms, self.event_latency_ms = command_latency_ms, event_latency_ms
         self.now_ms = start_ms
@@ -324,6 +328,8 @@ class InProcessHost:
         due, _, run = heapq.heappop(self._queue)
         self.now_ms = max(self.now_ms, due)
         run()
+        if self.heap is not None:
+            self.heap.maybe_settle()
         return True
 
     def advance(self, ms: int) -> None:

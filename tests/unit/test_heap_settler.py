@@ -67,3 +67,15 @@ def test_an_interval_must_be_positive() -> None:
         HeapSettler(interval_s=0)
     with pytest.raises(ValueError, match="full_every=0"):
         HeapSettler(full_every=0)
+
+
+def test_an_in_process_cluster_settles_from_its_loop() -> None:
+    from actors.runtime import build_cluster, wait_ready
+
+    try:
+        settler = HeapSettler(interval_s=0.001, full_every=2)
+        host = build_cluster(3, shared_fold=True, heap=settler)
+        assert wait_ready(host, 3)
+        assert settler.settles >= 1
+    finally:
+        gc.unfreeze()
