@@ -1,41 +1,41 @@
-"""The cyclic collector's schedule for a long-lived body process (a Ray actor).
+"""The cyclic collector's schedule for a host that runs bodies (issue 23).
 
 CPython's collector walks the whole old generation each time the objects promoted since its
 last full walk reach a quarter of it. A body in a storm promotes hundreds of thousands of
-short-lived objects a second (commands waiting their turn, their futures and answers), so a
-namespace shard holding a 65,536-bundle view walked its whole heap again and again: 28% of its
-CPU in a 10 x 65,536 lookup storm (issue 23, S1r), and 24% of an in-process cold start (S1).
+objects a second (commands waiting their turn, their futures and answers, the state the storm
+builds), so a namespace shard holding a 65,536-bundle view walked its whole heap again and
+again: 25-28% of a shard's and the leader's CPU in a 10 x 65,536 lookup storm on Ray (S1r), 24%
+of an in-process cold start (S1) and 40% of an in-process leader failover (S3).
 
-``HeapSettler`` collects the young generations every ``interval_s`` and freezes what survives
-(``gc.freeze``): a walk then costs the objects of one interval, never the heap. Every
-``full_every`` settles it thaws the heap and walks it once (a full collection), so a cycle that
-became garbage after it was frozen is reclaimed within that many intervals.
+``HeapSettler`` takes that schedule over while bodies run: the collector is paused, and every
+``interval_s`` a *settle* collects the young generations and freezes what survives
+(``gc.freeze``), so each object is walked about once, when it is young, never again with the
+heap. Every ``full_every`` settles it thaws the heap and walks it whole (a full collection), so a
+cycle that became garbage after it was frozen is reclaimed within that many intervals.
 
 Invariants:
-- each settle collects first, so cyclic garbage of the young generations is reclaimed at once;
-- a frozen object is still freed by reference counting; a reference cycle that became garbage
-  after it was frozen waits for the next full settle (the bodies' state, views, indexes and
-  outcomes, holds no cycles; tasks and futures mostly die young);
-- settling is the process's business, not a body's: only a host runs it, the Ray shell
-  (``actors.runtime.ray``) on a timer and a long-lived in-process cluster from its loop
-  (``InProcessHost(heap=...)``); the simulator does not (its many short hosts share one
-  process).
+- while the settler runs bodies, the only collections are its settles: a Ray body's process
+  pauses the collector for good (``start``); the in-process host pauses it for each step of its
+  loop only (``paused``), so the code around an embedded cluster keeps CPython's schedule;
+- a frozen object is still freed by reference counting; a reference cycle is reclaimed by the
+  first settle after it became garbage if it was young then, else by the next full settle (the
+  bodies' state, views, indexes and outcomes, holds no cycles; tasks and futures mostly die
+  young);
+- the simulator does not settle (its many short hosts share one process).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import time
-
-logger = logging.getLogger(__name__)
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 SETTLE_EVERY_S = 2.0
-"""A walk of the young generations is cheap, and the shorter the interval the less CPython's
-own full collections find to walk between two settles: at 100 x 65,536 an in-process cold start
-took 30.0 CPU s with CPython's schedule, 25.2 settling every 5 s, 23.8 every 2 s and 22.9 with
-no collector at all."""
+"""At 100 x 65,536 an in-process cold start took 30.0 CPU s with CPython's schedule, 25.2
+settling every 5 s (the collector running between settles), 23.8 every 2 s and 22.9 with no
+collector at all."""
 FULL_EVERY = 300
 """A full walk every 300 settles (10 minutes at 2 s): its pause is the heap's size (about 1 s
 per 10 million objects here), once in a while instead of again and again."""
@@ -55,9 +55,21 @@ class HeapSettler:
         self._task: asyncio.Task[None] | None = None
         self._next_s = -1.0
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The collector paused for the block (an in-process host's step), then a settle if one
+        is due."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if was_enabled:
+                gc.enable()
+        self.maybe_settle()
+
     def maybe_settle(self) -> None:
-        """Settle if ``interval_s`` passed since the last settle (a host's loop calls this as
-        often as it likes: the check costs a clock read)."""
+        """Settle if ``interval_s`` passed since the last settle (the check is a clock read)."""
         now = time.monotonic()
         if now >= self._next_s:
             self._next_s = now + self.interval_s
@@ -78,7 +90,11 @@ class HeapSettler:
         return found
 
     def start(self) -> None:
+        """Take over the collector of this process for good (a Ray body's): pause it, settle
+        now and then every ``interval_s`` on the running event loop."""
+        gc.disable()
         self.settle()
+        self._next_s = time.monotonic() + self.interval_s
         self._task = asyncio.get_running_loop().create_task(self._run(), name="heap-settler")
 
     async def _run(self) -> None:

@@ -327,9 +327,11 @@ class InProcessHost:
             return False
         due, _, run = heapq.heappop(self._queue)
         self.now_ms = max(self.now_ms, due)
-        run()
-        if self.heap is not None:
-            self.heap.maybe_settle()
+        if self.heap is None:
+            run()
+        else:
+            with self.heap.paused():
+                run()
         return True
 
     def advance(self, ms: int) -> None:

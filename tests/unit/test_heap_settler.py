@@ -32,15 +32,30 @@ def test_a_settle_reclaims_young_cycles_and_freezes_what_survives() -> None:
         gc.unfreeze()
 
 
-def test_the_settler_runs_on_its_interval() -> None:
-    async def run() -> int:
+def test_a_started_settler_runs_on_its_interval_and_is_the_only_collector() -> None:
+    async def run() -> tuple[int, bool]:
         settler = HeapSettler(interval_s=0.01)
         settler.start()
         await asyncio.sleep(0.1)
-        return settler.settles
+        return settler.settles, gc.isenabled()
 
     try:
-        assert asyncio.run(run()) >= 3
+        settles, collector_on = asyncio.run(run())
+        assert settles >= 3 and not collector_on
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_a_paused_block_keeps_the_collector_off_only_inside_and_settles_when_due() -> None:
+    settler = HeapSettler(interval_s=3600)
+    try:
+        with settler.paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() and settler.settles == 1  # the first is due at once
+        with settler.paused():
+            pass
+        assert settler.settles == 1  # the next one in an hour
     finally:
         gc.unfreeze()
 
