@@ -49,12 +49,16 @@ def test_the_trail_is_what_the_digest_hashes() -> None:
 
 def test_a_broker_that_keeps_serving_is_caught_and_replays() -> None:
     clingy = replace(SCENARIOS["steady"], broker_cls=ClingyBroker)
-    result = simulate(1, clingy, 300)
-    assert result.violation is not None and result.violation.invariant == "single_owner"
-    again = simulate(1, clingy, 300)
+    # Caught within the first few seeds (whether one history moves a bundle the clingy broker
+    # held depends on its timing, which retry schedules change).
+    results = (simulate(seed, clingy, 300) for seed in range(5))
+    result = next((r for r in results if r.violation is not None), None)
+    assert result is not None and result.violation is not None
+    assert result.violation.invariant == "single_owner"
+    again = simulate(result.seed, clingy, 300)
     assert again.violation == result.violation and again.digest == result.digest
     text = reproduction(result)
-    assert "lbctl sim --seed 1 --scenario steady" in text and "single_owner" in text
+    assert f"lbctl sim --seed {result.seed} --scenario steady" in text and "single_owner" in text
     assert result.trail_tail and result.plan
 
 
