@@ -32,6 +32,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from actors.snapshots import collector_paused
+
 SETTLE_EVERY_S = 2.0
 """At 100 x 65,536 an in-process cold start took 30.0 CPU s with CPython's schedule, 25.2
 settling every 5 s (the collector running between settles), 23.8 every 2 s and 22.9 with no
@@ -59,13 +61,8 @@ class HeapSettler:
     def paused(self) -> Iterator[None]:
         """The collector paused for the block (an in-process host's step), then a settle if one
         is due."""
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             yield
-        finally:
-            if was_enabled:
-                gc.enable()
         self.maybe_settle()
 
     def maybe_settle(self) -> None:
