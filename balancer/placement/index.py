@@ -41,8 +41,8 @@ class _RateSum:
         self._sum = ExactSum()
 
     def put(self, bundle: str, data: BundleData) -> None:
-        if bundle not in self.items:
-            self._sorted = None
+        if self.items.get(bundle) is not data:
+            self._sorted = None  # a new bundle, or a new data object the ordered tuple lacks
         self.items[bundle] = data
         self.refresh(bundle)
 

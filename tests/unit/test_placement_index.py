@@ -128,7 +128,8 @@ def test_the_index_holds_what_the_plain_view_holds() -> None:
         assert (other.owner, other.stats, other.long_term.msg_rate) == (data.owner, data.stats,
                                                                          data.long_term.msg_rate)
     for broker in BROKERS:
-        assert [d.bundle for d in indexed.bundles_of(broker)] == [d.bundle for d in plain.bundles_of(broker)]
+        assert [(d.bundle, d.owner, d.stats) for d in indexed.bundles_of(broker)] == [
+            (d.bundle, d.owner, d.stats) for d in plain.bundles_of(broker)]
         assert leader.placing.long_term_rate(broker) == exact_sum(
             d.long_term.msg_rate for d in plain.bundles_of(broker))
 
@@ -174,3 +175,21 @@ def test_indexed_extensible_placement_equals_the_plain_walk(seed: int, steps: in
             continue
         plain, indexed = (placement.place(view, bundle, random.Random(seed)).to_dict() for view in views)
         assert indexed == plain
+
+
+def test_a_bundle_put_again_is_listed_with_its_new_data_and_rate() -> None:
+    from balancer.load import BundleData, BundleStats
+    from balancer.placement.base import default_bundle_data
+    from balancer.placement.index import BundleIndex
+
+    index = BundleIndex()
+    bundle = "public/default/0x00000000_0x80000000"
+    first = default_bundle_data(bundle)
+    index.put(bundle, BundleData(bundle, "b1", first.stats, first.short_term, first.long_term))
+    assert [d.stats for d in index.bundles_of("b1")] == [first.stats]
+    busier = BundleStats(bundle, msg_rate_in=40.0, msg_rate_out=2.0)
+    again = BundleData(bundle, "b1", busier, first.short_term, first.long_term)
+    again.add_sample(busier)
+    index.put(bundle, again)
+    assert index.bundles_of("b1") == (again,)
+    assert index.long_term_rate("b1") == again.long_term.msg_rate
