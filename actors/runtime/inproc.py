@@ -39,10 +39,10 @@ from actors.body import Body, Follower
 from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
 from actors.runtime.executor import execute
-from actors.runtime.shared_fold import SharedFold, history_for, recipients
-from actors.runtime.tickets import Ticket, run_sync
-from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.runtime.heap import HeapSettler
+from actors.runtime.shared_fold import SharedFold, history_for, recipients
+from actors.runtime.tickets import Ticket, lookup_topic, run_sync
+from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
     DEFAULT_POLICY,
     BodySnapshot,
@@ -52,13 +52,13 @@ from actors.snapshots import (
 )
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
-from balancer.errors import LoadBalancerError, StaleEpoch, Unavailable, UnknownNamespace
+from balancer.errors import LoadBalancerError, Unavailable
 from balancer.ownership import AcceptMode
-from events.catalog import AssignBundle, Command, Event
+from events.catalog import Command, Event
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
 from events.log.port import DeadLetter, Record
-from projections.ownership import OwnershipProjection, namespace_of_topic
+from projections.ownership import OwnershipProjection
 
 T = TypeVar("T")
 BodyFactory = Callable[[], Body]
@@ -296,26 +296,7 @@ class InProcessHost:
 
     def lookup(self, topic: str, *, max_ms: int = 10_000) -> str | None:
         """The topic's owner, asking the leader to place its bundle if it has none."""
-        namespace = namespace_of_topic(topic)
-        if namespace not in self.view.namespaces:
-            raise UnknownNamespace(f"namespace {namespace!r} of {topic!r} does not exist", value=namespace)
-        owner = self.view.lookup(topic)
-        if owner is not None:
-            return owner
-        bundle = self.view.bundle_of_topic(topic)
-        deadline = self.now_ms + max_ms
-        while self.now_ms < deadline:
-            ticket = self.submit(AssignBundle(command_id=self.command_id("lookup"), epoch=self.epoch,
-                                              bundle=bundle, reason="lookup"))
-            self.run_until(lambda t=ticket: t.done, deadline - self.now_ms)  # type: ignore[misc]
-            if ticket.error is not None and not ticket.error.retriable:
-                if isinstance(ticket.error, StaleEpoch) and self.epoch > ticket.command.epoch:
-                    continue  # a leader was elected while it travelled: ask the new one
-                raise ticket.error
-            step = min(self.settings.lookup_retry_ms, deadline - self.now_ms)
-            if self.run_until(lambda: self.view.lookup(topic) is not None, step):
-                break
-        return self.view.lookup(topic)
+        return lookup_topic(self, topic, max_ms)
 
     # -- time ------------------------------------------------------------------------------
     def schedule(self, due_ms: int, run: Callable[[], None]) -> None:
