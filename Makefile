@@ -24,39 +24,37 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP) spark-jars
 
-# Apache Kafka (KRaft) for the tests, as plain jars from Maven Central: fetched once.
-$(KAFKA_LIBS)/.fetched: conf/kafka/pom.xml
-	mkdir -p $(KAFKA_LIBS)
-	mvn -q -B -f conf/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(KAFKA_LIBS)
-	touch $@
+# Jars from Maven Central, each set fetched once per content of its pom: `.fetched` holds the
+# pom's sha256, so a fresh clone (new file times) or a worktree sharing .cache fetches nothing,
+# and an edited pom fetches again. $(1): the folder under conf/, $(2): the jars' folder,
+# $(3): more mvn arguments.
+define fetch_jars
+	@sum=$$(sha256sum conf/$(1)/pom.xml | cut -c1-64); \
+	if [ "$$(cat $(2)/.fetched 2>/dev/null)" != "$$sum" ]; then \
+	  echo "fetching the jars of conf/$(1)/pom.xml into $(2)"; \
+	  rm -rf $(2) && mkdir -p $(2) && \
+	  mvn -q -B -f conf/$(1)/pom.xml dependency:copy-dependencies $(3) -DoutputDirectory=$(2) && \
+	  echo "$$sum" > $(2)/.fetched; \
+	fi
+endef
 
-kafka-jars: $(KAFKA_LIBS)/.fetched
+# Apache Kafka (KRaft) for the tests.
+kafka-jars:
+	$(call fetch_jars,kafka,$(KAFKA_LIBS),)
 
-# Spark's own Kafka source (spark-sql-kafka-0-10) for spark_replay: fetched once, put on
-# spark.jars by spark_replay.session (BB_SPARK_JARS), so nothing is downloaded at run time.
-$(SPARK_JARS)/.fetched: conf/spark/pom.xml
-	rm -rf $(SPARK_JARS) && mkdir -p $(SPARK_JARS)
-	mvn -q -B -f conf/spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(SPARK_JARS)
-	touch $@
+# Spark's own Kafka source (spark-sql-kafka-0-10) for spark_replay, put on spark.jars by
+# spark_replay.session (BB_SPARK_JARS), so nothing is downloaded at run time.
+spark-jars:
+	$(call fetch_jars,spark,$(SPARK_JARS),-DincludeScope=runtime)
 
-spark-jars: $(SPARK_JARS)/.fetched
-
-# Apache Pulsar 4.0's broker classes, the oracle of `make conformance` (docs/conformance.md): fetched once.
-$(PULSAR_LIBS)/.fetched: conf/pulsar/pom.xml
-	rm -rf $(PULSAR_LIBS) && mkdir -p $(PULSAR_LIBS)
-	mvn -q -B -f conf/pulsar/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(PULSAR_LIBS)
-	touch $@
-
-pulsar-jars: $(PULSAR_LIBS)/.fetched
+# Apache Pulsar 4.0's broker classes, the oracle of `make conformance` (docs/conformance.md).
+pulsar-jars:
+	$(call fetch_jars,pulsar,$(PULSAR_LIBS),-DincludeScope=runtime)
 
 # Apache Pulsar 4.0's own admin client (PulsarAdmin), driven against `lbctl run --web-service-port`
-# by tests/integration/java/AdminWalk.java (docs/admin-api.md): fetched once.
-$(PULSAR_ADMIN_LIBS)/.fetched: conf/pulsar-admin/pom.xml
-	rm -rf $(PULSAR_ADMIN_LIBS) && mkdir -p $(PULSAR_ADMIN_LIBS)
-	mvn -q -B -f conf/pulsar-admin/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(PULSAR_ADMIN_LIBS)
-	touch $@
-
-pulsar-admin-jars: $(PULSAR_ADMIN_LIBS)/.fetched
+# by tests/integration/java/AdminWalk.java (docs/admin-api.md).
+pulsar-admin-jars:
+	$(call fetch_jars,pulsar-admin,$(PULSAR_ADMIN_LIBS),-DincludeScope=runtime)
 
 # The tools of the web service's tests (tests/integration/test_web_observe.py): a real Prometheus
 # server and promtool (Debian's prometheus), headless Chromium and its driver (chromium,
