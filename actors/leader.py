@@ -310,7 +310,8 @@ class LeaderBody(Follower):
         """A command about ``bundle`` is on its way and the bundle has not moved since."""
         version = 0 if record is None else record.version
         sent = self.pending.get(bundle)
-        return sent is not None and sent[0] == version and now_ms - sent[1] < backoff_ms(self.settings, sent[2])
+        return sent is not None and sent[0] == version and \
+            now_ms - sent[1] < backoff_ms(self.settings, sent[2], self.settings.handover_retry_max_ms)
 
     def _sent(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> None:
         version = 0 if record is None else record.version

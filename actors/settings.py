@@ -40,6 +40,11 @@ class ActorSettings:
     retry_backoff_max_ms: int = 16_000
     """A retry that keeps failing (a registration, the leader's expiry of one broker) waits
     ``retry_ms``, then twice as long each time, up to this (``backoff_ms``)."""
+    handover_retry_max_ms: int = 8_000
+    """The leader's assignments and the brokers' confirmations back off from ``retry_ms`` up to
+    this (``backoff_ms(..., cap_ms=...)``): a dead broker's bundles must move within the session
+    timeout and a few lost messages, and 16 s waits after three losses in a row let one stay
+    with a dead broker 51 s past calm (``lbctl sim --seed 608009 --scenario scale_in``)."""
     lookup_retry_ms: int = 1_000
     """Clients look up an unowned bundle of theirs again after this long."""
     namespace_shards: int = 1
@@ -58,9 +63,11 @@ class ActorSettings:
                               value=self.namespace_shards)
 
 
-def backoff_ms(settings: ActorSettings, tries: int) -> int:
-    """How long to wait before try ``tries + 1`` of something that failed ``tries`` times."""
-    return min(settings.retry_ms << max(0, min(tries, 30)), max(settings.retry_ms, settings.retry_backoff_max_ms))
+def backoff_ms(settings: ActorSettings, tries: int, cap_ms: int | None = None) -> int:
+    """How long to wait before try ``tries + 1`` of something that failed ``tries`` times (up to
+    ``cap_ms``, by default ``retry_backoff_max_ms``)."""
+    cap = settings.retry_backoff_max_ms if cap_ms is None else cap_ms
+    return min(settings.retry_ms << max(0, min(tries, 30)), max(settings.retry_ms, cap))
 
 
 def namespace_shard(key: str, shards: int) -> int:
