@@ -27,3 +27,28 @@ def test_a_registration_that_never_lands_is_retried_with_backoff() -> None:
     gaps = [b - a for a, b in pairwise(sent)]
     assert gaps[:4] == [2_000, 4_000, 8_000, 16_000] and set(gaps[4:]) == {16_000}
     assert len(sent) <= 5 + FIVE_MINUTES // settings.retry_backoff_max_ms  # not 151
+
+
+def test_a_confirmation_that_never_lands_backs_off_up_to_the_handover_cap() -> None:
+    from events.catalog import BrokerRegistered, BundleAssigned, NamespaceCreated, Message
+    from events.envelope import Stamper, counting_ids
+    from events.log.port import Record
+
+    settings = ActorSettings()
+    body = BrokerBody("broker-1", LoadBalancerConfig(), Workload([]), settings=settings)
+    stamper, seqs = Stamper(clock_ms=lambda: 0, new_id=counting_ids()), {}
+    history: list[tuple[str, Message]] = [
+        ("broker-1", BrokerRegistered(broker_id="broker-1", url="pulsar://broker-1:6650",
+                                      failure_domain=None, version="3.3.0", capacity={})),
+        ("public/default", NamespaceCreated(namespace="public/default", boundaries=[0, 0xFFFFFFFF])),
+        ("public/default", BundleAssigned(bundle="public/default/0x00000000_0xffffffff", dst="broker-1")),
+    ]
+    for offset, (key, message) in enumerate(history):
+        seqs[key] = seqs.get(key, 0) + 1
+        body.fold(Record(0, offset, stamper.seal(message, key=key, seq=seqs[key], epoch=0)))
+    sent = [now for now in range(0, FIVE_MINUTES, 100)
+            if any(c.TYPE == "ConfirmOwnership" for c in body.on_tick(now).send)]
+    gaps = [b - a for a, b in pairwise(sent)]
+    cap = settings.handover_retry_max_ms
+    assert gaps[:3] == [2_000, 4_000, 8_000] and set(gaps[3:]) == {cap}
+    assert cap < settings.retry_backoff_max_ms  # a dead broker's bundles must not wait 16 s a loss
