@@ -245,12 +245,12 @@ class BrokerBody(Follower):
             return NOTHING  # a void record waits for the leader's reassignment, not for me
         last = self._sent.get(bundle)
         asked = (record, self._waits_since.get(bundle, 0), self.epoch, self.sessions)
-        wait_ms = 0 if last is None else backoff_ms(self.settings, last[3], self.settings.handover_retry_max_ms)
+        wait_ms = 0 if last is None else backoff_ms(self.settings, last[3])
         if last is not None and last[2] == asked and now_ms - last[1] < wait_ms:
             # The same command, sent too recently: not built again (every tick walks every
-            # waiting bundle). Each retry waits twice as long, up to ``handover_retry_max_ms``,
-            # as the leader's assignments do (issue 23: a storm's re-sends every 2 s were 96%
-            # of the brokers' calls, and most timed out in the shard's queue).
+            # waiting bundle). Each retry waits twice as long, up to ``retry_backoff_max_ms``,
+            # as the leader's and the clients' do (issue 23: a storm's re-sends every 2 s were
+            # 96% of the brokers' calls, and most timed out in the shard's queue).
             return NOTHING
         command = self._confirmation(bundle, record)
         if command is None:

@@ -306,12 +306,11 @@ class LeaderBody(Follower):
 
         return self.views.get(now_ms, (skipped, self.placing), build) if placing else build()
 
-    def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> bool:
+    def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int, cap_ms: int | None = None) -> bool:
         """A command about ``bundle`` is on its way and the bundle has not moved since."""
         version = 0 if record is None else record.version
         sent = self.pending.get(bundle)
-        return sent is not None and sent[0] == version and \
-            now_ms - sent[1] < backoff_ms(self.settings, sent[2], self.settings.handover_retry_max_ms)
+        return sent is not None and sent[0] == version and now_ms - sent[1] < backoff_ms(self.settings, sent[2], cap_ms)
 
     def _sent(self, bundle: str, record: OwnershipRecord | None, now_ms: int) -> None:
         version = 0 if record is None else record.version
@@ -322,7 +321,8 @@ class LeaderBody(Follower):
     def _place(self, bundle: str, record: OwnershipRecord | None, now_ms: int, *, reason: str,
                force: bool = False, dst: str | None = None, exclude: tuple[str, ...] = ()) -> Effects | None:
         """Send the AssignBundle that places ``bundle``; None when no broker qualifies."""
-        if self._waiting(bundle, record, now_ms):
+        cap = self.settings.orphan_retry_max_ms if reason == "orphan" else None
+        if self._waiting(bundle, record, now_ms, cap):
             return Effects(reply=Receipt(f"{self.candidate_id}:pending", detail={"pending": bundle}))
         if dst is None:
             dst = self.placer.place(self._view(now_ms, exclude), bundle, self.rng).broker

@@ -40,11 +40,12 @@ class ActorSettings:
     retry_backoff_max_ms: int = 16_000
     """A retry that keeps failing (a registration, the leader's expiry of one broker) waits
     ``retry_ms``, then twice as long each time, up to this (``backoff_ms``)."""
-    handover_retry_max_ms: int = 8_000
-    """The leader's assignments and the brokers' confirmations back off from ``retry_ms`` up to
-    this (``backoff_ms(..., cap_ms=...)``): a dead broker's bundles must move within the session
-    timeout and a few lost messages, and 16 s waits after three losses in a row let one stay
-    with a dead broker 51 s past calm (``lbctl sim --seed 608009 --scenario scale_in``)."""
+    orphan_retry_max_ms: int = 8_000
+    """The leader's reassignment of a dead broker's bundle backs off from ``retry_ms`` up to
+    this, not ``retry_backoff_max_ms``: those bundles must move within the session timeout and
+    a few lost messages, and 16 s waits after three losses in a row let one stay with a dead
+    broker 51 s past calm (``lbctl sim --seed 608009 --scenario scale_in``). Assignments for
+    lookups keep the longer cap: in a storm, re-sends every 8 s were most of the calls."""
     lookup_retry_ms: int = 1_000
     """Clients look up an unowned bundle of theirs again after this long."""
     namespace_shards: int = 1

@@ -34,7 +34,7 @@ def _scaled(value: float) -> int:
 class ExactSum:
     """A multiset of floats with its correctly rounded sum, O(1) per add and remove."""
 
-    __slots__ = ("_count", "_scaled", "_nan", "_pos_inf", "_neg_inf")
+    __slots__ = ("_count", "_nan", "_neg_inf", "_pos_inf", "_scaled")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._count = 0
