@@ -109,6 +109,8 @@ class BrokerBody(Follower):
         confirmation or drain request sent."""
         self.split_requests: dict[str, SplitRequested] = {}
         """Bundle -> the SplitRequested of its last split from this broker."""
+        self._storm = False
+        """This broker's last tick found ``confirm_backoff_from`` or more confirmations waiting."""
         self._waits_since: dict[str, int] = {}
         """Bundle -> seq (of its namespace key) of the last event that made a record wait."""
 
@@ -237,7 +239,9 @@ class BrokerBody(Follower):
                 yield bundle, record
 
     def _confirmations(self, now_ms: int) -> Effects:
-        return combine(self._confirm(bundle, now_ms) for bundle, _ in sorted(self._waiting()))
+        waiting = sorted(self._waiting())
+        self._storm = len(waiting) >= self.settings.confirm_backoff_from
+        return combine(self._confirm(bundle, now_ms) for bundle, _ in waiting)
 
     def _confirm(self, bundle: str, now_ms: int) -> Effects:
         record = self.view.records.get(bundle)
@@ -245,12 +249,13 @@ class BrokerBody(Follower):
             return NOTHING  # a void record waits for the leader's reassignment, not for me
         last = self._sent.get(bundle)
         asked = (record, self._waits_since.get(bundle, 0), self.epoch, self.sessions)
-        wait_ms = 0 if last is None else backoff_ms(self.settings, last[3])
+        wait_ms = 0 if last is None else backoff_ms(self.settings, last[3] if self._storm else 0)
         if last is not None and last[2] == asked and now_ms - last[1] < wait_ms:
             # The same command, sent too recently: not built again (every tick walks every
-            # waiting bundle). Each retry waits twice as long, up to ``retry_backoff_max_ms``,
-            # as the leader's and the clients' do (issue 23: a storm's re-sends every 2 s were
-            # 96% of the brokers' calls, and most timed out in the shard's queue).
+            # waiting bundle). In a storm (``confirm_backoff_from`` waiting) each retry waits
+            # twice as long, up to ``retry_backoff_max_ms`` (issue 23: re-sends every 2 s were
+            # 96% of the brokers' calls, most timing out in the shard's queue); otherwise every
+            # ``retry_ms``, so a handover under load completes within the in-flight wait.
             return NOTHING
         command = self._confirmation(bundle, record)
         if command is None:

@@ -46,6 +46,11 @@ class ActorSettings:
     a few lost messages, and 16 s waits after three losses in a row let one stay with a dead
     broker 51 s past calm (``lbctl sim --seed 608009 --scenario scale_in``). Assignments for
     lookups keep the longer cap: in a storm, re-sends every 8 s were most of the calls."""
+    confirm_backoff_from: int = 256
+    """A broker with this many confirmations waiting (a lookup storm) sends each again after
+    ``retry_ms``, then twice as long each time up to ``retry_backoff_max_ms``; with fewer, every
+    ``retry_ms``: backing off a handover's few confirmations made unloads overrun the 30 s
+    in-flight wait on a loaded machine (the secured live test's audit)."""
     lookup_retry_ms: int = 1_000
     """Clients look up an unowned bundle of theirs again after this long."""
     namespace_shards: int = 1

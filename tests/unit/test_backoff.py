@@ -29,12 +29,12 @@ def test_a_registration_that_never_lands_is_retried_with_backoff() -> None:
     assert len(sent) <= 5 + FIVE_MINUTES // settings.retry_backoff_max_ms  # not 151
 
 
-def test_a_confirmation_that_never_lands_backs_off_to_the_bound() -> None:
+def _confirmation_times(settings: ActorSettings) -> list[int]:
+    """When a broker with one bundle Assigning to it sends ``ConfirmOwnership``, none landing."""
     from events.catalog import BrokerRegistered, BundleAssigned, Message, NamespaceCreated
     from events.envelope import Stamper, counting_ids
     from events.log.port import Record
 
-    settings = ActorSettings()
     body = BrokerBody("broker-1", LoadBalancerConfig(), Workload([]), settings=settings)
     stamper, seqs = Stamper(clock_ms=lambda: 0, new_id=counting_ids()), {}
     history: list[tuple[str, Message]] = [
@@ -46,7 +46,17 @@ def test_a_confirmation_that_never_lands_backs_off_to_the_bound() -> None:
     for offset, (key, message) in enumerate(history):
         seqs[key] = seqs.get(key, 0) + 1
         body.fold(Record(0, offset, stamper.seal(message, key=key, seq=seqs[key], epoch=0)))
-    sent = [now for now in range(0, FIVE_MINUTES, 100)
+    return [now for now in range(0, FIVE_MINUTES, 100)
             if any(c.TYPE == "ConfirmOwnership" for c in body.on_tick(now).send)]
-    gaps = [b - a for a, b in pairwise(sent)]
+
+
+def test_in_a_storm_a_confirmation_that_never_lands_backs_off_to_the_bound() -> None:
+    settings = ActorSettings(confirm_backoff_from=1)  # one waiting bundle makes a storm here
+    gaps = [b - a for a, b in pairwise(_confirmation_times(settings))]
     assert gaps[:4] == [2_000, 4_000, 8_000, 16_000] and set(gaps[4:]) == {settings.retry_backoff_max_ms}
+
+
+def test_a_handover_s_few_confirmations_are_sent_again_every_retry_interval() -> None:
+    settings = ActorSettings()
+    gaps = {b - a for a, b in pairwise(_confirmation_times(settings))}
+    assert gaps == {settings.retry_ms}  # one bundle waiting is no storm: no backoff
