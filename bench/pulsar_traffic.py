@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 import threading
 import time
@@ -77,6 +78,22 @@ class TrafficPlan:
 
     def rates(self) -> list[float]:
         return zipf_rates(self.topics, self.rate, self.zipf)
+
+    def hosts(self) -> list[tuple[str, int]]:
+        """(host, port) of every broker the service URL names (`pulsar://h1:p1,h2:p2`)."""
+        found = []
+        for item in self.service_url.split("://", 1)[1].rstrip("/").split(","):
+            host, _, port = item.rpartition(":")
+            found.append((host or item, int(port) if port.isdigit() else 6650))
+        return found
+
+    def describe(self) -> str:
+        limits = [f"{self.seconds:g} s" if self.seconds else "",
+                  f"{self.messages} messages" if self.messages else ""]
+        hottest = ", ".join(f"{r:.1f}" for r in self.rates()[:3])
+        return (f"traffic: {self.topics} topics of {self.namespace} at {self.rate:g} msg/s "
+                f"(hottest first: {hottest} ...), {self.size} B each, until "
+                + " or ".join(x for x in limits if x))
 
 
 def zipf_rates(topics: int, total: float, exponent: float) -> list[float]:
@@ -169,12 +186,15 @@ def run_traffic(plan: TrafficPlan, *, stop: threading.Event | None = None,
     """Run `plan` to its end (see the module invariants) and report what happened."""
     import pulsar
 
+    _check_reachable(plan)
     names = plan.topic_names()
     counters = _Counters(names)
     client = pulsar.Client(plan.service_url, operation_timeout_seconds=15,
                            connection_timeout_ms=5000, logger=quiet_logger())
     try:
         consumer, producers = _open(client, plan, names, counters)
+        if progress is not None:
+            progress(plan.describe())
         report = TrafficReport(rates=dict(zip(names, plan.rates(), strict=True)), size=plan.size,
                                per_topic=counters.by_topic)
         report.seconds = _send_loop(plan, producers, counters, stop or threading.Event(),
@@ -188,11 +208,21 @@ def run_traffic(plan: TrafficPlan, *, stop: threading.Event | None = None,
 
 
 def quiet_logger() -> logging.Logger:
-    """A logger for `pulsar.Client(logger=...)` that lets through errors only: the client logs
-    every (re)connection at INFO on stdout; a run is summed up in its report instead."""
+    """A logger for `pulsar.Client(logger=...)` that drops everything: the client logs every
+    (re)connection and retry on stdout; a run counts its failures in its report instead."""
     logger = logging.getLogger("pulsar.traffic")
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.CRITICAL)
     return logger
+
+
+def _check_reachable(plan: TrafficPlan) -> None:
+    """Fail fast, in one line, when no broker of the service URL accepts a connection (the
+    client itself would retry until its operation timeout and log every attempt)."""
+    for host, port in plan.hosts():
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=3):
+            return
+    where = ", ".join(f"{h}:{p}" for h, p in plan.hosts())
+    raise Unavailable(f"Pulsar at {plan.service_url}: no broker accepts a connection ({where})")
 
 
 def _open(client: Any, plan: TrafficPlan, names: list[str],

@@ -52,12 +52,6 @@ def _traffic(args: argparse.Namespace) -> int:
     plan = TrafficPlan(service_url=args.service_url, namespace=args.namespace, topics=args.topics,
                        rate=args.rate, seconds=seconds, messages=args.messages, zipf=args.zipf,
                        size=args.size, topic_prefix=args.topic_prefix)
-    hottest = ", ".join(f"{r:.1f}" for r in plan.rates()[:3])
-    print(f"traffic: {plan.topics} topics of {plan.namespace} at {plan.rate:g} msg/s "
-          f"(hottest first: {hottest} ...), until "
-          + " or ".join(x for x in (f"{seconds:g} s" if seconds else "",
-                                    f"{plan.messages} messages" if plan.messages else "") if x),
-          file=sys.stderr)
     stop = threading.Event()
     # Ctrl-C (or SIGTERM) ends the sending early; the run still drains and reports.
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -39,61 +39,26 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from tests.pulsar_conf import (
+    FAST_START,
+    HEAP,
+    JVM_FLAGS,
+    LOAD_MANAGERS,
+    BrokerPorts,
+    LoadManagerKind,
+    bookie_conf,
+    broker_conf,
+    write_props,
+    zookeeper_conf,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LIBS = REPO_ROOT / ".cache" / "pulsar-server-libs"
 LOG4J2_CONFIG = REPO_ROOT / "conf" / "pulsar-server" / "log4j2.xml"
 START_TIMEOUT_S = 180.0
 SETUP_TIMEOUT_S = 120.0
-
-LoadManagerKind = Literal["extensible", "modular"]
-LOAD_MANAGERS: dict[str, dict[str, str]] = {
-    "extensible": {
-        "loadManagerClassName":
-            "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
-        "loadBalancerLoadSheddingStrategy":
-            "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
-    },
-    "modular": {
-        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-        "loadBalancerLoadSheddingStrategy":
-            "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
-    },
-}
-
-# What Pulsar's bin/pulsar opens on JDK 17: without them a broker fails to read the machine's
-# usage (IllegalAccessException in LinuxInfoUtils) and Netty/BookKeeper lose their fast paths.
-ADD_OPENS = (
-    "--add-opens", "java.base/java.io=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.platform=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.net=ALL-UNNAMED",
-    "--add-opens", "java.management/sun.management=ALL-UNNAMED",
-    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
-)  # fmt: skip
-COMMON_PROPS = (
-    "-Djava.net.preferIPv4Stack=true",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-    "-Djute.maxbuffer=10485760",
-    "-Dzookeeper.4lw.commands.whitelist=ruok,dump",
-    "-Dzookeeper.snapshot.trust.empty=true",
-    "-Dbookkeeper.metadata.bookie.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver",
-    "-Dbookkeeper.metadata.client.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver",
-)
-# C1 only: the JIT's second tier costs seconds of CPU at start on 2 cores and buys nothing here.
-FAST_START = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
-HEAP = {
-    "zookeeper": ("-Xmx128m", "-Xms32m"),
-    "setup": ("-Xmx256m",),
-    "bookie": ("-Xmx256m", "-XX:MaxDirectMemorySize=256m"),
-    "broker": ("-Xmx768m", "-Xms128m", "-XX:MaxDirectMemorySize=512m"),
-}
-
 
 class PulsarStartError(RuntimeError):
     """The cluster could not be provisioned or did not become ready in time."""
@@ -134,14 +99,6 @@ def tail(path: Path, max_lines: int = 40) -> str:
         return f"<{path.name}: missing>"
     lines = path.read_text(errors="replace").splitlines()[-max_lines:]
     return "\n".join(lines) or f"<{path.name}: empty>"
-
-
-def write_props(path: Path, props: dict[str, Any]) -> None:
-    """A Java properties file; booleans as `true`/`false`."""
-    def text(value: Any) -> str:
-        return str(value).lower() if isinstance(value, bool) else str(value)
-
-    path.write_text("".join(f"{key}={text(value)}\n" for key, value in props.items()))
 
 
 def zk_command(port: int, word: str, timeout_s: float = 2.0) -> str:
@@ -239,16 +196,6 @@ class Process:
     def logs(self) -> str:
         return (f"--- {self.name}: {self.console} (tail) ---\n{tail(self.console)}\n"
                 f"--- {self.name}: {self.log} (tail) ---\n{tail(self.log)}")
-
-
-@dataclass(frozen=True)
-class BrokerPorts:
-    web: int
-    service: int
-
-    @property
-    def broker_id(self) -> str:
-        return f"127.0.0.1:{self.web}"
 
 
 class PulsarCluster:
@@ -416,7 +363,7 @@ class PulsarCluster:
     def _process(self, name: str, role: str, main_class: str, *args: str) -> Process:
         home = self._home(name)
         jvm = os.environ.get("PULSAR_TEST_JVM_OPTS", "").split() or [*HEAP[role], *FAST_START]
-        cmd = [self.java, *jvm, *ADD_OPENS, *COMMON_PROPS,
+        cmd = [self.java, *jvm, *JVM_FLAGS,
                f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-Dlog4j.shutdownHookEnabled=false",
                f"-Dpulsar.log.dir={home}", f"-Dpulsar.log.file={name}.log",
                "-cp", f"{self.libs}/*", main_class, *args]
@@ -430,11 +377,7 @@ class PulsarCluster:
     def _start_zookeeper(self) -> None:
         home = self._home("zookeeper")
         conf = home / "zoo.cfg"
-        write_props(conf, {
-            "tickTime": 2000, "dataDir": home / "data", "clientPort": self.zk_port,
-            "clientPortAddress": "127.0.0.1", "admin.enableServer": False,
-            "maxClientCnxns": 0, "autopurge.purgeInterval": 0,
-        })
+        write_props(conf, zookeeper_conf(self.zk_port, home))
         proc = self._process("zookeeper", "zookeeper",
                              "org.apache.zookeeper.server.ZooKeeperServerMain", str(conf))
         self._others.append(proc)
@@ -533,62 +476,37 @@ class PulsarCluster:
         }
 
 
-def broker_conf(cluster: str, metadata_store: str, ports: BrokerPorts,
-                session_timeout_ms: int) -> dict[str, Any]:
-    """broker.conf of a test broker: 127.0.0.1 only, one bookie, fast and throughput-only load
-    reports, no moves of Pulsar's own unless a test turns them on."""
-    return {
-        "clusterName": cluster,
-        "metadataStoreUrl": metadata_store,
-        "configurationMetadataStoreUrl": metadata_store,
-        "metadataStoreSessionTimeoutMillis": session_timeout_ms,
-        "brokerServicePort": ports.service,
-        "webServicePort": ports.web,
-        "bindAddress": "127.0.0.1",
-        "advertisedAddress": "127.0.0.1",
-        "managedLedgerDefaultEnsembleSize": 1,
-        "managedLedgerDefaultWriteQuorum": 1,
-        "managedLedgerDefaultAckQuorum": 1,
-        "transactionCoordinatorEnabled": False,
-        "functionsWorkerEnabled": False,
-        "webSocketServiceEnabled": False,
-        "brokerShutdownTimeoutMs": 3000,
-        # Every broker on one machine reports the same machine-wide CPU and memory: only
-        # throughput tells them apart.
-        "loadBalancerCPUResourceWeight": 0,
-        "loadBalancerMemoryResourceWeight": 0,
-        "loadBalancerDirectMemoryResourceWeight": 0,
-        # Load reports every second when they change, at least every minute when idle; topic
-        # and bundle rates recomputed every 5 s (60 s by default) so reports follow traffic.
-        "loadBalancerReportUpdateMinIntervalMillis": 1000,
-        "loadBalancerReportUpdateMaxIntervalMinutes": 1,
-        "statsUpdateFrequencyInSecs": 5,
-        "statsUpdateInitialDelayInSecs": 5,
-        "loadBalancerAutoBundleSplitEnabled": False,
-        "loadBalancerSheddingEnabled": False,
-    }
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, in MiB (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), "VmRSS: 0 kB")
+    return int(line.split()[1]) / 1024
 
 
-def bookie_conf(port: int, zk_port: int, home: Path) -> dict[str, Any]:
-    """bookie.conf of the one test bookie: loopback only, small caches, no fsync, no extras."""
-    return {
-        "bookiePort": port,
-        "listeningInterface": "lo",
-        "allowLoopback": True,
-        "advertisedAddress": "127.0.0.1",
-        "useHostNameAsBookieID": False,
-        "metadataServiceUri": f"zk://127.0.0.1:{zk_port}/ledgers",
-        "journalDirectories": home / "journal",
-        "ledgerDirectories": home / "ledgers",
-        "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
-        "dbStorage_writeCacheMaxSizeMb": 16,
-        "dbStorage_readAheadCacheMaxSizeMb": 16,
-        "dbStorage_rocksDB_blockCacheSize": 16 * 1024 * 1024,
-        "journalSyncData": False,
-        "journalPreAllocSizeMB": 4,
-        "logSizeLimit": 64 * 1024 * 1024,
-        "httpServerEnabled": False,
-        "autoRecoveryDaemonEnabled": False,
-        "diskUsageThreshold": 0.99,
-        "diskUsageWarnThreshold": 0.98,
-    }
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tests.pulsar_server [--brokers N] [--starts K] [--modular] [--settle S]`:
+    start a fresh cluster K times in a row (each from new dirs, killed after), print how long
+    each start took, by phase, and every process's RSS `--settle` seconds after the start."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.pulsar_server")
+    parser.add_argument("--brokers", type=int, default=2)
+    parser.add_argument("--starts", type=int, default=1)
+    parser.add_argument("--modular", action="store_true")
+    parser.add_argument("--settle", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    for run in range(1, args.starts + 1):
+        with PulsarCluster(args.brokers, load_manager="modular" if args.modular else "extensible") as c:
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in c.timings.items() if k != "total")
+            print(f"start {run}: {c.start_seconds:.1f} s ({phases})", flush=True)
+            time.sleep(args.settle)
+            print("  RSS MiB: " + ", ".join(f"{name} {rss_mb(pid):.0f}"
+                                            for name, pid in c.pids().items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

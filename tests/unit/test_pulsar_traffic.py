@@ -10,6 +10,7 @@ import pytest
 from balancer.errors import MalformedInput
 from bench.pulsar_traffic import TrafficPlan, zipf_rates
 from lbctl.main import main
+from tests.pulsar_server import free_ports
 
 
 def test_zipf_rates_add_up_to_the_total_hottest_first() -> None:
@@ -48,3 +49,19 @@ def test_lbctl_pulsar_traffic_exits_2_with_one_line_on_a_bad_rate(
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().splitlines()[-1] == "lbctl: error: traffic: 0.0 is not a rate above 0 messages/s"
+
+
+def test_lbctl_pulsar_traffic_exits_2_with_one_line_when_no_broker_answers(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    [port] = free_ports(1)  # nothing listens there
+    code = main(["pulsar", "traffic", "--service-url", f"pulsar://127.0.0.1:{port}", "--seconds", "5"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"lbctl: unavailable: Pulsar at pulsar://127.0.0.1:{port}: no broker accepts a connection "
+        f"(127.0.0.1:{port})"]
+
+
+def test_a_service_url_with_several_brokers_names_each() -> None:
+    plan = TrafficPlan(service_url="pulsar://127.0.0.1:6650,127.0.0.1:6651/")
+    assert plan.hosts() == [("127.0.0.1", 6650), ("127.0.0.1", 6651)]
