@@ -52,9 +52,15 @@ def next_value(found: Any, timeout_s: float) -> tuple[str, Any] | None:
 
 def owner_of(cluster: PulsarCluster, topic: str) -> str:
     """Pulsar's own lookup: the broker id (127.0.0.1:webPort) that serves `topic`."""
+    found = lookup(cluster, topic)
+    assert found is not None, f"no answer to the lookup of {topic}"
+    return found
+
+
+def lookup(cluster: PulsarCluster, topic: str) -> str | None:
+    """`owner_of`, or None while Pulsar cannot answer (e.g. the owner just died)."""
     status, found = cluster.admin("GET", f"/lookup/v2/topic/persistent/{topic}")
-    assert status == 200, found
-    return str(found["httpUrl"]).removeprefix("http://")
+    return str(found["httpUrl"]).removeprefix("http://") if status == 200 else None
 
 
 def bundle_of(cluster: PulsarCluster, topic: str) -> str:
@@ -200,3 +206,43 @@ def test_the_modular_manager_answers_a_load_report_with_last_stats(
             break
         assert time.monotonic() < deadline, f"no bundle of {namespace} in lastStats: {report}"
         time.sleep(1)
+
+
+def test_a_killed_brokers_bundle_is_taken_over_and_the_broker_comes_back(
+        pulsar_cluster: PulsarCluster, new_namespace: NewNamespace) -> None:
+    c = pulsar_cluster
+    namespace = new_namespace(c, 2)
+    topic = f"{namespace}/orphaned"
+    survivor, victim = c.broker_ids
+    if owner_of(c, topic) != victim:
+        unload_to(c, namespace, bundle_of(c, topic), victim)
+        _wait_for(lambda: owner_of(c, topic) == victim, 30, f"{topic} on {victim}")
+    bundle = f"{namespace}/{bundle_of(c, topic)}"
+    c.kill_broker(1)
+    try:
+        # The survivor takes the bundle over once the victim's metadata session expires.
+        _wait_for(lambda: lookup(c, topic) == survivor, 90, f"{topic} taken over by {survivor}")
+        with reader(c, CHANNEL, earliest=True) as channel:
+            seen = _transitions(channel, bundle)
+        assert seen[-1]["state"] == "Owned" and seen[-1]["dstBroker"] == survivor, seen
+        assert any(t["force"] for t in seen), seen  # a takeover, not a handover
+    finally:
+        assert c.start_broker(1) == victim
+    status, brokers = c.admin("GET", f"/admin/v2/brokers/{c.cluster_name}")
+    assert status == 200 and sorted(brokers) == sorted(c.broker_ids)
+
+
+def _wait_for(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"not after {timeout_s:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+def _transitions(channel: Any, bundle: str) -> list[dict[str, Any]]:
+    """Every transition of `bundle` until the channel has been quiet for 3 s."""
+    seen: list[dict[str, Any]] = []
+    while (got := next_value(channel, 3.0)) is not None:
+        if got[0] == bundle and got[1] is not None:
+            seen.append(got[1])
+    return seen
