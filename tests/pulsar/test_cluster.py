@@ -59,7 +59,10 @@ def owner_of(cluster: PulsarCluster, topic: str) -> str:
 
 def lookup(cluster: PulsarCluster, topic: str) -> str | None:
     """`owner_of`, or None while Pulsar cannot answer (e.g. the owner just died)."""
-    status, found = cluster.admin("GET", f"/lookup/v2/topic/persistent/{topic}")
+    try:
+        status, found = cluster.admin("GET", f"/lookup/v2/topic/persistent/{topic}")
+    except OSError:  # a timeout: the lookup waited on the dead owner
+        return None
     return str(found["httpUrl"]).removeprefix("http://") if status == 200 else None
 
 
