@@ -10,7 +10,8 @@ Layout::
                                body = offset (u64, when PLACED) | ts_ms (i64) | key length (u16)
                                       | key | value
     NNNNNNNNNNNNNNNNNNNN.idx   one 24-byte entry per record: position (u64), frame bytes (u32),
-                               ts_ms (i64), crc32 of the first 20 bytes (u32)
+                               ts_ms (i64), crc32 of the first 20 bytes (u32); zero frame
+                               bytes: a record lost in the damaged stretch before that position
 
 Invariants:
 - an append is committed once all its frames are in the data file (its last frame has MORE
@@ -208,6 +209,8 @@ class Segment:
         self.index_broken: str | None = None  # why the index stopped being trusted
         self.tail = 0  # bytes after data_end (an append under way, or a torn one)
         self.notes: list[str] = []
+        self._claimed: int | None = None
+        self._looked = False
 
     @property
     def count(self) -> int:
@@ -313,14 +316,21 @@ class Segment:
 
     def claimed_base(self) -> int | None:
         """The base offset the segment's own frames name (its first readable frame's offset less
-        its place), None when they name none (an empty segment, frames written before offsets)."""
+        its place), None when they name none (an empty segment, frames written before offsets).
+        Committed frames never change: looked up once the segment has records."""
+        if not self.count:
+            return None
+        if self._looked:
+            return self._claimed
+        self._looked = True
         for i in range(min(self.count, 8)):
             end = self.positions[i + 1] if i + 1 < self.count else self.data_end
             buf = os.pread(self.data_fd, end - self.positions[i], self.positions[i])
             got = check_frame(buf, 0)
             if got is not None and got[0] == len(buf):
-                return None if got[3] is None else got[3] - i
-        return None
+                self._claimed = None if got[3] is None else got[3] - i
+                break
+        return self._claimed
 
     def repair(self) -> list[str]:
         """Make the files agree with the data (the caller holds the writer lock)."""

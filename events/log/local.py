@@ -11,8 +11,14 @@ Layout of a log directory::
                                 written by ``retain`` before it drops anything
 
 Invariants:
-- one partition; the offset of a record is its place in the log; a segment is named by the
-  offset of its first record and sealed once a later segment exists; other files are ignored;
+- one partition; the offset of a record is its place in the log, named in its frame too; a
+  segment is named by the offset of its first record and sealed once a later segment exists;
+  other files are ignored;
+- the segments are the log only as one chain (``_chain.verify``, on every refresh): a segment
+  file that holds nothing the chain lacks (empty, or a copy) is named and skipped, and the next
+  writer moves it to ``quarantine/``; records missing between segments, a data file gone (also
+  one that vanishes under an open store, unless retention took a prefix) or two histories for
+  the same offsets raise ``LogDamaged`` in every reader and writer;
 - an append is committed once all its frames are in the data file; with ``fsync=True``
   (default) the data reaches the disk before ``append`` returns, and appends waiting together
   share one write and one fsync (group commit);
@@ -24,7 +30,8 @@ Invariants:
 - the directory is fsynced after every file it gains and every rename;
 - retention (``retain``) drops whole sealed segments, oldest first, never the active one: the
   log then starts at its first segment's base (``start``); before it drops anything it writes
-  ``heads.json``, so a store opened on a retained log knows every key's seq and epoch; a crash
+  ``heads.json`` (sealed: ``heads_check``), so a store opened on a retained log knows every
+  key's seq and epoch; it is used only there and only when it checks against the log; a crash
   at any step leaves a log that opens and reads (a shorter prefix dropped, an index without its
   data file, which nothing reads and the next ``retain`` removes).
 """
@@ -46,7 +53,7 @@ from pathlib import Path
 
 import orjson
 
-from balancer.errors import InvalidInput
+from balancer.errors import InvalidInput, LogDamaged
 from events.envelope import Stamper
 from events.log._chain import Stray, verify
 from events.log._segment import INDEX, Segment, frame, fsync_dir, write_all
@@ -92,6 +99,7 @@ class LocalStore(Store):
         self._segments: list[Segment] = []  # the chain (``_chain.verify``)
         self._opened: dict[int, Segment] = {}  # every data file open, by base (chain and strays)
         self._strays: list[Stray] = []
+        self._lost: LogDamaged | None = None
         self._ignored: set[str] = set()
         self._heads = Heads()
         self._heads_upto = 0  # offsets below this are folded into _heads
@@ -123,9 +131,11 @@ class LocalStore(Store):
     def _refresh(self) -> None:
         """Take in what every process committed and check that the segments form one chain
         (``_chain.verify``: ``LogDamaged`` when they do not)."""
+        if self._lost is not None:  # records this store saw are gone: never read on without them
+            raise self._lost
         data, indexes = self._listing()
         for base in [b for b in self._opened if b not in data]:  # retention dropped it (a prefix)
-            self._opened.pop(base).close()
+            self._vanished(self._opened.pop(base), data)
         fresh = []
         for base in sorted(data):
             if base not in self._opened:
@@ -143,10 +153,22 @@ class LocalStore(Store):
                 self._note(line)
             segment.notes.clear()
         orphans = {b: self.directory / f"{b:020d}.idx" for b in indexes if b not in self._opened}
-        chain = verify(list(self._opened.values()), orphans, (self.directory / HEADS_FILE).exists())
+        retained = bool(orphans) and (self.directory / HEADS_FILE).exists()
+        chain = verify(list(self._opened.values()), orphans, retained)
         self._segments, self._strays = chain.segments, chain.strays
         for stray in chain.strays:
             self._note(f"{stray.paths[0]}: {stray.why}: not part of the log; ignored")
+
+    def _vanished(self, segment: Segment, data: dict[int, Path]) -> None:
+        """A data file this store had open is gone: retention drops whole prefixes (never the
+        active segment); any other loss of records is named and refused."""
+        segment.close()
+        if segment in self._segments and segment.count and (not data or min(data) < segment.base):
+            self._lost = LogDamaged(
+                f"{segment.data_path} vanished while the log was open: offsets {segment.base} to "
+                f"{segment.base + segment.count - 1} are gone; the log is refused until it is "
+                "restored", base=segment.base)
+            raise self._lost
 
     def _quarantine_strays(self) -> None:
         """Move the files the chain does not need to ``quarantine/`` (the writer, under the lock),

@@ -339,3 +339,19 @@ async def test_a_stale_heads_file_of_the_same_log_still_holds(tmp_path: Path) ->
         assert record.seq == 121
     finally:
         await reopened.close()
+
+
+async def test_a_segment_removed_under_an_open_reader_is_named(chained: Path, tmp_path: Path) -> None:
+    """A reader that saw the last segment's records never reads on as if they had not been."""
+    copy = _copy(chained, tmp_path)
+    log = LocalEventLog(copy)
+    try:
+        assert len((await log.read()).items) == 140
+        last = max(copy.glob("*.log"))
+        last.unlink()
+        last.with_suffix(".idx").unlink()
+        for _ in range(2):
+            with pytest.raises(LogDamaged, match=f"{last.name} vanished"):
+                await log.read()
+    finally:
+        await log.close()
