@@ -39,7 +39,7 @@ from events.catalog import (
     UnloadRequested,
 )
 
-MAX_STEPS = 4
+MAX_STEPS = 8
 FORCED_COST = 5
 SPLIT_ALGORITHM = "specified_positions_divide"
 """A split mirrored from Pulsar names its children, so its positions are given."""
@@ -137,7 +137,7 @@ class Shadow:
         saved = self.records.get(bundle)
         counter = itertools.count()
         queue: list[tuple[int, int, OwnershipRecord | None, list[Event]]] = [(0, next(counter), start, [])]
-        seen: set[tuple[BundleState, str | None, str | None] | None] = {_node(start)}
+        best: dict[tuple[BundleState, str | None, str | None] | None, int] = {_node(start): 0}
         try:
             while queue:
                 cost, _, record, steps = heapq.heappop(queue)
@@ -148,9 +148,9 @@ class Shadow:
                 for event, step_cost in _candidates(bundle, brokers, reason):
                     self._set(bundle, record)
                     after = self.after(bundle, event)
-                    if after is None or _node(after) in seen:
+                    if after is None or best.get(_node(after), cost + step_cost + 1) <= cost + step_cost:
                         continue
-                    seen.add(_node(after))
+                    best[_node(after)] = cost + step_cost
                     heapq.heappush(queue, (cost + step_cost, next(counter), after, [*steps, event]))
             return None
         finally:
