@@ -244,8 +244,10 @@ class Mirror:
         records = [r for append in appends for r in await self.append(append)]
         now = self.clock_ms()
         self.status.cycles += 1
-        self.status.lag_ms = None if channel_ts is None else max(0, now - channel_ts)
-        return Cycle(self.status.cycles, records, now, self.status.lag_ms, self)
+        lag = None if channel_ts is None else max(0, now - channel_ts)
+        if lag is not None:
+            self.status.lag_ms = lag  # the line keeps the last lag measured
+        return Cycle(self.status.cycles, records, now, lag, self)
 
     async def append(self, append: Append) -> list[Record]:
         """Append ``append`` (at the mirror's epoch, stamped with its time) and fold it into the
