@@ -53,7 +53,7 @@ from attach.positions import Position, topic_causation
 from attach.shadow import SPLIT_ALGORITHM, Shadow, Want
 from balancer.bundles import HashRange, NamespaceBundles
 from balancer.errors import InvalidBundle, InvalidInput, LoadBalancerError, MalformedInput
-from balancer.ownership import BundleState
+from balancer.ownership import BundleState, OwnershipRecord, judge
 from events.catalog import (
     MIRROR_KEY,
     BundleAssigned,
@@ -195,14 +195,23 @@ class ChannelTranslator:
 
     def __init__(self, shadow: Shadow | None = None) -> None:
         self.shadow = shadow or Shadow()
+        self.pulsar: dict[str, OwnershipRecord] = {}
+        """Bundle -> the record Pulsar's own channel holds (the last one its rules accepted)."""
         self.now_layouts: dict[str, NamespaceBundles] = {}
         """Namespace -> the layout Pulsar's REST gave when the namespace was first seen."""
         self._held: dict[str, _Held] = {}
 
     # -- state from the log ----------------------------------------------------------------
-    def observe(self, event: Event) -> None:
-        """Fold one event of the log (after a restart, every ownership event in log order)."""
+    def observe(self, event: Event, pulsar_version: int | None = None) -> None:
+        """Fold one event of the log (after a restart, every ownership event in log order);
+        ``pulsar_version``: the version of the Pulsar record it came from (its correlation id),
+        so Pulsar's record is known again: the fold's brokers and state at that version."""
         self.shadow.apply(event)
+        bundle = getattr(event, "bundle", None)
+        if pulsar_version is not None and bundle is not None:
+            held = self.shadow.record(bundle)
+            if held is not None:
+                self.pulsar[bundle] = OwnershipRecord.trusted(held.state, held.dst, held.src, 0, pulsar_version)
 
     def knows(self, namespace: str) -> bool:
         return namespace in self.shadow.layouts
@@ -237,6 +246,9 @@ class ChannelTranslator:
             value = None if message.value is None else parse_value(message.value)
         except (InvalidInput, InvalidBundle) as exc:
             return [] if replay else [rejected(message, exc.message)]
+        refused = self._pulsar_refuses(message.key, value, replay)
+        if refused is not None:
+            return [] if replay else [rejected(message, refused)]
         if namespace not in self.shadow.layouts:
             return [] if replay else [rejected(message, f"namespace {namespace!r} is not mirrored "
                                                "(Pulsar's REST did not list its bundles)")]
@@ -263,6 +275,28 @@ class ChannelTranslator:
         cause = topic_causation(message.topic, message.position)
         version = None if value is None else f"pulsar-version:{value.version}"
         return [Append(namespace, tuple(events), ts_ms, (cause,) * len(events), version)]
+
+    def _pulsar_refuses(self, bundle: str, value: UnitState | None, replay: bool) -> str | None:
+        """Why Pulsar's own channel skips this record (its table view applies the same rules as
+        ``balancer.ownership.judge``: version, force, transition, brokers), or None if it takes it.
+        Two brokers racing to assign one bundle both write; every broker keeps the first."""
+        mirrored = replay and (bundle in self.shadow.records or bundle in self.pulsar)
+        current = self.pulsar.get(bundle)
+        incoming = None if value is None else OwnershipRecord.trusted(
+            value.state, value.dst, value.src, value.timestamp, value.version, value.force)
+        if current is not None and incoming is not None and current.state in (
+                BundleState.FREE, BundleState.DELETED) and incoming.version < current.version:
+            current = None  # Pulsar tombstoned it (a Free or Deleted record): versions start again
+        if mirrored:
+            return None  # the log holds it: Pulsar's record was read back from there
+        verdict = judge(current, incoming)
+        if not verdict:
+            return f"Pulsar's channel skips it as every broker does ({verdict.rule})"
+        if incoming is None:
+            self.pulsar.pop(bundle, None)
+        else:
+            self.pulsar[bundle] = incoming
+        return None
 
     def _splitting_parent(self, namespace: str, child: HashRange) -> str | None:
         for parent in self.shadow.splits:
@@ -384,7 +418,8 @@ def _direct(bundle: str, value: UnitState) -> list[Event] | None:
             return [BundleAssigned(bundle=bundle, dst=dst, src=src, reason="orphan", force=True), owned]
         return [owned]
     if state is BundleState.RELEASING and src is not None:
-        decision = {"strategy": "pulsar", "label": "observed", "reason": "Pulsar's own move",
+        # No "strategy": the move is Pulsar's, not one of a strategy the what-if could replay.
+        decision = {"label": "pulsar", "reason": "Pulsar's own move",
                     "kind": "transfer" if dst else "unload",
                     "inputs": {"pulsar_version": value.version, "force": value.force}}
         if dst is not None:

@@ -173,7 +173,7 @@ class Mirror:
             event = record.envelope.typed
             if not isinstance(event, Event):
                 continue
-            self.channel.observe(event)
+            self.channel.observe(event, _version(record.envelope.correlation_id))
             self.members.observe(event)
             found = parse_causation(record.envelope.causation_id)
             if found is not None and found[0] == CHANNEL_TOPIC:
@@ -363,6 +363,16 @@ class Mirror:
         fake = SourceMessage(f"GET {path}", Position(0, 0), key, None, now)
         found = rejected(fake, error)
         return [Append(MIRROR_KEY, found.events, now, (rest_causation(path),))]
+
+
+def _version(correlation_id: str | None) -> int | None:
+    """The Pulsar record version a channel append carries (``pulsar-version:N``)."""
+    if correlation_id is None or not correlation_id.startswith("pulsar-version:"):
+        return None
+    try:
+        return int(correlation_id.partition(":")[2])
+    except ValueError:
+        return None
 
 
 async def _sleep_unless(stop: asyncio.Event | None, seconds: float) -> None:

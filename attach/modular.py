@@ -33,7 +33,8 @@ from events.catalog import (
     UnloadRequested,
 )
 
-DECISION = {"strategy": "pulsar", "label": "observed", "reason": "Pulsar's own move (modular manager, polled)"}
+DECISION = {"label": "pulsar", "reason": "Pulsar's own move (modular manager, polled)"}
+"""No "strategy": the move is Pulsar's, not one of a strategy the what-if could replay."""
 
 
 class OwnershipPoll:

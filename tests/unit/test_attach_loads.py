@@ -78,7 +78,7 @@ def test_polls_of_the_modular_managers_owners_tell_moves_the_fold_takes() -> Non
     folder.fold(moved)
     assert [e.TYPE for e in moved[0].events] == ["TransferPrepared", "BundleAssigned", "BundleOwned",
                                                  "UnloadRequested", "BundleReleased"]
-    assert moved[0].events[0].decision["strategy"] == "pulsar"  # type: ignore[attr-defined]
+    assert moved[0].events[0].decision["label"] == "pulsar"  # type: ignore[attr-defined]
     split = poll.layout_seen(NS, [0, 0x40000000, 0x80000000, 0xFFFFFFFF], {}, ts_ms=4, causation_id="c")
     folder.fold(split)
     assert [e.TYPE for e in split[0].events] == ["SplitRequested", "SplitCompleted"]
