@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from actors.client import ClientView
-from actors.cluster.kept import LOG_SUBDIR, ClusterSpec
 from actors.settings import ActorSettings
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
@@ -48,12 +47,12 @@ class MirrorLink:
         self._owns_view = owns_view
 
     @classmethod
-    async def open(cls, directory: Path, spec: ClusterSpec) -> MirrorLink:
-        """Follow ``directory``'s mirrored log from another process than the mirror's."""
+    async def open(cls, log_dir: Path, url: str | None) -> MirrorLink:
+        """Follow the mirrored log in ``log_dir`` (of Pulsar at ``url``) from any process."""
         config = LoadBalancerConfig()
-        view = ClientView(config, LocalEventLog(directory / LOG_SUBDIR, group_commit=False))
+        view = ClientView(config, LocalEventLog(log_dir, group_commit=False))
         await view.start()
-        return cls(view, url=spec.pulsar_url, owns_view=True, config=config)
+        return cls(view, url=url, owns_view=True, config=config)
 
     def refusal(self, command: Command) -> InvalidInput:
         admin = f"pulsar-admin --admin-url {self.url}"

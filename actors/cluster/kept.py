@@ -147,6 +147,6 @@ async def open_kept(directory: Path) -> Link:
     if spec.host == "pulsar":
         from attach.link import MirrorLink
 
-        return await MirrorLink.open(state_dir(directory), spec)
+        return await MirrorLink.open(state_dir(directory) / LOG_SUBDIR, spec.pulsar_url)
     raise InvalidInput(f"{directory}: host {spec.host!r}; accepted: {', '.join((*HOSTS, 'pulsar'))}",
                        value=spec.host)
