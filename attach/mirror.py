@@ -129,6 +129,10 @@ class Mirror:
         self._next_poll = 0.0
         self._report_seen: dict[str, int] = {}
         self._refused: set[tuple[str, str]] = set()
+        self._outbox: list[Append] = []
+        """Appends translated this cycle: every one is appended, whatever fails after it."""
+        self._unread: list[SourceMessage] = []
+        """Channel messages read and not yet translated (a layout could not be fetched)."""
 
     # -- life ------------------------------------------------------------------------------
     @property
@@ -226,22 +230,24 @@ class Mirror:
         return self.status
 
     async def cycle(self) -> Cycle:
-        """Read, translate, append and fold once."""
-        appends: list[Append] = []
+        """Read, translate, append and fold once. What was translated is appended even when a
+        later step fails (a translator's state already counts it); what was read and not yet
+        translated (a namespace's layout could not be fetched) waits for the next cycle."""
+        self._outbox = []
         channel_ts: int | None = None
         try:
             if time.monotonic() >= self._next_poll:
                 self._next_poll = time.monotonic() + self.poll_s
-                appends += await self._poll()
+                await asyncio.to_thread(self._poll_blocking)
             if self.manager == EXTENSIBLE:
-                found, channel_ts = await self._read_topics()
-                appends += found
+                channel_ts = await self._read_topics()
             self.status.error = None
         except LoadBalancerError as exc:
             self.status.error = exc.message
             logger.warning("mirror: %s", exc.message)
             await asyncio.sleep(min(1.0, self.poll_s))
-        records = [r for append in appends for r in await self.append(append)]
+        records = [r for append in self._outbox for r in await self.append(append)]
+        self._outbox = []
         now = self.clock_ms()
         self.status.cycles += 1
         lag = None if channel_ts is None else max(0, now - channel_ts)
@@ -264,84 +270,88 @@ class Mirror:
         self.status.rejected += sum(isinstance(r.envelope.typed, SourceMessageRejected) for r in records)
         return records
 
-    async def _read_topics(self) -> tuple[list[Append], int | None]:
+    async def _read_topics(self) -> int | None:
+        """Read every topic at once and translate what came; Pulsar's time of the newest fresh
+        channel message (None: none). A reader that failed is raised after the others' messages
+        were translated."""
         topics = self.source.topics()
         batches = await asyncio.gather(*(asyncio.to_thread(self.source.read, t, self.batch, self.wait_ms)
-                                         for t in topics))
-        appends: list[Append] = []
+                                         for t in topics), return_exceptions=True)
         newest: int | None = None
+        failed: BaseException | None = None
         for topic, messages in zip(topics, batches, strict=True):
-            if topic == CHANNEL_TOPIC:
-                appends += await self._channel_batch(messages)
+            if isinstance(messages, BaseException):
+                failed = failed or messages
+            elif topic == CHANNEL_TOPIC:
                 fresh = [m.publish_ms for m in messages if self._fresh(m)]
                 newest = max(fresh) if fresh else None
+                self._unread.extend(messages)
             else:
                 for message in messages:
-                    appends += self.loads.translate(message)
-        return appends, newest
+                    self._outbox += self.loads.translate(message)
+        await self._channel_batch()
+        if failed is not None:
+            raise failed
+        return newest
 
-    async def _channel_batch(self, messages: list[SourceMessage]) -> list[Append]:
-        appends: list[Append] = []
-        fresh = [m for m in messages if self._fresh(m)]
+    async def _channel_batch(self) -> None:
+        """Translate the channel messages read (after the layouts of new namespaces)."""
+        batch = self._unread
+        fresh = [m for m in batch if self._fresh(m)]
         for namespace in self.channel.missing_namespaces(fresh):
             path = self.source.bundles_path(namespace)
             try:
                 boundaries = await asyncio.to_thread(self.source.boundaries, namespace)
             except (InvalidInput, MalformedInput):
-                continue  # its messages are named one by one (namespace not mirrored)
-            appends.append(self.channel.add_namespace(namespace, boundaries, fresh, ts_ms=self.clock_ms(),
-                                                      causation_id=rest_causation(path)))
-        for message in messages:
+                continue  # not a namespace of Pulsar's: its messages are named one by one
+            self._outbox.append(self.channel.add_namespace(namespace, boundaries, fresh, ts_ms=self.clock_ms(),
+                                                           causation_id=rest_causation(path)))
+        self._unread = []
+        for message in batch:
             replay = not self._fresh(message)
-            appends += self.channel.translate(message, replay=replay)
+            self._outbox += self.channel.translate(message, replay=replay)
             self.status.channel += 1
             if replay:
                 self.status.started = (self.status.started[0], self.status.started[1] + 1)
-        return appends
 
     def _fresh(self, message: SourceMessage) -> bool:
         """Not mirrored yet: after the newest channel message the log holds."""
         return self._replay_until is None or message.position > self._replay_until
 
     # -- REST polls ------------------------------------------------------------------------
-    async def _poll(self) -> list[Append]:
-        found = await asyncio.to_thread(self._poll_blocking)
-        return found
-
-    def _poll_blocking(self) -> list[Append]:
+    def _poll_blocking(self) -> None:
+        """The REST polls; each answer's appends go to the outbox as soon as it is translated."""
         now = self.clock_ms()
         source = self.source
         brokers = source.brokers()
-        appends = self.members.brokers_seen(brokers, scheme=source.scheme, ts_ms=now,
-                                            causation_id=rest_causation(source.brokers_path()))
-        appends += self.members.leader_seen(leader_id(source.leader()), ts_ms=now,
-                                            causation_id=rest_causation("/admin/v2/brokers/leaderBroker"))
+        self._outbox += self.members.brokers_seen(brokers, scheme=source.scheme, ts_ms=now,
+                                                  causation_id=rest_causation(source.brokers_path()))
+        self._outbox += self.members.leader_seen(leader_id(source.leader()), ts_ms=now,
+                                                 causation_id=rest_causation("/admin/v2/brokers/leaderBroker"))
         if self.manager == MODULAR:
-            appends += self._poll_modular(brokers, now)
-        return appends
+            self._poll_modular(brokers, now)
 
-    def _poll_modular(self, brokers: list[str], now: int) -> list[Append]:
-        appends: list[Append] = []
+    def _poll_modular(self, brokers: list[str], now: int) -> None:
         owners: dict[str, str] = {}
         for broker in brokers:
+            self._outbox += self._load_report(broker, now)
+        for broker in brokers:  # all of them first: a partial poll would tell false unloads
             for bundle in self.source.owned(broker):
                 owners[str(bundle)] = broker
-            appends += self._load_report(broker, now)
-        namespaces = sorted({b.rpartition("/")[0] for b in owners} | set(self.shadow.layouts))
-        for namespace in namespaces:
+        layouts: dict[str, list[int]] = {}
+        for namespace in sorted({b.rpartition("/")[0] for b in owners} | set(self.shadow.layouts)):
             path = self.source.bundles_path(namespace)
             try:
-                boundaries = self.source.boundaries(namespace)
+                layouts[namespace] = self.source.boundaries(namespace)
             except (InvalidInput, MalformedInput) as exc:
-                appends += self._refuse(path, namespace, exc.message, now)
-                continue
-            appends += self.modular.layout_seen(namespace, boundaries, owners, ts_ms=now,
-                                                causation_id=rest_causation(path))
+                self._outbox += self._refuse(path, namespace, exc.message, now)
+        for namespace, boundaries in layouts.items():
+            self._outbox += self.modular.layout_seen(namespace, boundaries, owners, ts_ms=now,
+                                                     causation_id=rest_causation(self.source.bundles_path(namespace)))
         for namespace in sorted(self.shadow.layouts):
             mine = {b: o for b, o in owners.items() if b.rpartition("/")[0] == namespace}
-            appends += self.modular.owners_seen(namespace, mine, ts_ms=now, causation_id=rest_causation(
+            self._outbox += self.modular.owners_seen(namespace, mine, ts_ms=now, causation_id=rest_causation(
                 self.source.owned_path("*")))
-        return appends
 
     def _load_report(self, broker: str, now: int) -> list[Append]:
         path = f"/admin/v2/broker-stats/load-report on {broker}"
