@@ -61,7 +61,7 @@ from attach.shadow import Shadow
 from attach.source import EXTENSIBLE, MODULAR, PulsarSource
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, MalformedInput
-from events.catalog import MIRROR_KEY, Event, SourceMessageRejected, SplitRequested
+from events.catalog import MIRROR_KEY, Event, LoadReported, SourceMessageRejected, SplitRequested
 from events.envelope import Stamper, new_cluster_id, wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -128,6 +128,9 @@ class Mirror:
         self._stamps: deque[int] = deque()
         """Pulsar's time of each event of the appends being committed, in commit order."""
         self._replay_until: Position | None = None
+        """The newest channel message the log holds: messages up to it are read as a replay."""
+        self._channel_after: Position | None = None
+        """Where the channel reader starts (exclusive): before a split in flight, if any."""
         self._next_poll = 0.0
         self._report_seen: dict[str, int] = {}
         self._refused: set[tuple[str, str]] = set()
@@ -184,6 +187,9 @@ class Mirror:
                 continue
             self.channel.observe(event, _version(record.envelope.correlation_id))
             self.members.observe(event)
+            if isinstance(event, LoadReported) and (record.envelope.causation_id or "").endswith(
+                    f"/load-report on {event.broker_id}"):
+                self._report_seen[event.broker_id] = record.envelope.ts_ms  # polled: not again
             found = parse_causation(record.envelope.causation_id)
             if found is not None and found[0] == CHANNEL_TOPIC:
                 last = found[1] if last is None else max(last, found[1])
@@ -195,7 +201,6 @@ class Mirror:
         self._channel_after = min([last, *in_flight]) if last is not None else None
         self.status.records = len(read.records)
         self.status.started = (len(read.records), 0)
-        self._spec_now = spec
 
     def _open_source(self, spec: ClusterSpec) -> None:
         name = self.cluster_name or spec.pulsar_cluster

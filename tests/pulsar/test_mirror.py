@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,3 +292,43 @@ async def test_the_modular_manager_is_mirrored_through_rest(
     assert any(isinstance(r.envelope.typed, BundleOwned) and r.envelope.typed.bundle == bundle for r in records)
     spec = json.loads((tmp_path / "cluster.json").read_text())
     assert (spec["host"], spec["pulsar_manager"]) == ("pulsar", "modular")
+
+
+def test_attach_serves_the_dashboard_and_metrics_and_stops_cleanly_on_sigterm(
+        pulsar_cluster: PulsarCluster, new_namespace: Any, tmp_path: Path) -> None:
+    namespace = new_namespace(pulsar_cluster, 2)
+    owners = looked_up(pulsar_cluster, namespace)
+    process = subprocess.Popen([*LBCTL, "attach", pulsar_cluster.web_url, "--state-dir", str(tmp_path),
+                                "--plain", "--web-service-port", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        url = ""
+        for line in process.stdout:
+            if line.startswith("web service: "):
+                url = line.split()[2]
+                break
+        assert url, "attach printed no web service URL"
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+            assert "bb_" in answer.read().decode()
+        with urllib.request.urlopen(f"{url}/", timeout=10) as answer:
+            assert answer.status == 200
+        deadline = time.monotonic() + 60
+        while True:  # the service's admin API answers from the mirror: Pulsar's brokers
+            listed = lbctl("--admin-url", url, "brokers", "list", check=False).stdout
+            if all(b in listed for b in pulsar_cluster.broker_ids[:2]):
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.5)
+        spec = json.loads((tmp_path / "cluster.json").read_text())
+        assert spec["web_service_url"] == url
+        process.send_signal(signal.SIGTERM)
+        rest = process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0 and "stopped:" in rest
+    assert json.loads((tmp_path / "cluster.json").read_text())["web_service_url"] is None
+    assert set(owners) <= {r.envelope.typed.bundle for r in asyncio.run(records_of(tmp_path))  # type: ignore[attr-defined]
+                           if isinstance(r.envelope.typed, BundleOwned)}
