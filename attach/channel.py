@@ -317,20 +317,18 @@ class ChannelTranslator:
             value = dataclasses.replace(value, src=record.dst or record.src)
         if value.state is BundleState.DELETED:
             return self._deleted(bundle, value)
-        direct = _direct(bundle, value)
-        if direct is not None and self._apply_all(direct):
-            if value.state is BundleState.SPLITTING:
-                self._held[bundle] = _Held(children=[f"{bundle.rpartition('/')[0]}/{c}" for c in value.children])
-            return direct
-        want = _want(value)
-        if want is None:
-            return None
-        path = self.shadow.path_to(bundle, want, reason="orphan" if value.force else "pulsar")
-        if path is None or not self._apply_all(path):
-            return None
-        if value.state is BundleState.SPLITTING:
+        events = _direct(bundle, value)
+        if events is None or not self._apply_all(events):
+            want = _want(value)
+            events = None if want is None else \
+                self.shadow.path_to(bundle, want, reason="orphan" if value.force else "pulsar")
+            if events is None or not self._apply_all(events):
+                return None
+        if value.state is BundleState.SPLITTING:  # its children are held until its Deleted
             self._held[bundle] = _Held(children=[f"{bundle.rpartition('/')[0]}/{c}" for c in value.children])
-        return path
+        else:
+            self._held.pop(bundle, None)  # a split given up (an override): nothing to hold
+        return events
 
     def _apply_all(self, events: Sequence[Event]) -> bool:
         """Apply ``events`` to the shadow if it takes each in turn; else change nothing."""
