@@ -114,6 +114,9 @@ class Mirror:
     cluster_name: str | None = None
     manager: str | None = None
     """``extensible`` or ``modular``; None: asked of Pulsar at ``open``."""
+    compacted: bool = True
+    """Read the channel's compacted view first (every bundle's latest record, then what came
+    since); False: every message the topic still holds (a catch-up of the whole history)."""
     status: Status = field(default_factory=Status)
 
     def __post_init__(self) -> None:
@@ -211,7 +214,7 @@ class Mirror:
         self.manager = self.manager or self.source.load_manager()
         self.status.manager = self.manager
         if self.manager == EXTENSIBLE:
-            self.source.open_readers(self._channel_after)
+            self.source.open_readers(self._channel_after, compacted=self.compacted)
         write_spec(self.state_dir, replace(spec, pulsar_url=self.source.url,
                                            pulsar_cluster=self.source.cluster, pulsar_manager=self.manager))
 

@@ -128,9 +128,12 @@ class PulsarSource:
                                          operation_timeout_seconds=30, logger=_quiet_logger())
         return self._client
 
-    def open_readers(self, channel_after: Position | None, *, loads: bool = True) -> None:
-        """Readers on the channel (from its earliest message, or just after ``channel_after``)
-        and, with ``loads``, on the two load topics (from their latest message)."""
+    def open_readers(self, channel_after: Position | None, *, loads: bool = True,
+                     compacted: bool = True) -> None:
+        """Readers on the channel (from its earliest message, or just after ``channel_after``;
+        ``compacted``: Pulsar's compacted view first, the latest record of every bundle, then
+        every message since; else every message the topic still holds) and, with ``loads``, on
+        the two load topics (from their latest message)."""
         import pulsar
 
         client = self._pulsar_client()
@@ -140,7 +143,7 @@ class PulsarSource:
             start = pulsar.MessageId(channel_after.partition, channel_after.ledger, channel_after.entry,
                                      channel_after.batch)
         try:
-            self._readers[CHANNEL_TOPIC] = client.create_reader(CHANNEL_TOPIC, start, is_read_compacted=True)
+            self._readers[CHANNEL_TOPIC] = client.create_reader(CHANNEL_TOPIC, start, is_read_compacted=compacted)
             if loads:
                 for topic in (BROKER_LOAD_TOPIC, TOP_BUNDLES_TOPIC):
                     self._readers[topic] = client.create_reader(topic, pulsar.MessageId.latest)

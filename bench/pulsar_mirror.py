@@ -13,7 +13,8 @@ end. Then, on a namespace of ``--bundles`` bundles of its own:
   at which its events were committed and folded, minus Pulsar's time of the record (its
   ``timestamp``; one machine, one clock): p50 and p99 over every record written live.
 - **P2, catch-up.** A second mirror starts on an empty state directory and reads the whole
-  channel from its first message: channel messages read per second until it holds them all.
+  channel from its first message, every message (not Pulsar's compacted view, which keeps one
+  record per bundle): channel messages read per second until it holds them all.
 
 Invariants: it only measures (nothing is asserted); every figure comes from one run on one
 machine, with the ratio to its target printed beside it; what it started it kills.
@@ -131,12 +132,15 @@ async def live_lag(url: str, namespace: str, call: Call, brokers: list[str], tra
     return lags, seen
 
 
-async def catch_up(url: str) -> tuple[int, float]:
-    """P2: (channel messages read, seconds) of a mirror reading the whole channel from empty."""
+async def catch_up(url: str) -> tuple[int, float, float]:
+    """P2: (channel messages read, seconds, seconds after ``open``) of a mirror reading the whole
+    channel from empty: from the start, and from when its readers were open."""
     with tempfile.TemporaryDirectory(prefix="bench-catchup-") as directory:
-        mirror = Mirror(Path(directory), PulsarSource(AdminHttp(url)), poll_s=60.0)
+        # Every transition the channel holds, not Pulsar's compacted view of it.
+        mirror = Mirror(Path(directory), PulsarSource(AdminHttp(url)), poll_s=60.0, compacted=False)
         began = time.perf_counter()
         await mirror.open()
+        opened = time.perf_counter()
         quiet = 0
         last = time.perf_counter()
         while quiet < 3:
@@ -147,7 +151,7 @@ async def catch_up(url: str) -> tuple[int, float]:
             else:
                 quiet, last = 0, time.perf_counter()
         await mirror.close()
-        return mirror.status.channel, last - began
+        return mirror.status.channel, last - began, last - opened
 
 
 def _percentile(values: list[int], share: float) -> int:
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transitions", type=int, default=10_000)
     parser.add_argument("--bundles", type=int, default=1_024)
     parser.add_argument("--splits", type=int, default=64, help="bundles split once before the unloads")
-    parser.add_argument("--workers", type=int, default=8, help="admin calls in flight")
+    parser.add_argument("--workers", type=int, default=4, help="admin calls in flight")
     args = parser.parse_args(argv)
     cluster: Any = None
     if args.url is None:
@@ -177,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.pulsar_server import admin_call
 
         def call(method: str, path: str) -> tuple[int, Any]:
-            return admin_call(url, method, path)
+            try:
+                return admin_call(url, method, path)
+            except (OSError, RuntimeError) as exc:  # a busy broker timed out: the load goes on
+                return 0, str(exc)
 
         _, brokers = call("GET", "/admin/v2/brokers/" + (cluster.cluster_name if cluster else _cluster(url)))
         namespace = f"public/bench-{uuid.uuid4().hex[:8]}"
@@ -188,10 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"P1 mirror lag over {len(lags)} live records ({seen} channel records of {namespace}): "
               f"p50 {p50} ms, p99 {p99} ms (target p99 <= {P1_TARGET_MS} ms: {p99 / P1_TARGET_MS:.2f}x), "
               f"mean {statistics.fmean(lags):.0f} ms", flush=True)
-        read, seconds = asyncio.run(catch_up(url))
-        rate = read / seconds if seconds > 0 else float("inf")
+        read, seconds, reading = asyncio.run(catch_up(url))
+        rate, steady = read / max(seconds, 1e-9), read / max(reading, 1e-9)
         print(f"P2 catch-up: {read} channel messages in {seconds:.2f} s = {rate:,.0f} transitions/s "
-              f"(target >= {P2_TARGET:,.0f}/s: {rate / P2_TARGET:.2f}x)", flush=True)
+              f"(target >= {P2_TARGET:,.0f}/s: {rate / P2_TARGET:.2f}x); {steady:,.0f}/s once its "
+              f"readers were open ({reading:.2f} s)", flush=True)
     finally:
         if cluster is not None:
             cluster.close()
