@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from attach.positions import Position, topic_causation
 from attach.shadow import SPLIT_ALGORITHM, Shadow, Want
@@ -113,8 +114,8 @@ class UnitState:
 def parse_value(raw: bytes) -> UnitState:
     """The record of a channel message; ``MalformedInput`` naming what is wrong."""
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise MalformedInput(f"not JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise MalformedInput(f"not a ServiceUnitStateData object: {type(doc).__name__}")

@@ -24,8 +24,10 @@ Invariants:
   children read after it are read again, the mirrored ones only to hold them: ``replay``); so a
   restart after any stop, a SIGKILL included, repeats no record and skips none;
 - what was read in a cycle is appended in that cycle: a stop (``stop`` set, ``minutes`` over)
-  ends after the cycle, everything read committed; a source that fails (Pulsar unreachable) is
-  named in ``status`` and tried again next cycle, nothing read is lost;
+  ends after the cycle, everything translated committed (the read of the next batch, already
+  under way, is dropped: its channel messages are read again at the next start, its load
+  reports, at most ``wait_ms`` of them, are not mirrored); a source that fails (Pulsar
+  unreachable) is named in ``status`` and tried again next cycle, nothing read is lost;
 - ``DIR/cluster.json`` names the host ``pulsar`` with the URL and cluster, so every verb opens the
   directory read-only (``attach.link``).
 """
@@ -42,6 +44,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from actors.client import ClientView
 from actors.cluster.kept import (
@@ -139,6 +142,8 @@ class Mirror:
         self._refused: set[tuple[str, str]] = set()
         self._outbox: list[Append] = []
         """Appends translated this cycle: every one is appended, whatever fails after it."""
+        self._reading: asyncio.Future[list[Any]] | None = None
+        """The read of the next batch, started as soon as the last one came back."""
         self._unread: list[SourceMessage] = []
         """Channel messages read and not yet translated (a layout could not be fetched)."""
 
@@ -219,6 +224,10 @@ class Mirror:
                                            pulsar_cluster=self.source.cluster, pulsar_manager=self.manager))
 
     async def close(self) -> None:
+        if self._reading is not None:  # a read in flight: its channel messages are read again
+            with contextlib.suppress(Exception):  # at the next start; nothing of it is kept
+                await self._reading
+            self._reading = None
         self.source.close()
         if self.log is not None:
             await self.log.close()
@@ -304,8 +313,9 @@ class Mirror:
         channel message (None: none). A reader that failed is raised after the others' messages
         were translated."""
         topics = self.source.topics()
-        batches = await asyncio.gather(*(asyncio.to_thread(self.source.read, t, self.batch, self.wait_ms)
-                                         for t in topics), return_exceptions=True)
+        reading = self._reading or self._read(topics)
+        batches = await reading
+        self._reading = self._read(topics)  # the next read overlaps this batch's translation
         newest: int | None = None
         failed: BaseException | None = None
         for topic, messages in zip(topics, batches, strict=True):
@@ -322,6 +332,10 @@ class Mirror:
         if failed is not None:
             raise failed
         return newest
+
+    def _read(self, topics: list[str]) -> asyncio.Future[list[Any]]:
+        return asyncio.gather(*(asyncio.to_thread(self.source.read, t, self.batch, self.wait_ms)
+                                for t in topics), return_exceptions=True)
 
     async def _channel_batch(self) -> None:
         """Translate the channel messages read (after the layouts of new namespaces)."""
