@@ -26,6 +26,10 @@ from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
 from lbctl.admin_http import AdminHttp
 
 V2 = "/admin/v2"
+RECEIVER_QUEUE = 10_000
+"""Channel messages the client fetches ahead (a catch-up reads thousands at a time)."""
+NEXT_WAIT_MS = 5
+"""How long a read waits for one more message once it has some."""
 EXTENSIBLE = "extensible"
 MODULAR = "modular"
 
@@ -143,7 +147,8 @@ class PulsarSource:
             start = pulsar.MessageId(channel_after.partition, channel_after.ledger, channel_after.entry,
                                      channel_after.batch)
         try:
-            self._readers[CHANNEL_TOPIC] = client.create_reader(CHANNEL_TOPIC, start, is_read_compacted=compacted)
+            self._readers[CHANNEL_TOPIC] = client.create_reader(CHANNEL_TOPIC, start, is_read_compacted=compacted,
+                                                                  receiver_queue_size=RECEIVER_QUEUE)
             if loads:
                 for topic in (BROKER_LOAD_TOPIC, TOP_BUNDLES_TOPIC):
                     self._readers[topic] = client.create_reader(topic, pulsar.MessageId.latest)
@@ -172,7 +177,7 @@ class PulsarSource:
                     break
                 raise Unavailable(f"{self.url}: reading {topic} failed ({exc})", value=topic) from None
             out.append(_message(topic, message))
-            timeout = 1
+            timeout = NEXT_WAIT_MS
         return out
 
     def close(self) -> None:
