@@ -168,8 +168,9 @@ class Mirror:
         if (self.state_dir / STATE_FILE).is_file():
             spec = read_spec(self.state_dir)
             if spec.host != HOST:
-                raise MalformedInput(f"--state-dir {str(self.state_dir)!r} holds a {spec.host} cluster "
-                                     "(lbctl run --keep); choose another --state-dir", value=str(self.state_dir))
+                raise MalformedInput(f"--state-dir {str(self.state_dir)!r} holds a cluster of host "
+                                     f"{spec.host!r} (lbctl run --keep); choose another --state-dir",
+                                     value=str(self.state_dir))
             return spec
         if self.log_dir.is_dir() and any(self.log_dir.glob("*.log")):
             raise MalformedInput(f"--state-dir {str(self.state_dir)!r} holds a log but no {STATE_FILE}; "
