@@ -28,8 +28,8 @@ from lbctl.admin_http import AdminHttp
 V2 = "/admin/v2"
 RECEIVER_QUEUE = 10_000
 """Channel messages the client fetches ahead (a catch-up reads thousands at a time)."""
-NEXT_WAIT_MS = 5
-"""How long a read waits for one more message once it has some."""
+NEXT_WAIT_MS = 2
+"""How long a read of a non-persistent topic waits for one more message once it has some."""
 EXTENSIBLE = "extensible"
 MODULAR = "modular"
 
@@ -161,23 +161,23 @@ class PulsarSource:
 
     def read(self, topic: str, limit: int, wait_ms: int) -> list[SourceMessage]:
         """Up to ``limit`` messages of ``topic``: waits ``wait_ms`` for the first, then takes
-        what has arrived (blocking: call from a worker thread)."""
+        what the topic holds beyond it (blocking: call from a worker thread)."""
         import pulsar
 
         reader = self._readers[topic]
         out: list[SourceMessage] = []
-        timeout = max(1, wait_ms)
-        while len(out) < limit:
-            try:
-                message = reader.read_next(timeout_millis=timeout)
-            except pulsar.Timeout:
-                break
-            except Exception as exc:
-                if out:
-                    break
+        # The channel is persistent: the reader knows whether more is there (no waiting); a
+        # non-persistent topic cannot say (its last message id is unknown), so it is waited on.
+        persistent = topic.startswith("persistent://")
+        try:
+            while len(out) < limit and (not out or not persistent or reader.has_message_available()):
+                wait = wait_ms if not out else (wait_ms if persistent else NEXT_WAIT_MS)
+                out.append(_message(topic, reader.read_next(timeout_millis=max(1, wait))))
+        except pulsar.Timeout:
+            pass
+        except Exception as exc:
+            if not out:
                 raise Unavailable(f"{self.url}: reading {topic} failed ({exc})", value=topic) from None
-            out.append(_message(topic, message))
-            timeout = NEXT_WAIT_MS
         return out
 
     def close(self) -> None:
