@@ -22,6 +22,9 @@ key, stamped with Pulsar's time: the value's ``timestamp``, else the publish tim
   ``BundleReleased``; Splitting -> ``SplitRequested`` with the children's positions; Deleted ->
   ``SplitCompleted`` (children from the Splitting record); a tombstone of a Free or Deleted
   bundle adds nothing, of any other the events that end in Free;
+- a record Pulsar's own channel skips (its table view takes a record only as
+  ``balancer.ownership.judge`` does: two brokers racing to assign one bundle both write, every
+  broker keeps the first) is skipped too, and named;
 - a record the fold would refuse as the direct event (a compacted channel skips states; Pulsar
   forces overrides) is reached by the cheapest accepted path (``Shadow.path_to``), so every
   event the mirror writes is one the fold takes, and the fold ends on the channel's record;
