@@ -342,7 +342,7 @@ class ChannelTranslator:
         for event in events:
             if not self.shadow.apply(event):
                 if bundle is not None:
-                    self.shadow._set(bundle, saved)
+                    self.shadow.set_record(bundle, saved)
                 self.shadow.splits = splits
                 return False
         return True

@@ -146,7 +146,7 @@ class Shadow:
                 if len(steps) >= MAX_STEPS:
                     continue
                 for event, step_cost in _candidates(bundle, brokers, reason):
-                    self._set(bundle, record)
+                    self.set_record(bundle, record)
                     after = self.after(bundle, event)
                     if after is None or best.get(_node(after), cost + step_cost + 1) <= cost + step_cost:
                         continue
@@ -154,9 +154,10 @@ class Shadow:
                     heapq.heappush(queue, (cost + step_cost, next(counter), after, [*steps, event]))
             return None
         finally:
-            self._set(bundle, saved)
+            self.set_record(bundle, saved)
 
-    def _set(self, bundle: str, record: OwnershipRecord | None) -> None:
+    def set_record(self, bundle: str, record: OwnershipRecord | None) -> None:
+        """Put ``record`` back as the bundle's (None: no record): undoing a trial, never a fold."""
         if record is None:
             self.records.pop(bundle, None)
         else:
