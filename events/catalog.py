@@ -25,6 +25,8 @@ from events._fields import Check, check_for
 
 LEADER_KEY = "_leader"
 CLUSTER_KEY = "_cluster"
+MIRROR_KEY = "_mirror"
+"""The key of what a mirror of another system (``lbctl attach``) could not translate."""
 
 # The three topics of ARCHITECTURE §2; ``Message.TOPIC`` names the one a message belongs to.
 EVENTS_TOPIC = "events"
@@ -252,6 +254,22 @@ class CommandRejected(Event):
         return self.key
 
 
+@dataclass(frozen=True, kw_only=True)
+class SourceMessageRejected(Event):
+    """A message of a mirrored system (a real Pulsar's topic, or a REST answer) that could not be
+    translated into the catalog: named with where it came from, its key, a bounded prefix of its
+    value and why, so the mirror goes on and nothing is skipped in silence."""
+
+    source: str  # the topic, or "GET <path>"
+    message_id: str  # the source's id of the message ("" for a REST answer)
+    key: str  # the message's key ("" when it had none)
+    value: str  # at most a few hundred characters of the value, as text
+    error: str
+
+    def default_key(self) -> str:
+        return MIRROR_KEY
+
+
 # -- commands -------------------------------------------------------------------------------
 
 
@@ -364,7 +382,7 @@ EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
-    CommandRejected,
+    CommandRejected, SourceMessageRejected,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,

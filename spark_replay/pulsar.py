@@ -5,6 +5,9 @@ Reads the JSON ``pulsar-admin broker-stats load-report`` prints for the modular 
 extensible manager's ``BrokerLoadData`` (usages and rates, ``updatedAt``/``reportedAt``, no
 bundles). A file holds one report, a JSON array of them, or JSON lines.
 
+The converter itself is ``attach.loads.to_event`` (the live mirror's, ``lbctl attach``): one
+converter for files and for a running cluster.
+
 Invariants: every report becomes one ``LoadReported`` under its broker's key, stamped with the
 report's own time; a report that is neither format is a ``MalformedInput`` naming the file and
 the entry; nothing is written unless every file parsed.
@@ -16,15 +19,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
+from attach.loads import to_event
 from balancer.errors import MalformedInput
 from events.catalog import LoadReported
 
-_RESOURCES = {"cpu": "cpu", "memory": "memory", "directMemory": "direct_memory",
-              "bandwidthIn": "bandwidth_in", "bandwidthOut": "bandwidth_out"}
-_RATES = {"msgRateIn": "msg_rate_in", "msgRateOut": "msg_rate_out",
-          "msgThroughputIn": "msg_throughput_in", "msgThroughputOut": "msg_throughput_out"}
+__all__ = ["read_reports", "to_event"]
 
 
 def _documents(path: Path) -> list[Any]:
@@ -37,47 +37,6 @@ def _documents(path: Path) -> list[Any]:
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as exc:
             raise MalformedInput(f"{path}: not JSON or JSON lines ({exc})", value=str(path)) from None
-
-
-def _broker_id(report: dict[str, Any], fallback: str) -> str:
-    for key in ("brokerId", "broker", "webServiceUrl", "pulsarServiceUrl"):
-        value = report.get(key)
-        if isinstance(value, str) and value:
-            parsed = urlparse(value)
-            return parsed.netloc or value
-    return fallback
-
-
-def _usage(raw: Any) -> dict[str, float]:
-    if not isinstance(raw, dict):
-        return {"usage": 0.0, "limit": 0.0}
-    return {"usage": float(raw.get("usage", 0.0)), "limit": float(raw.get("limit", 0.0))}
-
-
-def _bundles(stats: Any) -> list[dict[str, Any]]:
-    if not isinstance(stats, dict):
-        return []
-    return [{"bundle": name, "msg_rate_in": float(s.get("msgRateIn", 0.0)),
-             "msg_rate_out": float(s.get("msgRateOut", 0.0)),
-             "msg_throughput_in": float(s.get("msgThroughputIn", 0.0)),
-             "msg_throughput_out": float(s.get("msgThroughputOut", 0.0)),
-             "topics": int(s.get("topics", 0)), "producers": int(s.get("producerCount", 0)),
-             "consumers": int(s.get("consumerCount", 0))}
-            for name, s in sorted(stats.items()) if isinstance(s, dict)]
-
-
-def to_event(report: Any, *, where: str, fallback_broker: str) -> tuple[int, LoadReported]:
-    """(report time ms, the event) of one Pulsar report."""
-    if not isinstance(report, dict) or not isinstance(report.get("cpu"), dict):
-        raise MalformedInput(f"{where}: not a LocalBrokerData or BrokerLoadData report "
-                             "(no cpu usage)", value=where)
-    broker = _broker_id(report, fallback_broker)
-    load: dict[str, Any] = {ours: _usage(report.get(theirs)) for theirs, ours in _RESOURCES.items()}
-    load.update({ours: float(report.get(theirs, 0.0)) for theirs, ours in _RATES.items()})
-    load["topics"] = int(report.get("numTopics", report.get("topics")) or 0)
-    load["bundles"] = int(report.get("numBundles", report.get("bundleCount")) or 0)
-    ts = int(report.get("lastUpdate") or report.get("reportedAt") or report.get("updatedAt") or 0)
-    return ts, LoadReported(broker_id=broker, broker_load=load, bundles=_bundles(report.get("lastStats")))
 
 
 def read_reports(files: Iterable[str | Path]) -> list[tuple[int, LoadReported]]:

@@ -1,6 +1,8 @@
 """A kept cluster: what ``lbctl run --keep`` records so that other processes find the cluster.
 
-``<state-dir>/cluster.json`` (``ClusterSpec``) names the host. For Ray it names the log
+``<state-dir>/cluster.json`` (``ClusterSpec``) names the host. For ``pulsar`` (``lbctl attach``)
+the log in ``<state-dir>/log`` is a mirror of a real Pulsar cluster, and every process opens it
+read-only (``attach.link.MirrorLink``: the verbs read it; commands go to Pulsar's admin). For Ray it names the log
 directory (``<state-dir>/log``, where the Ray address is written) and the Ray namespace of the
 cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the log in
 ``<state-dir>/log``, from which each process restarts the recorded cluster (every body rebuilds
@@ -63,6 +65,12 @@ class ClusterSpec:
     """Stamped on every record of the cluster's log; a log of another cluster is refused."""
     web_service_url: str | None = None
     """The admin REST service the keeping process serves (``lbctl run --web-service-port``)."""
+    pulsar_url: str | None = None
+    """Host ``pulsar``: the web service URL of the real Pulsar cluster ``lbctl attach`` mirrors."""
+    pulsar_cluster: str | None = None
+    """Host ``pulsar``: that cluster's name."""
+    pulsar_manager: str | None = None
+    """Host ``pulsar``: its load manager, ``extensible`` or ``modular``."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -150,4 +158,9 @@ async def open_kept(directory: Path) -> Link:
             raise InvalidInput("the cluster file names no log directory; was it written by "
                                "`lbctl run --host ray --keep`?", value=spec.host)
         return await RayLink.connect(spec.deployment, log_dir=spec.log_dir)
-    raise InvalidInput(f"{directory}: host {spec.host!r}; accepted: {', '.join(HOSTS)}", value=spec.host)
+    if spec.host == "pulsar":
+        from attach.link import MirrorLink
+
+        return await MirrorLink.open(state_dir(directory) / LOG_SUBDIR, spec.pulsar_url)
+    raise InvalidInput(f"{directory}: host {spec.host!r}; accepted: {', '.join((*HOSTS, 'pulsar'))}",
+                       value=spec.host)

@@ -60,6 +60,14 @@ def samples() -> list[c.Message]:
     ]
 
 
+def later_samples() -> list[c.Message]:
+    """One message of every type added after the golden fixtures were stored."""
+    return [
+        c.SourceMessageRejected(source="persistent://pulsar/system/loadbalancer-service-unit-state",
+                                message_id="7:3:-1:-1", key=BUNDLE, value="{not json", error="not JSON"),
+    ]
+
+
 def golden_envelopes() -> list[Envelope]:
     stamper = Stamper(iter(range(1_700_000_000_000, 1_800_000_000_000, 1000)).__next__, counting_ids())
     return [stamper.seal(m, key=m.default_key(), seq=i, epoch=4, correlation_id="corr-1")
@@ -67,8 +75,10 @@ def golden_envelopes() -> list[Envelope]:
 
 
 def test_every_type_round_trips() -> None:
-    assert {type(m) for m in samples()} == {*c.EVENTS, *c.COMMANDS}
-    for envelope in golden_envelopes():
+    assert {type(m) for m in [*samples(), *later_samples()]} == {*c.EVENTS, *c.COMMANDS}
+    stamper = Stamper(iter(range(1_700_000_000_000, 1_800_000_000_000, 1000)).__next__, counting_ids())
+    later = [stamper.seal(m, key=m.default_key(), seq=i, epoch=4) for i, m in enumerate(later_samples(), 1)]
+    for envelope in [*golden_envelopes(), *later]:
         again = decode(encode(envelope))
         assert again == envelope
         assert again.message() == decode_message(encode(envelope))
