@@ -83,7 +83,7 @@ lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy balancer events projections actors web lbctl spark_replay bench
+	$(BIN)/mypy balancer events projections actors web lbctl spark_replay bench attach
 
 test: install kafka-jars pulsar-jars pulsar-admin-jars web-tools lint typecheck
 	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

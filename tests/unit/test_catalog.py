@@ -42,6 +42,17 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SplitCompleted": (1, ("boundaries", "children", "owner", "parent")),
     "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
+    "ProposalRecorded": (1, ("brokers", "folded", "mode", "moves", "predicted", "proposal_id",
+                             "run_ms", "skip", "strategy")),
+    "ExecutionRequested": (1, ("algorithm", "boundaries", "bundle", "decision", "dst",
+                               "execution_id", "from_version", "kind", "proposal_id", "request",
+                               "src")),
+    "ExecutionAccepted": (1, ("bundle", "execution_id", "message", "status")),
+    "ExecutionUnanswered": (1, ("bundle", "error", "execution_id")),
+    "ExecutionRefused": (1, ("bundle", "execution_id", "message", "status")),
+    "ExecutionConfirmed": (1, ("bundle", "children", "evidence", "execution_id", "owner",
+                               "waited_ms")),
+    "ExecutionFailed": (1, ("bundle", "detail", "execution_id", "reason", "state", "waited_ms")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -65,8 +76,8 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (16 events) and §2 (10 commands)
-    assert len(EVENTS) == 16
+    # contracts §1 (16 events, 7 of proposals and their executions) and §2 (10 commands)
+    assert len(EVENTS) == 23
     assert len(COMMANDS) == 10
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 

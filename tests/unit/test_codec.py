@@ -60,6 +60,26 @@ def samples() -> list[c.Message]:
     ]
 
 
+def later_samples() -> list[c.Message]:
+    """One message of every type added after the golden fixtures were stored."""
+    move = {"bundle": BUNDLE, "kind": "transfer", "source": "b1", "destination": "b2",
+            "reason": "Overloaded", "decision": DECISION, "load": {"msg_throughput_in": 1.5e6}}
+    run = {"execution_id": "drive-1:0", "bundle": BUNDLE}
+    return [
+        c.ProposalRecorded(proposal_id="drive-1", strategy="TransferShedder", mode="drive",
+                           run_ms=1_700_000_000_000, moves=[move], folded={"0": 41},
+                           brokers={"b1": {"weighted_max_ema": 0.81}}, predicted=None),
+        c.ExecutionRequested(**run, proposal_id="drive-1", kind="split", src="b1",
+                             algorithm="specified_positions_divide", boundaries=[2**30],
+                             decision=DECISION, from_version=3, request="PUT /admin/v2/..."),
+        c.ExecutionAccepted(**run, status=204),
+        c.ExecutionUnanswered(**run, error="timed out"),
+        c.ExecutionRefused(**run, status=412, message="Bundle is not owned"),
+        c.ExecutionConfirmed(**run, owner="b2", evidence="pulsar:channel@1:2:0", waited_ms=230),
+        c.ExecutionFailed(**run, reason="diverted", state={"state": "Owned", "owner": "b3"}),
+    ]
+
+
 def golden_envelopes() -> list[Envelope]:
     stamper = Stamper(iter(range(1_700_000_000_000, 1_800_000_000_000, 1000)).__next__, counting_ids())
     return [stamper.seal(m, key=m.default_key(), seq=i, epoch=4, correlation_id="corr-1")
@@ -67,8 +87,10 @@ def golden_envelopes() -> list[Envelope]:
 
 
 def test_every_type_round_trips() -> None:
-    assert {type(m) for m in samples()} == {*c.EVENTS, *c.COMMANDS}
-    for envelope in golden_envelopes():
+    assert {type(m) for m in [*samples(), *later_samples()]} == {*c.EVENTS, *c.COMMANDS}
+    stamper = Stamper(iter(range(1_700_000_000_000, 1_800_000_000_000, 1000)).__next__, counting_ids())
+    later = [stamper.seal(m, key=m.default_key(), seq=i, epoch=4) for i, m in enumerate(later_samples(), 1)]
+    for envelope in [*golden_envelopes(), *later]:
         again = decode(encode(envelope))
         assert again == envelope
         assert again.message() == decode_message(encode(envelope))
