@@ -83,6 +83,7 @@ class Steering:
     async def start(self, now_ms: int) -> None:
         """Read the whole log (a restart resumes from it) and end what it already decided."""
         await self.catch_up()
+        self.advisor.due(now_ms)  # the first decision cycle comes an interval from now
         await self._record(self.executions.settle(), now_ms)
         if self.executions.open:
             self.printer(f"{self.mode}: {len(self.executions.open)} execution(s) open from before; "
