@@ -15,14 +15,18 @@ from attach.execute import Executions
 from attach.proposals import Proposal, ProposedMove
 from balancer.config import LoadBalancerConfig
 from balancer.errors import Unavailable
-from events.catalog import ExecutionConfirmed, ExecutionFailed, ExecutionRequested, Message
+from events.catalog import (
+    ExecutionConfirmed,
+    ExecutionFailed,
+    ExecutionRefused,
+    ExecutionRequested,
+    Message,
+)
 from events.log.memory import MemoryEventLog
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
 from tests.unit.fake_pulsar import FakePulsar, fake_pulsar
 from tests.unit.mirrored import EXTENSIBLE, Mirrored
-
-TERMINAL = ("ExecutionRefused", "ExecutionConfirmed", "ExecutionFailed")
 
 
 def _config(extra: str = "") -> LoadBalancerConfig:
@@ -55,8 +59,8 @@ async def _ends(log: MemoryEventLog) -> dict[str, list[str]]:
         event = record.envelope.typed
         if isinstance(event, ExecutionRequested):
             ends.setdefault(event.execution_id, [])
-        elif record.envelope.type in TERMINAL:
-            ends.setdefault(getattr(event, "execution_id"), []).append(record.envelope.type)
+        elif isinstance(event, ExecutionRefused | ExecutionConfirmed | ExecutionFailed):
+            ends.setdefault(event.execution_id, []).append(record.envelope.type)
     return ends
 
 
