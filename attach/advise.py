@@ -14,6 +14,10 @@ Invariants:
   strategy's, else the project's placement on a view without the source, as the leader picks
   one); a move whose placement finds no broker other than its source is dropped, and a cycle
   left with none says ``NoBrokers``;
+- in advise mode the cycles keep Pulsar's cadence: the first move of each Pulsar shedding run
+  (a ``pulsar`` move an interval or more after the last one, less a half) sets the phase, and
+  cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs (a run that moved nothing
+  cannot be seen; the phase holds until the next one that did);
 - splits come from the leader's split rule (``split_decisions``, its hit counts kept across
   cycles) and only when the advisor is told to split;
 - pure: time and randomness are passed in; nothing here reads a clock or does I/O.
@@ -25,6 +29,7 @@ from random import Random
 
 from actors.leader_view import Placer, split_decisions
 from attach.proposals import (
+    ADVISE,
     DRIVE,
     SPLIT,
     TRANSFER,
@@ -49,6 +54,9 @@ from projections.shed_replay import LeaderReplay, remember_shed
 
 PULSAR_REASON = "pulsar"
 """The reason the mirror gives the moves Pulsar made itself."""
+PHASE_LEAD_MS = 1500
+"""In advise mode a cycle runs this long before Pulsar's next shedding run is due: Pulsar's
+run and ours then read the same load reports."""
 
 
 def interval_ms(config: LoadBalancerConfig) -> int:
@@ -67,6 +75,9 @@ class Advisor:
         self.split_hits = SplitHitCounts()
         self.folded_to: dict[int, int] = {}
         self.next_ms: int | None = None
+        self.phase_ms: int | None = None
+        """Advise mode: a time one interval apart from each of Pulsar's shedding runs, less the lead."""
+        self._last_pulsar: int | None = None
         self._placer: tuple[SheddingRun, Placer] | None = None
 
     @property
@@ -82,6 +93,7 @@ class Advisor:
         event = envelope.typed
         moved: TransferPrepared | UnloadRequested | None = None
         if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
+            self._pulsar_ran(envelope.ts_ms)
             moved = TransferPrepared(bundle=event.bundle, src=str(event.src), dst="",
                                      reason=PULSAR_REASON, decision={"strategy": self.strategy})
         elif isinstance(event, ExecutionRequested) and event.kind != SPLIT:
@@ -92,6 +104,21 @@ class Advisor:
             strategy = self.replay.run.strategy
             remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, envelope.ts_ms)
 
+    def _pulsar_ran(self, ts_ms: int) -> None:
+        gap = interval_ms(self.config)
+        if self.mode == ADVISE and (self._last_pulsar is None or ts_ms - self._last_pulsar > gap // 2):
+            self.phase_ms = ts_ms - min(PHASE_LEAD_MS, gap // 10)
+            self.next_ms = self.phase_ms + gap
+        self._last_pulsar = ts_ms
+
+    def _next(self, now_ms: int) -> int:
+        """The next cycle's time: an interval on, or Pulsar's next run less the lead."""
+        gap = interval_ms(self.config)
+        if self.phase_ms is None:
+            return now_ms + gap
+        ahead = (self.phase_ms - now_ms) % gap
+        return now_ms + ahead + (gap if ahead < gap // 2 else 0)
+
     # -- cycles ----------------------------------------------------------------------------
     def due(self, now_ms: int) -> bool:
         """Whether a cycle runs at ``now_ms`` (the first one an interval after the first ask)."""
@@ -101,7 +128,7 @@ class Advisor:
 
     def decide(self, now_ms: int) -> Proposal:
         """One cycle: the strategy's moves (with destinations), then the splits."""
-        self.next_ms = now_ms + interval_ms(self.config)
+        self.next_ms = self._next(now_ms)
         run = self.replay.run
         memory = self.replay.memory
         run.memory = SheddingMemory(dict(memory.recently_unloaded), dict(memory.recently_unloaded_brokers))

@@ -18,14 +18,15 @@ Invariants:
 - ``dry_run`` records and sends nothing: it prints each request it would send;
 - Pulsar's own placement of new bundles (lookups) is untouched: drive mode sends only unloads
   with a destination and splits;
-- this hook's records go under ``PROPOSALS_KEY`` at epoch 0 (no election fences them).
+- this hook's records go under ``PROPOSALS_KEY``, through the log's single writer (the mirror's
+  ``append``) when there is one, else straight to the log at epoch 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from random import Random
 
 from attach.advise import Advisor
@@ -39,6 +40,17 @@ from events.log.port import DeadLetter, EventLog, Record
 from projections.ownership import OwnershipProjection
 
 Printer = Callable[[str], None]
+Appender = Callable[[str, Sequence[Event], int, str], Awaitable[object]]
+"""Appends events under a key, stamped at a time, with a causation id: the log's single writer
+(the mirror) when there is one."""
+
+
+def direct_appender(log: EventLog) -> Appender:
+    """Appends straight to ``log`` at epoch 0 (a log this hook is the only writer of a key of)."""
+    async def append(key: str, events: Sequence[Event], ts_ms: int, cause: str) -> object:
+        return await log.append(key, list(events), epoch=0, causation_id=cause or None)
+
+    return append
 
 
 class DriveRefused(InvalidInput):
@@ -64,11 +76,12 @@ class Steering:
 
     def __init__(self, log: EventLog, config: LoadBalancerConfig, mode: str, *,
                  admin: PulsarAdmin | None = None, dry_run: bool = False, splits: bool = True,
-                 printer: Printer = print, rng: Random | None = None) -> None:
+                 printer: Printer = print, rng: Random | None = None, append: Appender | None = None) -> None:
         if mode == DRIVE and admin is None:
             raise InvalidInput("drive mode needs Pulsar's admin URL", value=mode)
         self.log, self.config, self.mode, self.admin = log, config, mode, admin
         self.dry_run, self.printer = dry_run, printer
+        self.append = append or direct_appender(log)
         self.advisor = Advisor(config, mode, rng=rng or Random(0), splits=splits)
         self.executions = Executions(per_cycle=config.attach_drive_max_executions_per_cycle,
                                      per_minute=config.attach_drive_max_executions_per_minute,
@@ -145,7 +158,7 @@ class Steering:
             event = self.unwritten[0]
             cause = str(getattr(event, "execution_id", "") or getattr(event, "proposal_id", ""))
             try:
-                await self.log.append(PROPOSALS_KEY, [event], epoch=0, causation_id=cause or None)
+                await self.append(PROPOSALS_KEY, [event], now_ms, cause)
             except (LoadBalancerError, OSError) as exc:
                 self.printer(f"{self.mode}: the log refused {event.TYPE} ({exc}); written next cycle")
                 return False
