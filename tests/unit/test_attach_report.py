@@ -4,7 +4,14 @@ agreement counted, each disagreement with the load each side saw; and drive's ex
 from __future__ import annotations
 
 from attach.drive import Steering
-from attach.report import advise_report, executions, render_advise, render_drive, render_html, to_json
+from attach.report import (
+    advise_report,
+    executions,
+    render_advise,
+    render_drive,
+    render_html,
+    to_json,
+)
 from balancer.config import LoadBalancerConfig
 from tests.unit.fake_pulsar import fake_pulsar
 from tests.unit.mirrored import EXTENSIBLE, Mirrored
