@@ -189,8 +189,7 @@ class Steering:
         assert admin is not None
         try:
             if request.kind == SPLIT:
-                return await asyncio.to_thread(admin.split, request.bundle, str(request.algorithm),
-                                               request.boundaries), ""
+                return await asyncio.to_thread(admin.split, request.bundle, str(request.algorithm)), ""
             return await asyncio.to_thread(admin.unload, request.bundle, str(request.dst)), ""
         except Unavailable as exc:
             return None, exc.message

@@ -28,6 +28,7 @@ from balancer.errors import ConfigError, Unavailable
 from lbctl.admin_http import AdminHttp, refusal
 
 MAX_REDIRECTS = 5
+REASON_CHARS = 300
 TIMEOUT_S = 30.0
 SHEDDING_KEY = "loadBalancerSheddingEnabled"
 SPLIT_KEY = "loadBalancerAutoBundleSplitEnabled"
@@ -111,12 +112,13 @@ class PulsarAdmin:
         return self.request("PUT", f"/admin/v2/namespaces/{bundle}/unload",
                             query={"destinationBroker": destination})
 
-    def split(self, bundle: str, algorithm: str, boundaries: list[int] | None) -> Answer:
-        """Split ``bundle`` without unloading the children; ``boundaries`` for
-        ``specified_positions_divide``."""
+    def split(self, bundle: str, algorithm: str) -> Answer:
+        """Split ``bundle`` by Pulsar's ``algorithm`` without unloading the children. No split
+        positions are sent: Pulsar 4.0.7's extensible manager answers 500 ("Bundle ... not
+        found under namespace") to ``specified_positions_divide`` with positions, and the
+        default algorithm computes the boundary the project's decision chose."""
         return self.request("PUT", f"/admin/v2/namespaces/{bundle}/split",
-                            query={"unload": "false", "splitAlgorithmName": algorithm},
-                            body=list(boundaries) if boundaries else None)
+                            query={"unload": "false", "splitAlgorithmName": algorithm})
 
     def settings(self) -> dict[str, str]:
         """Pulsar's current broker settings: the runtime values, dynamic overrides on top."""
@@ -133,13 +135,17 @@ def describe(method: str, path: str, query: Mapping[str, str] | None = None) -> 
 
 
 def _reason(text: str) -> str:
+    """Pulsar's own words: a JSON ``reason``, else the ``Message:`` line of its error page (a
+    500 carries a stack trace after it), else the first line, at most ``REASON_CHARS``."""
     try:
         found = json.loads(text)
     except json.JSONDecodeError:
-        return text.strip()
+        found = None
     if isinstance(found, dict) and "reason" in found:
-        return str(found["reason"])
-    return text.strip()
+        return str(found["reason"])[:REASON_CHARS]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    said = next((line[len("Message:"):].strip() for line in lines if line.startswith("Message:")), None)
+    return (said or (lines[0] if lines else ""))[:REASON_CHARS]
 
 
 def enabled(settings: Mapping[str, str], key: str, default: bool = True) -> bool:

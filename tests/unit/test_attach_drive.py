@@ -13,6 +13,7 @@ import pytest
 from attach.drive import DriveRefused, Steering, preflight
 from attach.execute import Executions
 from attach.proposals import Proposal, ProposedMove
+from attach.pulsar_admin import _reason, load_balancer_config
 from balancer.config import LoadBalancerConfig
 from balancer.errors import Unavailable
 from events.catalog import (
@@ -283,3 +284,45 @@ async def test_a_log_outage_loses_no_record_and_sends_nothing_unrecorded() -> No
     kinds = Counter(r.envelope.type for r in await _typed(m.log))
     assert kinds["ProposalRecorded"] == 1 and steering.unwritten == []
 
+
+
+async def test_a_split_is_sent_with_pulsars_algorithm_and_confirmed_by_the_split_in_the_channel() -> None:
+    m = Mirrored()
+    bundles = await m.cluster(["b1", "b2"], bundles=2)
+    await m.report("b1", {bundles[0]: 30.0})
+    await m.report("b2", {bundles[1]: 1.0})
+    config = _config("loadBalancerAutoBundleSplitEnabled=true\nloadBalancerNamespaceBundleMaxMsgRate=1000\n"
+                     "loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0\n"
+                     "loadBalancerBrokerLoadTargetStd=10\n")  # no shedding: only the split
+    async with fake_pulsar() as fake:
+        steering = await _started(m, fake, config)
+        proposal = await steering.cycle(m.clock.advance(60_000))
+        assert proposal is not None and [x.kind for x in proposal.moves] == ["split"]
+        (call,) = fake.moves()
+        assert call.path == f"/admin/v2/namespaces/{bundles[0]}/split" and call.body == ""
+        assert call.query == {"unload": "false", "splitAlgorithmName": "range_equally_divide"}
+        children = await m.pulsar_split(bundles[0], "b1", 0x40000000)
+        await steering.cycle(m.clock.advance(500))
+    (confirmed,) = await _events(m.log, ExecutionConfirmed)
+    assert confirmed.children == children and confirmed.owner == "b1"
+
+
+def test_pulsars_settings_are_read_as_broker_conf_keys_and_its_error_pages_as_one_line() -> None:
+    settings = {  # as GET /admin/v2/brokers/configuration/runtime answers on Pulsar 4.0.7
+        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+        "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+        "loadBalancerOverrideBrokerNicSpeedGbps": "Optional.empty",
+        "supportedNamespaceBundleSplitAlgorithms": "[range_equally_divide, topic_count_equally_divide]",
+        "loadBalancerServiceUnitTableViewSyncer": "None", "loadBalancerCPUResourceWeight": "0.0",
+        "loadBalancerBandwithInResourceWeight": "1.0", "loadBalancerSheddingEnabled": "false",
+        "loadBalancerBrokerOverloadedThresholdPercentage": "eighty", "webServicePort": "8080"}
+    config, notes = load_balancer_config(settings, {"attachDriveMaxExecutionsPerMinute": "2"})
+    assert config.extensible and config.load_balancer_load_shedding_strategy == "TransferShedder"
+    assert config.supported_namespace_bundle_split_algorithms == ("range_equally_divide", "topic_count_equally_divide")
+    assert config.load_balancer_cpu_resource_weight == 0.0 and config.attach_drive_max_executions_per_minute == 2
+    assert any("loadBalancerBrokerOverloadedThresholdPercentage='eighty'" in n for n in notes)
+    assert any("runs TransferShedder" in n for n in notes)
+    page = ("\n --- An unexpected error occurred in the server ---\n\nMessage: Namespace bundle: t/n/0x0_0x1 "
+            "own by b1, cannot be transfer to same broker.\n\nStacktrace:\n\njava.lang.IllegalArgumentException")
+    assert _reason(page) == "Namespace bundle: t/n/0x0_0x1 own by b1, cannot be transfer to same broker."
+    assert _reason('{"reason": "Not allowed"}') == "Not allowed"
