@@ -5,7 +5,8 @@ Advise: each advise proposal is a cycle at ``run_ms``; Pulsar's own moves in tha
 ``pulsar``-reason transfers and unloads stamped in ``[run_ms, next run_ms)`` (the cycle decided
 just before Pulsar's next shedding run, on the load Pulsar was about to read), less the moves
 that executed one of this project's requests. A move of ours and one of Pulsar's agree when
-bundle, source and destination are the same; ``destination`` differs when only that differs.
+bundle, source and destination are the same (or bundle and source, where Pulsar unloaded without
+a destination: the modular manager); ``destination`` differs when only that differs.
 
 Invariants:
 - pure: built from records (any order; sorted by time, then partition and offset) and nothing
@@ -68,12 +69,16 @@ class CycleCompare:
 
     @property
     def matched(self) -> list[ProposedMove]:
-        theirs = {(p.bundle, p.source, p.destination) for p in self.pulsar}
-        return [m for m in self.ours if (m.bundle, m.source, m.destination) in theirs]
+        """Ours that Pulsar made too: same bundle, source and destination, or same bundle and
+        source where Pulsar named no destination (an unload, placed on the next lookup)."""
+        exact = {(p.bundle, p.source, p.destination) for p in self.pulsar}
+        unplaced = {(p.bundle, p.source) for p in self.pulsar if p.destination is None}
+        return [m for m in self.ours
+                if (m.bundle, m.source, m.destination) in exact or (m.bundle, m.source) in unplaced]
 
     @property
     def destination_differs(self) -> list[ProposedMove]:
-        theirs = {(p.bundle, p.source) for p in self.pulsar}
+        theirs = {(p.bundle, p.source) for p in self.pulsar if p.destination is not None}
         exact = self.matched
         return [m for m in self.ours if (m.bundle, m.source) in theirs and m not in exact]
 

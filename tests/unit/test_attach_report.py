@@ -4,6 +4,7 @@ agreement counted, each disagreement with the load each side saw; and drive's ex
 from __future__ import annotations
 
 from attach.drive import Steering
+from attach.proposals import Proposal, ProposedMove
 from attach.report import (
     advise_report,
     executions,
@@ -13,6 +14,7 @@ from attach.report import (
     to_json,
 )
 from balancer.config import LoadBalancerConfig
+from events.catalog import UnloadRequested
 from tests.unit.fake_pulsar import fake_pulsar
 from tests.unit.mirrored import EXTENSIBLE, Mirrored
 
@@ -85,3 +87,17 @@ async def test_pulsar_executing_our_requests_is_not_counted_as_its_own_shedding(
     assert row.outcome == "confirmed" and row.answer.startswith("204")
     assert row.decision_to_owned_ms == 300
     assert "confirmed 1" in render_drive([row]) and "decision->Owned 300 ms" in render_drive([row])
+
+
+async def test_a_pulsar_unload_without_destination_agrees_on_bundle_and_source() -> None:
+    m = Mirrored()
+    b = await m.cluster(["b1", "b2"], bundles=2, owners={0: "b1", 1: "b1"})
+    ours = ProposedMove(b[0], "transfer", "b1", "b2", "Overloaded")
+    other = ProposedMove(b[1], "transfer", "b1", "b2", "Overloaded")
+    proposal = Proposal("advise-1", "UniformLoadShedder", "advise", m.clock(), (ours, other))
+    await m.log.append("_proposals", [proposal.to_event()], epoch=0)
+    m.clock.advance(1500)
+    await m.put("public/default", UnloadRequested(bundle=b[0], src="b1", reason="pulsar"))
+    report = advise_report((await m.log.read()).records)
+    assert [x.bundle for x in report.cycles[0].matched] == [b[0]]
+    assert report.summary()["matched"] == 1 and not report.cycles[0].agrees
