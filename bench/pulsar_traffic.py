@@ -21,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import logging
+import os
 import socket
 import sys
 import threading
@@ -207,12 +207,14 @@ def run_traffic(plan: TrafficPlan, *, stop: threading.Event | None = None,
         client.close()
 
 
-def quiet_logger() -> logging.Logger:
+def quiet_logger() -> Any:
     """A logger for `pulsar.Client(logger=...)` that drops everything: the client logs every
-    (re)connection and retry on stdout; a run counts its failures in its report instead."""
-    logger = logging.getLogger("pulsar.traffic")
-    logger.setLevel(logging.CRITICAL)
-    return logger
+    (re)connection and retry on stdout; a run counts its failures in its report instead. The C++
+    client's own file logger, not a Python `logging.Logger`: with a Python logger the process
+    sometimes aborts at exit (pulsar-client-python issue 256)."""
+    import pulsar
+
+    return pulsar.FileLogger(pulsar.LoggerLevel.Error, os.devnull)
 
 
 def _check_reachable(plan: TrafficPlan) -> None:
