@@ -4,9 +4,9 @@ destination, a dry run sends and records nothing, and a cluster that sheds by it
 
 The traffic of this module runs in a namespace of its own, every bundle of it first put on one
 broker (Pulsar's own unloads with a destination), so the first broker carries all of it. The
-project's strategy here is UniformLoadShedder: on one machine Pulsar reports no NIC speed
-(bandwidth limits below 0), so every usage-based figure, TransferShedder's included, is 0 and
-only message rates and throughput tell the brokers apart.
+project's settings are the shipped conf/attach-one-host.conf (UniformLoadShedder: on one host
+every broker shows the same usage, so TransferShedder sees no load; message rates and throughput
+tell the brokers apart).
 """
 
 from __future__ import annotations
@@ -32,17 +32,7 @@ from tests.pulsar_server import PulsarCluster
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
 
 CHANNEL = "persistent://pulsar/system/loadbalancer-service-unit-state"
-DRIVE_CONF = """\
-loadBalancerLoadSheddingStrategy=UniformLoadShedder
-minUnloadMessage=10
-minUnloadMessageThroughput=10000
-loadBalancerMsgRateDifferenceShedderThreshold=20
-loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold=1.5
-attachDecisionIntervalSeconds=10
-attachDriveMaxExecutionsPerCycle=1
-attachDriveMaxExecutionsPerMinute=6
-attachDriveExecutionTimeoutSeconds=30
-"""
+ONE_HOST = Path(__file__).resolve().parents[2] / "conf" / "attach-one-host.conf"
 
 
 @dataclass
@@ -66,7 +56,7 @@ def _owners(cluster: PulsarCluster, namespace: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def skewed(pulsar_cluster: PulsarCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skewed]:
+def skewed(pulsar_cluster: PulsarCluster) -> Iterator[Skewed]:
     """Zipf traffic on 16 topics of a new namespace of 8 bundles, all of them on broker 0."""
     cluster = pulsar_cluster
     namespace = f"public/drive-{uuid.uuid4().hex[:8]}"
@@ -88,10 +78,8 @@ def skewed(pulsar_cluster: PulsarCluster, tmp_path_factory: pytest.TempPathFacto
     _everything_on(cluster, namespace, cluster.broker_ids[0])
     assert not failed, failed
     time.sleep(15)  # Pulsar's load reports follow the new load
-    conf = tmp_path_factory.mktemp("drive") / "drive.conf"
-    conf.write_text(DRIVE_CONF)
     try:
-        yield Skewed(cluster, namespace, conf, stop)
+        yield Skewed(cluster, namespace, ONE_HOST, stop)
     finally:
         stop.set()
         worker.join(timeout=60)

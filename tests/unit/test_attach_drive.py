@@ -6,6 +6,7 @@ restart of attach)."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -326,3 +327,10 @@ def test_pulsars_settings_are_read_as_broker_conf_keys_and_its_error_pages_as_on
             "own by b1, cannot be transfer to same broker.\n\nStacktrace:\n\njava.lang.IllegalArgumentException")
     assert _reason(page) == "Namespace bundle: t/n/0x0_0x1 own by b1, cannot be transfer to same broker."
     assert _reason('{"reason": "Not allowed"}') == "Not allowed"
+
+
+def test_the_shipped_one_host_settings_choose_a_strategy_that_reads_rates() -> None:
+    conf = Path(__file__).resolve().parents[2] / "conf" / "attach-one-host.conf"
+    config = LoadBalancerConfig.from_broker_conf(conf.read_text())
+    assert config.load_balancer_load_shedding_strategy == "UniformLoadShedder"
+    assert config.attach_drive_max_executions_per_cycle == 1 and config.attach_decision_interval_seconds == 10
