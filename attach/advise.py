@@ -16,8 +16,9 @@ Invariants:
   left with none says ``NoBrokers``;
 - in advise mode the cycles keep Pulsar's cadence: the first move of each Pulsar shedding run
   (a ``pulsar`` move an interval or more after the last one, less a half) sets the phase, and
-  cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs (a run that moved nothing
-  cannot be seen; the phase holds until the next one that did);
+  cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs and decide for the time of
+  that run: the time-bound rules (grace period, cool-down, data age) end when Pulsar's do (a run
+  that moved nothing cannot be seen; the phase holds until the next one that did);
 - splits come from the leader's split rule (``split_decisions``, its hit counts kept across
   cycles) and only when the advisor is told to split;
 - pure: time and randomness are passed in; nothing here reads a clock or does I/O.
@@ -78,6 +79,7 @@ class Advisor:
         self.phase_ms: int | None = None
         """Advise mode: a time one interval apart from each of Pulsar's shedding runs, less the lead."""
         self._last_pulsar: int | None = None
+        self._burst_ms = 0
         self._placer: tuple[SheddingRun, Placer] | None = None
 
     @property
@@ -92,8 +94,9 @@ class Advisor:
         self.replay.fold(offset, envelope)
         event = envelope.typed
         moved: TransferPrepared | UnloadRequested | None = None
+        when = envelope.ts_ms
         if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
-            self._pulsar_ran(envelope.ts_ms)
+            when = self._pulsar_ran(envelope.ts_ms)
             moved = TransferPrepared(bundle=event.bundle, src=str(event.src), dst="",
                                      reason=PULSAR_REASON, decision={"strategy": self.strategy})
         elif isinstance(event, ExecutionRequested) and event.kind != SPLIT:
@@ -102,14 +105,19 @@ class Advisor:
                                      decision={**event.decision, "strategy": self.strategy})
         if moved is not None:
             strategy = self.replay.run.strategy
-            remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, envelope.ts_ms)
+            remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, when)
 
-    def _pulsar_ran(self, ts_ms: int) -> None:
+    def _pulsar_ran(self, ts_ms: int) -> int:
+        """A move of Pulsar's at ``ts_ms``; the time of the run it belongs to: its burst's first
+        move (one run's moves can be seen a poll apart, and Pulsar remembers them at one time)."""
         gap = interval_ms(self.config)
-        if self.mode == ADVISE and (self._last_pulsar is None or ts_ms - self._last_pulsar > gap // 2):
-            self.phase_ms = ts_ms - min(PHASE_LEAD_MS, gap // 10)
-            self.next_ms = self.phase_ms + gap
+        if self._last_pulsar is None or ts_ms - self._last_pulsar > gap // 2:
+            self._burst_ms = ts_ms
+            if self.mode == ADVISE:
+                self.phase_ms = ts_ms - min(PHASE_LEAD_MS, gap // 10)
+                self.next_ms = self.phase_ms + gap
         self._last_pulsar = ts_ms
+        return self._burst_ms
 
     def _next(self, now_ms: int) -> int:
         """The next cycle's time: an interval on, or Pulsar's next run less the lead."""
@@ -118,6 +126,13 @@ class Advisor:
             return now_ms + gap
         ahead = (self.phase_ms - now_ms) % gap
         return now_ms + ahead + (gap if ahead < gap // 2 else 0)
+
+    def _decided_for(self, now_ms: int) -> int:
+        """The time a cycle decides for: now, or in advise mode once phase-locked the time of
+        Pulsar's run it precedes (grace periods and cool-downs then end when Pulsar's do)."""
+        if self.mode != ADVISE or self.phase_ms is None:
+            return now_ms
+        return now_ms + min(PHASE_LEAD_MS, interval_ms(self.config) // 10)
 
     # -- cycles ----------------------------------------------------------------------------
     def due(self, now_ms: int) -> bool:
@@ -132,7 +147,7 @@ class Advisor:
         run = self.replay.run
         memory = self.replay.memory
         run.memory = SheddingMemory(dict(memory.recently_unloaded), dict(memory.recently_unloaded_brokers))
-        view = self.replay.view(now_ms)
+        view = self.replay.view(self._decided_for(now_ms))
         result = run.run(view)
         moves = [m for m in (self._move(d, now_ms) for d in result.decisions) if m is not None]
         skip = None if result.skip is None else str(result.skip)

@@ -146,3 +146,20 @@ async def test_a_hot_bundle_is_proposed_for_a_split_only_when_the_advisor_splits
             continue
         assert {x.bundle for x in split} == set(bundles)
         assert all(x.reason == "split:MsgRate" and x.decision["boundaries"] for x in split)
+
+
+async def test_advise_cycles_lock_onto_pulsars_runs_and_remember_a_run_at_its_first_move() -> None:
+    m = Mirrored()
+    bundles = await _skewed(m)
+    config = LoadBalancerConfig.from_broker_conf(EXTENSIBLE)
+    advisor = Advisor(config, "advise", rng=Random(1))
+    t0 = m.clock.advance(20_000)
+    await m.pulsar_transfer(bundles[0], "b1", "b2")
+    m.clock.advance(1000)  # the same run, seen a poll later
+    await m.pulsar_transfer(bundles[1], "b1", "b2")
+    for record in (await m.log.read()).records:
+        advisor.fold(record.partition, record.offset, record.envelope)
+    assert advisor.next_ms == t0 + 60_000 - 1500  # just before Pulsar's next run
+    assert advisor.replay.memory.recently_unloaded[bundles[1]] == t0
+    proposal = advisor.decide(t0 + 58_500)
+    assert advisor.next_ms == t0 + 120_000 - 1500 and proposal.run_ms == t0 + 58_500
