@@ -29,7 +29,7 @@ Invariants:
   reports, at most ``wait_ms`` of them, are not mirrored); a source that fails (Pulsar
   unreachable) is named in ``status`` and tried again next cycle, nothing read is lost;
 - ``DIR/cluster.json`` names the host ``pulsar`` with the URL and cluster, so every verb opens the
-  directory read-only (``attach.link``).
+  directory read-only (``actors.cluster.mirror_link``).
 """
 
 from __future__ import annotations

@@ -331,6 +331,20 @@ class LoadBalancerConfig:
         "embeddedLogRetentionEnabled", False, boolean,
         "embedded log: after each snapshot, drop whole segments below every reader's oldest snapshot "
         "and checkpoint (off: the log grows forever; `lbctl log retain` drops on request)", folds=False)
+    attach_decision_interval_seconds: int = setting(
+        "attachDecisionIntervalSeconds", 0, NONNEG_I,
+        "lbctl attach --mode advise|drive: seconds between decision cycles "
+        "(0: loadBalancerSheddingIntervalMinutes)", folds=False)
+    attach_drive_max_executions_per_cycle: int = setting(
+        "attachDriveMaxExecutionsPerCycle", 1, POS_I,
+        "lbctl attach --mode drive: unloads and splits sent to Pulsar per decision cycle", folds=False)
+    attach_drive_max_executions_per_minute: int = setting(
+        "attachDriveMaxExecutionsPerMinute", 4, POS_I,
+        "lbctl attach --mode drive: unloads and splits sent to Pulsar in any 60 s", folds=False)
+    attach_drive_execution_timeout_seconds: int = setting(
+        "attachDriveExecutionTimeoutSeconds", 60, POS_I,
+        "lbctl attach --mode drive: seconds an execution may take to show in Pulsar's ownership "
+        "channel before it is recorded as timed out", folds=False)
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     ignored: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Keys of other broker components that were read and ignored (Pulsar's loader takes them)."""

@@ -68,6 +68,8 @@ SUITE: tuple[Module, ...] = (
            timeout_quick_s=300.0, timeout_full_s=3000.0),
     Module("bench.scale_ray", ("S1r",), "cold start on Ray with real Kafka",
            timeout_quick_s=600.0, timeout_full_s=3600.0, on_request=True),
+    Module("bench.pulsar_drive", ("P3",), "drive mode on a real Pulsar: decision to Owned",
+           timeout_quick_s=600.0, timeout_full_s=1500.0, on_request=True),
 )
 ALL_IDS = tuple(i for m in SUITE for i in m.ids)
 

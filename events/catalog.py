@@ -27,6 +27,9 @@ LEADER_KEY = "_leader"
 CLUSTER_KEY = "_cluster"
 MIRROR_KEY = "_mirror"
 """The key of what a mirror of another system (``lbctl attach``) could not translate."""
+PROPOSALS_KEY = "_proposals"
+"""The key of proposals and of their executions on an attached Pulsar cluster: one key, so one
+order of a proposal and every step of its executions on any log."""
 
 # The three topics of ARCHITECTURE §2; ``Message.TOPIC`` names the one a message belongs to.
 EVENTS_TOPIC = "events"
@@ -270,6 +273,128 @@ class SourceMessageRejected(Event):
         return MIRROR_KEY
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProposalRecorded(Event):
+    """One decision cycle's moves as a proposal, recorded whether or not anything executes it.
+
+    ``mode``: ``advise`` (never executed) or ``drive`` (its moves are executed, each one traced
+    by the Execution* events naming ``proposal_id``). Each move is a plain dict: ``bundle``,
+    ``kind`` (transfer | unload | split), ``source``, ``destination``, ``reason``, ``decision``
+    (the strategy's own numbers; a destination placement chose is marked by ``placement``),
+    ``load`` (the bundle's reported rates). ``skip``: why a cycle proposes nothing. ``folded``:
+    partition (as text) -> the last offset folded when the cycle ran; ``brokers``: the load each
+    broker showed the cycle; ``predicted``: the balance expected after the moves (None: not
+    computed)."""
+
+    proposal_id: str
+    strategy: str
+    mode: str
+    run_ms: int
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    skip: str | None = None
+    folded: dict[str, int] = field(default_factory=dict)
+    brokers: dict[str, Any] = field(default_factory=dict)
+    predicted: dict[str, Any] | None = None
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionRequested(Event):
+    """A proposal's move sent to the cluster's admin API: ``kind`` transfer (an unload with
+    ``dst``) or split (``algorithm``, ``boundaries`` when chosen); ``from_version`` is the
+    bundle's ownership version when it was sent (what a confirmation must come after)."""
+
+    execution_id: str
+    proposal_id: str
+    bundle: str
+    kind: str
+    src: str
+    dst: str | None = None
+    algorithm: str | None = None
+    boundaries: list[int] | None = None
+    decision: dict[str, Any] = field(default_factory=dict)
+    from_version: int = 0
+    request: str = ""
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionAccepted(Event):
+    """The admin API answered the request with a 2xx ``status``."""
+
+    execution_id: str
+    bundle: str
+    status: int
+    message: str = ""
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionUnanswered(Event):
+    """No answer came (the connection failed or timed out): the move may or may not happen; the
+    execution stays open until the ownership channel shows it or its time is up."""
+
+    execution_id: str
+    bundle: str
+    error: str
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionRefused(Event):
+    """Terminal: the admin API answered with a non-2xx ``status`` and ``message``."""
+
+    execution_id: str
+    bundle: str
+    status: int
+    message: str
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionConfirmed(Event):
+    """Terminal: the ownership channel shows the move done: the bundle Owned at ``owner`` (the
+    destination), or the split's ``children``; ``evidence`` names the record that showed it
+    (its causation id, else partition:offset); ``waited_ms`` from the request."""
+
+    execution_id: str
+    bundle: str
+    owner: str
+    children: list[str] = field(default_factory=list)
+    evidence: str = ""
+    waited_ms: int = 0
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionFailed(Event):
+    """Terminal: no confirmation. ``reason``: ``timeout`` (not done within the setting),
+    ``diverted`` (Owned at another broker), ``gone`` (the bundle no longer exists, not by this
+    split), ``shutdown`` (attach stopped first); ``state`` is what the ownership view showed."""
+
+    execution_id: str
+    bundle: str
+    reason: str
+    detail: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+    waited_ms: int = 0
+
+    def default_key(self) -> str:
+        return PROPOSALS_KEY
+
+
 # -- commands -------------------------------------------------------------------------------
 
 
@@ -382,7 +507,8 @@ EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
-    CommandRejected, SourceMessageRejected,
+    CommandRejected, SourceMessageRejected, ProposalRecorded, ExecutionRequested, ExecutionAccepted, ExecutionUnanswered,
+    ExecutionRefused, ExecutionConfirmed, ExecutionFailed,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,

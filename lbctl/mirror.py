@@ -30,6 +30,7 @@ from actors.cluster.kept import read_spec, state_dir, write_spec
 from attach.mirror import Cycle, CycleHook, Mirror, status_line
 from attach.source import EXTENSIBLE, MODULAR, PulsarSource
 from balancer.errors import MalformedInput
+from lbctl import steer
 from lbctl.admin_http import AdminHttp, endpoint
 
 LINE_EVERY_S = 1.0
@@ -66,6 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="serve the dashboard, /metrics and the read side of the admin API for "
                              "the mirror on 127.0.0.1:PORT (0: a free port)")
     parser.add_argument("--plain", action="store_true", help="a progress line every 10 s even on a terminal")
+    steer.add_arguments(parser)
     parser.set_defaults(handler=_handle)
 
 
@@ -87,7 +89,9 @@ def check(args: argparse.Namespace) -> AdminHttp:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    return asyncio.run(attach(args, check(args)))
+    http = check(args)
+    hook = steer.prepare(args, http)  # advise or drive: refused here, before anything is read
+    return asyncio.run(attach(args, http, [] if hook is None else [hook]))
 
 
 async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[CycleHook] = ()) -> int:
@@ -109,6 +113,10 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
         printer = _Printer(mirror, plain=args.plain or not sys.stdout.isatty())
         await mirror.run(stop=stop, minutes=args.minutes, on_cycle=_chain([*hooks, printer]))
         printer.done()
+        for hook in hooks:
+            close = getattr(hook, "close", None)
+            if close is not None:
+                await close()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -123,7 +131,7 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
 
 async def _serve(mirror: Mirror, port: int):  # type: ignore[no-untyped-def]
     from actors.api import Cluster
-    from attach.link import MirrorLink
+    from actors.cluster.mirror_link import MirrorLink
     from web.serve import serve
 
     assert mirror.view is not None

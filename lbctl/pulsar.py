@@ -1,4 +1,5 @@
-"""``lbctl pulsar VERB``: tools for a real Apache Pulsar cluster; ``traffic`` for now.
+"""``lbctl pulsar VERB``: tools for a real Apache Pulsar cluster: ``traffic``, and the reports of
+attach's advise and drive modes, ``advise-report`` and ``drive-report`` (``lbctl.steer``).
 
 ``lbctl pulsar traffic --service-url pulsar://HOST:PORT [--namespace T/NS] [--topics N]
 [--rate MSG_S] [--seconds S] [--messages N] [--zipf A] [--size BYTES]`` produces and consumes
@@ -19,6 +20,7 @@ import sys
 import threading
 
 from bench.pulsar_traffic import TrafficPlan, run_traffic
+from lbctl import steer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          help="topics are PREFIX-000, PREFIX-001, ... (default traffic)")
     traffic.add_argument("--json", action="store_true", help="print the report as JSON")
     traffic.set_defaults(handler=_traffic)
+    steer.add_report_verbs(verbs)  # advise-report, drive-report
 
 
 def _traffic(args: argparse.Namespace) -> int:

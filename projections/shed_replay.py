@@ -33,6 +33,7 @@ from typing import Any
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, ShedResult
 from balancer.ownership import AcceptMode
+from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
 from events.catalog import (
     BrokerLeft,
@@ -181,10 +182,14 @@ class LeaderReplay:
         self.run.memory = SheddingMemory(dict(self.memory.recently_unloaded),
                                          dict(self.memory.recently_unloaded_brokers))
 
+    def view(self, now_ms: int, *, placing: bool = False, exclude: Iterable[str] = ()) -> ClusterView:
+        """The leader's view at ``now_ms``: a shedding run's, or a placement's (``placing``)
+        without the draining brokers and those in ``exclude``."""
+        return cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
+                            registry=self.registry, exclude=(*self.draining, *exclude), placing=placing)
+
     def shed(self, now_ms: int) -> ShedResult:
-        view = cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
-                            registry=self.registry, exclude=tuple(self.draining), placing=False)
-        return self.run.run(view)
+        return self.run.run(self.view(now_ms))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ``<state-dir>/cluster.json`` (``ClusterSpec``) names the host. For ``pulsar`` (``lbctl attach``)
 the log in ``<state-dir>/log`` is a mirror of a real Pulsar cluster, and every process opens it
-read-only (``attach.link.MirrorLink``: the verbs read it; commands go to Pulsar's admin). For Ray it names the log
+read-only (``actors.cluster.mirror_link.MirrorLink``: the verbs read it; commands go to Pulsar's admin). For Ray it names the log
 directory (``<state-dir>/log``, where the Ray address is written) and the Ray namespace of the
 cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the log in
 ``<state-dir>/log``, from which each process restarts the recorded cluster (every body rebuilds
@@ -159,7 +159,7 @@ async def open_kept(directory: Path) -> Link:
                                "`lbctl run --host ray --keep`?", value=spec.host)
         return await RayLink.connect(spec.deployment, log_dir=spec.log_dir)
     if spec.host == "pulsar":
-        from attach.link import MirrorLink
+        from actors.cluster.mirror_link import MirrorLink
 
         return await MirrorLink.open(state_dir(directory) / LOG_SUBDIR, spec.pulsar_url)
     raise InvalidInput(f"{directory}: host {spec.host!r}; accepted: {', '.join((*HOSTS, 'pulsar'))}",

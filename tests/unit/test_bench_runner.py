@@ -116,8 +116,9 @@ def test_compare_matches_rows_by_identity_and_lists_added_and_gone() -> None:
 
 def test_only_selects_modules_by_table_and_rejects_unknown_tables() -> None:
     assert [m.name for m in runner.select(runner.SUITE, "a1, b")] == ["bench.eventlog", "bench.quality"]
-    assert runner.select(runner.SUITE, None) == [m for m in runner.SUITE if m.name != "bench.scale_ray"]
+    assert runner.select(runner.SUITE, None) == [m for m in runner.SUITE if not m.on_request]
     assert [m.name for m in runner.select(runner.SUITE, "s1r")] == ["bench.scale_ray"]  # on request
+    assert [m.name for m in runner.select(runner.SUITE, "p3")] == ["bench.pulsar_drive"]  # a real Pulsar
     assert {i for m in runner.SUITE for i in m.ids} >= {f"A{i}" for i in range(1, 12)} | {"B"} | {f"S{i}" for i in range(1, 6)}
     with pytest.raises(ValueError, match="A12"):
         runner.select(runner.SUITE, "A12")

@@ -43,6 +43,17 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
     "SourceMessageRejected": (1, ("error", "key", "message_id", "source", "value")),
+    "ProposalRecorded": (1, ("brokers", "folded", "mode", "moves", "predicted", "proposal_id",
+                             "run_ms", "skip", "strategy")),
+    "ExecutionRequested": (1, ("algorithm", "boundaries", "bundle", "decision", "dst",
+                               "execution_id", "from_version", "kind", "proposal_id", "request",
+                               "src")),
+    "ExecutionAccepted": (1, ("bundle", "execution_id", "message", "status")),
+    "ExecutionUnanswered": (1, ("bundle", "error", "execution_id")),
+    "ExecutionRefused": (1, ("bundle", "execution_id", "message", "status")),
+    "ExecutionConfirmed": (1, ("bundle", "children", "evidence", "execution_id", "owner",
+                               "waited_ms")),
+    "ExecutionFailed": (1, ("bundle", "detail", "execution_id", "reason", "state", "waited_ms")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -66,8 +77,9 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (16 events, and the mirror's SourceMessageRejected) and §2 (10 commands)
-    assert len(EVENTS) == 17
+    # contracts §1 (16 events; the mirror's SourceMessageRejected; 7 of proposals and their
+    # executions) and §2 (10 commands)
+    assert len(EVENTS) == 24
     assert len(COMMANDS) == 10
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 

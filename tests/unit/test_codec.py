@@ -62,9 +62,23 @@ def samples() -> list[c.Message]:
 
 def later_samples() -> list[c.Message]:
     """One message of every type added after the golden fixtures were stored."""
+    move = {"bundle": BUNDLE, "kind": "transfer", "source": "b1", "destination": "b2",
+            "reason": "Overloaded", "decision": DECISION, "load": {"msg_throughput_in": 1.5e6}}
+    run = {"execution_id": "drive-1:0", "bundle": BUNDLE}
     return [
         c.SourceMessageRejected(source="persistent://pulsar/system/loadbalancer-service-unit-state",
                                 message_id="7:3:-1:-1", key=BUNDLE, value="{not json", error="not JSON"),
+        c.ProposalRecorded(proposal_id="drive-1", strategy="TransferShedder", mode="drive",
+                           run_ms=1_700_000_000_000, moves=[move], folded={"0": 41},
+                           brokers={"b1": {"weighted_max_ema": 0.81}}, predicted=None),
+        c.ExecutionRequested(**run, proposal_id="drive-1", kind="split", src="b1",
+                             algorithm="specified_positions_divide", boundaries=[2**30],
+                             decision=DECISION, from_version=3, request="PUT /admin/v2/..."),
+        c.ExecutionAccepted(**run, status=204),
+        c.ExecutionUnanswered(**run, error="timed out"),
+        c.ExecutionRefused(**run, status=412, message="Bundle is not owned"),
+        c.ExecutionConfirmed(**run, owner="b2", evidence="pulsar:channel@1:2:0", waited_ms=230),
+        c.ExecutionFailed(**run, reason="diverted", state={"state": "Owned", "owner": "b3"}),
     ]
 
 

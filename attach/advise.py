@@ -1,0 +1,206 @@
+"""The decision side of attach: the project's leader, run on the log of a mirrored cluster.
+
+Invariants:
+- records are folded exactly as the leader folds them, by the what-if replay's
+  ``LeaderReplay`` (ownership, load, registry, draining brokers, a fresh strategy at each
+  ``LeaderElected``), and the same ``SheddingRun`` runs on the same view builder; each cycle
+  stamps what it had folded (partition -> last offset);
+- the grace-period memory is what was moved, never what was only proposed: a run starts from the
+  memory folded from the log (the leader's rule, ``remember_shed``) over the moves Pulsar made
+  (reason ``pulsar``: in advise mode Pulsar's own shedder, in drive mode the executions) and the
+  executions requested; so an advised move Pulsar did not make, or a move a cap held back, may
+  be proposed again next cycle;
+- every move of a proposal has a source; transfers in drive mode always have a destination (the
+  strategy's, else the project's placement on a view without the source, as the leader picks
+  one); a move whose placement finds no broker other than its source is dropped, and a cycle
+  left with none says ``NoBrokers``;
+- in advise mode the cycles keep Pulsar's cadence: the first move of each Pulsar shedding run
+  (a ``pulsar`` move an interval or more after the last one, less a half) sets the phase, and
+  cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs and decide for the time of
+  that run: the time-bound rules (grace period, cool-down, data age) end when Pulsar's do (a run
+  that moved nothing cannot be seen; the phase holds until the next one that did);
+- splits come from the leader's split rule (``split_decisions``, its hit counts kept across
+  cycles) and only when the advisor is told to split;
+- pure: time and randomness are passed in; nothing here reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+from random import Random
+
+from actors.leader_view import Placer, split_decisions
+from attach.proposals import (
+    ADVISE,
+    DRIVE,
+    SPLIT,
+    TRANSFER,
+    UNLOAD,
+    Proposal,
+    ProposedMove,
+    broker_summary,
+    bundle_load,
+    predict,
+    proposal_id,
+)
+from balancer.config import LoadBalancerConfig
+from balancer.decisions import Decision, Reason
+from balancer.ownership import BundleState
+from balancer.placement.avg import HasPlan
+from balancer.shedding.base import ClusterView
+from balancer.shedding.run import SheddingMemory, SheddingRun
+from balancer.split import SplitDecision, SplitHitCounts
+from events.catalog import ExecutionRequested, TransferPrepared, UnloadRequested
+from events.envelope import Envelope
+from projections.shed_replay import LeaderReplay, remember_shed
+
+PULSAR_REASON = "pulsar"
+"""The reason the mirror gives the moves Pulsar made itself."""
+PHASE_LEAD_MS = 1500
+"""In advise mode a cycle runs this long before Pulsar's next shedding run is due: Pulsar's
+run and ours then read the same load reports."""
+
+
+def interval_ms(config: LoadBalancerConfig) -> int:
+    """Time between decision cycles: ``attachDecisionIntervalSeconds``, else Pulsar's shedding
+    interval."""
+    seconds = config.attach_decision_interval_seconds
+    return seconds * 1000 if seconds > 0 else config.load_balancer_shedding_interval_minutes * 60_000
+
+
+class Advisor:
+    """Folds a mirrored log and proposes, cycle by cycle, what the project's leader would do."""
+
+    def __init__(self, config: LoadBalancerConfig, mode: str, *, rng: Random, splits: bool = True) -> None:
+        self.config, self.mode, self.rng, self.splits = config, mode, rng, splits
+        self.replay = LeaderReplay(config)
+        self.split_hits = SplitHitCounts()
+        self.folded_to: dict[int, int] = {}
+        self.next_ms: int | None = None
+        self.phase_ms: int | None = None
+        """Advise mode: a time one interval apart from each of Pulsar's shedding runs, less the lead."""
+        self._last_pulsar: int | None = None
+        self._burst_ms = 0
+        self._placer: tuple[SheddingRun, Placer] | None = None
+
+    @property
+    def strategy(self) -> str:
+        return self.replay.run.strategy.name
+
+    # -- folding ---------------------------------------------------------------------------
+    def fold(self, partition: int, offset: int, envelope: Envelope) -> None:
+        """Fold one record of the log, in log order."""
+        if offset > self.folded_to.get(partition, -1):
+            self.folded_to[partition] = offset
+        self.replay.fold(offset, envelope)
+        event = envelope.typed
+        moved: TransferPrepared | UnloadRequested | None = None
+        when = envelope.ts_ms
+        if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
+            when = self._pulsar_ran(envelope.ts_ms)
+            moved = TransferPrepared(bundle=event.bundle, src=str(event.src), dst="",
+                                     reason=PULSAR_REASON, decision={"strategy": self.strategy})
+        elif isinstance(event, ExecutionRequested) and event.kind != SPLIT:
+            moved = TransferPrepared(bundle=event.bundle, src=event.src, dst=event.dst or "",
+                                     reason=str(event.decision.get("reason", "")),
+                                     decision={**event.decision, "strategy": self.strategy})
+        if moved is not None:
+            strategy = self.replay.run.strategy
+            remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, when)
+
+    def _pulsar_ran(self, ts_ms: int) -> int:
+        """A move of Pulsar's at ``ts_ms``; the time of the run it belongs to: its burst's first
+        move (one run's moves can be seen a poll apart, and Pulsar remembers them at one time)."""
+        gap = interval_ms(self.config)
+        if self._last_pulsar is None or ts_ms - self._last_pulsar > gap // 2:
+            self._burst_ms = ts_ms
+            if self.mode == ADVISE:
+                self.phase_ms = ts_ms - min(PHASE_LEAD_MS, gap // 10)
+                self.next_ms = self.phase_ms + gap
+        self._last_pulsar = ts_ms
+        return self._burst_ms
+
+    def _next(self, now_ms: int) -> int:
+        """The next cycle's time: an interval on, or Pulsar's next run less the lead."""
+        gap = interval_ms(self.config)
+        if self.phase_ms is None:
+            return now_ms + gap
+        ahead = (self.phase_ms - now_ms) % gap
+        return now_ms + ahead + (gap if ahead < gap // 2 else 0)
+
+    def _decided_for(self, now_ms: int) -> int:
+        """The time a cycle decides for: now, or in advise mode once phase-locked the time of
+        Pulsar's run it precedes (grace periods and cool-downs then end when Pulsar's do)."""
+        if self.mode != ADVISE or self.phase_ms is None:
+            return now_ms
+        return now_ms + min(PHASE_LEAD_MS, interval_ms(self.config) // 10)
+
+    # -- cycles ----------------------------------------------------------------------------
+    def due(self, now_ms: int) -> bool:
+        """Whether a cycle runs at ``now_ms`` (the first one an interval after the first ask)."""
+        if self.next_ms is None:
+            self.next_ms = now_ms + interval_ms(self.config)
+        return now_ms >= self.next_ms
+
+    def decide(self, now_ms: int) -> Proposal:
+        """One cycle: the strategy's moves (with destinations), then the splits."""
+        self.next_ms = self._next(now_ms)
+        run = self.replay.run
+        memory = self.replay.memory
+        run.memory = SheddingMemory(dict(memory.recently_unloaded), dict(memory.recently_unloaded_brokers))
+        view = self.replay.view(self._decided_for(now_ms))
+        result = run.run(view)
+        moves = [m for m in (self._move(d, now_ms) for d in result.decisions) if m is not None]
+        skip = None if result.skip is None else str(result.skip)
+        if not moves and skip is None:
+            skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
+        if self.splits:
+            moves += self._splits(now_ms, {m.bundle for m in moves})
+        brokers = broker_summary(view)
+        folded = {str(p): o for p, o in sorted(self.folded_to.items())}
+        return Proposal(proposal_id(self.mode, now_ms), run.strategy.name, self.mode, now_ms, tuple(moves),
+                        None if moves else skip, folded, brokers, predict(brokers, moves))
+
+    def _move(self, decision: Decision, now_ms: int) -> ProposedMove | None:
+        source = decision.source
+        record = self.replay.ownership.records.get(decision.bundle)
+        if source is None or record is None or record.state is not BundleState.OWNED or record.dst != source:
+            return None
+        stored = decision.to_dict()
+        dst = decision.destination
+        transfer = self.mode == DRIVE or not (self.config.extensible and not self.config.load_balancer_transfer_enabled)
+        if dst is None and transfer:
+            placement = self._placement().place(self._placing(now_ms, source), decision.bundle, self.rng)
+            dst, stored["placement"] = placement.broker, placement.to_dict()
+            if dst is None or dst == source:
+                return None
+        stored.update(destination=dst, kind=TRANSFER if dst else UNLOAD, run_ms=now_ms)
+        return ProposedMove(decision.bundle, TRANSFER if dst else UNLOAD, source, dst, str(decision.reason),
+                            stored, bundle_load(self.replay.load.bundles.get(decision.bundle)))
+
+    def _placing(self, now_ms: int, source: str) -> ClusterView:
+        return self.replay.view(now_ms, placing=True, exclude=(source,))
+
+    def _placement(self) -> Placer:
+        # A new strategy (a new leader term) brings a new placer: a paired placement reads it.
+        run = self.replay.run
+        if self._placer is None or self._placer[0] is not run:
+            plan = run.strategy if isinstance(run.strategy, HasPlan) else None
+            self._placer = (run, Placer(self.config, avg_plan=plan, shedder=run.strategy))
+        return self._placer[1]
+
+    def _splits(self, now_ms: int, moving: set[str]) -> list[ProposedMove]:
+        decisions, self.split_hits = split_decisions(self.replay.ownership, self.replay.load,
+                                                     self.split_hits, self.config)
+        out: list[ProposedMove] = []
+        for d in decisions:
+            record = self.replay.ownership.records.get(d.bundle)
+            if d.bundle in moving or record is None or record.dst is None:
+                continue
+            out.append(split_move(d, record.dst, now_ms, bundle_load(self.replay.load.bundles.get(d.bundle))))
+        return out
+
+
+def split_move(decision: SplitDecision, owner: str, now_ms: int, load: dict[str, object]) -> ProposedMove:
+    """A split decision as a proposal's move (its owner stays the owner of the children)."""
+    stored = {**decision.to_dict(), "strategy": "split", "kind": SPLIT, "run_ms": now_ms}
+    return ProposedMove(decision.bundle, SPLIT, owner, None, f"split:{decision.reason}", stored, load)

@@ -1,0 +1,252 @@
+"""The advise and drive modes of attach: the per-cycle hook beside the mirror.
+
+Each cycle reads what the log gained since the last one (the mirror's records and this hook's
+own), folds it (``Advisor``, ``Executions``), records the outcomes it decided, and when a decision
+cycle is due records a ``ProposalRecorded``; in drive mode it then sends the proposal's moves that
+the caps allow to Pulsar's admin API, each one an ``ExecutionRequested`` recorded before the
+call and its answer recorded after it.
+
+Invariants:
+- the log is the only memory: a restarted hook reads the whole log first and goes on from what
+  it says (open executions, the caps' history, the strategy's grace periods);
+- a request is recorded before it is sent; if that record cannot be written nothing is sent;
+  events that could not be written (the log unavailable) are kept, in order, and written first
+  on the next cycle; every requested execution ends in exactly one terminal event: by the
+  ownership records, its timeout, or ``close`` (``shutdown``);
+- drive mode never sends anything while Pulsar's own shedding is on: ``preflight`` refuses to
+  start (``DriveRefused``, naming ``loadBalancerSheddingEnabled``) and each cycle checks again;
+- ``dry_run`` records and sends nothing: it prints each request it would send;
+- Pulsar's own placement of new bundles (lookups) is untouched: drive mode sends only unloads
+  with a destination and splits;
+- this hook's records go under ``PROPOSALS_KEY``, through the log's single writer (the mirror's
+  ``append``) when there is one, else straight to the log at epoch 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from random import Random
+
+from attach.advise import Advisor
+from attach.execute import Executions, Selection
+from attach.proposals import DRIVE, SPLIT, Proposal
+from attach.pulsar_admin import SHEDDING_KEY, SPLIT_KEY, Answer, PulsarAdmin, describe, enabled
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from events.catalog import PROPOSALS_KEY, Event, ExecutionRequested
+from events.log.port import DeadLetter, EventLog, Record
+from projections.ownership import OwnershipProjection
+
+Printer = Callable[[str], None]
+Appender = Callable[[str, Sequence[Event], int, str], Awaitable[object]]
+"""Appends events under a key, stamped at a time, with a causation id: the log's single writer
+(the mirror) when there is one."""
+
+
+def direct_appender(log: EventLog) -> Appender:
+    """Appends straight to ``log`` at epoch 0 (a log this hook is the only writer of a key of)."""
+    async def append(key: str, events: Sequence[Event], ts_ms: int, cause: str) -> object:
+        return await log.append(key, list(events), epoch=0, causation_id=cause or None)
+
+    return append
+
+
+class DriveRefused(InvalidInput):
+    code = "drive_refused"
+
+
+def preflight(settings: Mapping[str, str], url: str) -> None:
+    """Refuse drive mode on a cluster whose own shedding is on (one line naming the key)."""
+    if enabled(settings, SHEDDING_KEY):
+        raise DriveRefused(f"drive mode needs Pulsar's own shedding off: {SHEDDING_KEY}=true at {url} "
+                           f"(pulsar-admin brokers update-dynamic-config --config {SHEDDING_KEY} --value false)",
+                           value=SHEDDING_KEY)
+
+
+def drive_splits(settings: Mapping[str, str], config: LoadBalancerConfig) -> bool:
+    """Drive mode splits only where Pulsar does not split on its own and the config says so."""
+    return not enabled(settings, SPLIT_KEY) and config.load_balancer_auto_bundle_split_enabled
+
+
+class Steering:
+    """The advise or drive hook: call ``start``, then ``cycle`` as often as the mirror runs, then
+    ``close``."""
+
+    def __init__(self, log: EventLog, config: LoadBalancerConfig, mode: str, *,
+                 admin: PulsarAdmin | None = None, dry_run: bool = False, splits: bool = True,
+                 printer: Printer = print, rng: Random | None = None, append: Appender | None = None) -> None:
+        if mode == DRIVE and admin is None:
+            raise InvalidInput("drive mode needs Pulsar's admin URL", value=mode)
+        self.log, self.config, self.mode, self.admin = log, config, mode, admin
+        self.dry_run, self.printer = dry_run, printer
+        self.append = append or direct_appender(log)
+        self.advisor = Advisor(config, mode, rng=rng or Random(0), splits=splits)
+        self.executions = Executions(per_cycle=config.attach_drive_max_executions_per_cycle,
+                                     per_minute=config.attach_drive_max_executions_per_minute,
+                                     timeout_ms=config.attach_drive_execution_timeout_seconds * 1000)
+        self.position: dict[int, int] = {}
+        self.unwritten: list[Event] = []
+        self.proposals: list[Proposal] = []
+        self.dead_letters = 0
+        self._shedding_noted = False
+
+    # -- the hook's life -------------------------------------------------------------------
+    async def start(self, now_ms: int) -> None:
+        """Read the whole log (a restart resumes from it) and end what it already decided."""
+        await self.catch_up()
+        self.advisor.due(now_ms)  # the first decision cycle comes an interval from now
+        await self._record(self.executions.settle(), now_ms)
+        if self.executions.open:
+            self.printer(f"{self.mode}: {len(self.executions.open)} execution(s) open from before; "
+                         f"waiting for Pulsar's channel or their timeout")
+
+    async def cycle(self, now_ms: int) -> Proposal | None:
+        """One cycle at ``now_ms``: the proposal made, if a decision cycle was due."""
+        await self.catch_up()
+        await self._record([*self.executions.settle(), *self.executions.expire(now_ms, self._ownership)], now_ms)
+        if not self.advisor.due(now_ms):
+            return None
+        proposal = self.advisor.decide(now_ms)
+        self.proposals.append(proposal)
+        if self.dry_run:
+            self._print_dry(proposal)
+            return proposal
+        if not await self._record([proposal.to_event()], now_ms):
+            return proposal
+        self._print_proposal(proposal)
+        if self.mode == DRIVE:
+            await self._execute(proposal, now_ms)
+        return proposal
+
+    async def close(self, now_ms: int) -> None:
+        """Attach stops: every open execution gets its terminal event."""
+        await self.catch_up()
+        ending = self.executions.shutdown(now_ms, self._ownership)
+        await self._record(ending, now_ms)
+        for event in ending:
+            self.printer(f"{self.mode}: {event.TYPE} {getattr(event, 'execution_id', '')}")
+
+    # -- reading ---------------------------------------------------------------------------
+    async def catch_up(self) -> int:
+        """Fold every record appended since the last call; how many were read."""
+        result = await self.log.read(self.position)
+        for item in result.items:
+            if isinstance(item, DeadLetter):
+                self.dead_letters += 1
+                self._ownership.apply_dead_letter(item.offset, item.key, f"{item.reason}: {item.error}")
+            else:
+                self._fold(item)
+        self.position = {**self.position, **result.next}
+        return len(result.items)
+
+    def _fold(self, record: Record) -> None:
+        self.advisor.fold(record.partition, record.offset, record.envelope)
+        self.executions.fold(record.envelope, self._ownership)
+
+    @property
+    def _ownership(self) -> OwnershipProjection:
+        return self.advisor.replay.ownership
+
+    # -- writing ---------------------------------------------------------------------------
+    async def _record(self, events: Sequence[Event], now_ms: int) -> bool:
+        """Write what earlier cycles could not, then ``events``; False if the log refused
+        (they are kept for the next cycle)."""
+        self.unwritten.extend(events)
+        while self.unwritten:
+            event = self.unwritten[0]
+            cause = str(getattr(event, "execution_id", "") or getattr(event, "proposal_id", ""))
+            try:
+                await self.append(PROPOSALS_KEY, [event], now_ms, cause)
+            except (LoadBalancerError, OSError) as exc:
+                self.printer(f"{self.mode}: the log refused {event.TYPE} ({exc}); written next cycle")
+                return False
+            self.unwritten.pop(0)
+        return True
+
+    # -- drive -----------------------------------------------------------------------------
+    async def _execute(self, proposal: Proposal, now_ms: int) -> None:
+        assert self.admin is not None
+        if not await self._shedding_off():
+            return
+        selection = self.executions.select(proposal, self._ownership, now_ms)
+        self._print_held(selection)
+        for request in selection.send:
+            method, path, query = _call_of(request)
+            request = dataclasses.replace(request, request=describe(method, path, query))
+            if not await self._record([request], now_ms):
+                return  # not recorded, so not sent
+            answer, error = await self._send(request)
+            event = self.executions.answer(request, answer.status if answer else None,
+                                           answer.message if answer else error)
+            self.printer(_said(request, answer, error))
+            await self._record([event], now_ms)
+
+    async def _send(self, request: ExecutionRequested) -> tuple[Answer | None, str]:
+        """Pulsar's answer, or None and why no answer came."""
+        admin = self.admin
+        assert admin is not None
+        try:
+            if request.kind == SPLIT:
+                return await asyncio.to_thread(admin.split, request.bundle, str(request.algorithm)), ""
+            return await asyncio.to_thread(admin.unload, request.bundle, str(request.dst)), ""
+        except Unavailable as exc:
+            return None, exc.message
+
+    async def _shedding_off(self) -> bool:
+        """Pulsar's own shedding is still off (checked each cycle: it is a dynamic setting)."""
+        assert self.admin is not None
+        try:
+            settings = await asyncio.to_thread(self.admin.settings)
+        except LoadBalancerError as exc:
+            self.printer(f"drive: cannot read Pulsar's settings ({exc}); nothing executed this cycle")
+            return False
+        if enabled(settings, SHEDDING_KEY):
+            if not self._shedding_noted:
+                self.printer(f"drive: Pulsar's {SHEDDING_KEY} is now true; nothing is executed while it is")
+            self._shedding_noted = True
+            return False
+        self._shedding_noted = False
+        return True
+
+    # -- what the user sees ------------------------------------------------------------------
+    def _print_proposal(self, proposal: Proposal) -> None:
+        if not proposal.moves:
+            self.printer(f"{self.mode}: {proposal.proposal_id} {proposal.strategy}: no move ({proposal.skip})")
+            return
+        for move in proposal.moves:
+            self.printer(f"{self.mode}: {proposal.proposal_id} {move.kind} {move.bundle} "
+                         f"{move.source} -> {move.destination or '(split)'} ({move.reason})")
+
+    def _print_dry(self, proposal: Proposal) -> None:
+        if self.mode != DRIVE:
+            self._print_proposal(proposal)
+            return
+        selection = self.executions.select(proposal, self._ownership, proposal.run_ms)
+        for request in selection.send:
+            method, path, query = _call_of(request)
+            self.printer(f"dry run: would send {describe(method, path, query)} "
+                         f"({request.kind} {request.src} -> {request.dst or '(split)'})")
+        self._print_held(selection)
+        if not proposal.moves:
+            self.printer(f"dry run: nothing to execute ({proposal.skip})")
+
+    def _print_held(self, selection: Selection) -> None:
+        for move, why in selection.held:
+            self.printer(f"{self.mode}: held {move.kind} {move.bundle}: {why}")
+
+
+def _call_of(request: ExecutionRequested) -> tuple[str, str, dict[str, str]]:
+    base = f"/admin/v2/namespaces/{request.bundle}"
+    if request.kind == SPLIT:
+        return "PUT", f"{base}/split", {"unload": "false", "splitAlgorithmName": str(request.algorithm)}
+    return "PUT", f"{base}/unload", {"destinationBroker": str(request.dst)}
+
+
+def _said(request: ExecutionRequested, answer: Answer | None, error: str) -> str:
+    where = f"{request.kind} {request.bundle} {request.src} -> {request.dst or '(split)'}"
+    if answer is None:
+        return f"drive: {request.execution_id} {where}: no answer ({error})"
+    verdict = "accepted" if answer.ok else "refused"
+    return f"drive: {request.execution_id} {where}: {verdict} {answer.status} {answer.message}".rstrip()

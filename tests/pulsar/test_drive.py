@@ -1,0 +1,198 @@
+"""Drive mode against the real Pulsar 4.0.7 test cluster, with skewed real traffic: the
+project's decisions are sent to Pulsar's admin API, Pulsar's ownership channel confirms each
+destination, a dry run sends and records nothing, and a cluster that sheds by itself is refused.
+
+The traffic of this module runs in a namespace of its own, every bundle of it first put on one
+broker (Pulsar's own unloads with a destination), so the first broker carries all of it. The
+project's settings are the shipped conf/attach-one-host.conf (UniformLoadShedder: on one host
+every broker shows the same usage, so TransferShedder sees no load; message rates and throughput
+tell the brokers apart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.pulsar_traffic import TrafficPlan, run_traffic
+from events.catalog import ExecutionConfirmed, ExecutionRequested, LoadReported
+from events.log.local import LocalEventLog
+from events.log.port import Record
+from lbctl.main import main
+from tests.pulsar_server import PulsarCluster
+
+pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
+
+CHANNEL = "persistent://pulsar/system/loadbalancer-service-unit-state"
+ONE_HOST = Path(__file__).resolve().parents[2] / "conf" / "attach-one-host.conf"
+
+
+@dataclass
+class Skewed:
+    cluster: PulsarCluster
+    namespace: str
+    conf: Path
+    stop: threading.Event
+
+
+def _owners(cluster: PulsarCluster, namespace: str) -> dict[str, str]:
+    """Bundle range -> the broker that owns it, as each broker answers for itself."""
+    out: dict[str, str] = {}
+    for broker in cluster.broker_ids:
+        status, found = cluster.admin("GET", f"/admin/v2/brokers/{cluster.cluster_name}/{broker}/ownedNamespaces")
+        assert status == 200, found
+        for name in found:
+            if name.rpartition("/")[0] == namespace:
+                out[name.rpartition("/")[2]] = broker
+    return out
+
+
+@pytest.fixture(scope="module")
+def skewed(pulsar_cluster: PulsarCluster) -> Iterator[Skewed]:
+    """Zipf traffic on 16 topics of a new namespace of 8 bundles, all of them on broker 0."""
+    cluster = pulsar_cluster
+    namespace = f"public/drive-{uuid.uuid4().hex[:8]}"
+    status, body = cluster.admin("PUT", f"/admin/v2/namespaces/{namespace}", {"bundles": {"numBundles": 8}})
+    assert status == 204, body
+    stop = threading.Event()
+    plan = TrafficPlan(service_url=cluster.service_url, namespace=namespace, topics=16, rate=400.0,
+                       seconds=330.0, zipf=1.2, size=1024, topic_prefix="drive")
+    failed: list[BaseException] = []
+
+    def traffic() -> None:
+        try:
+            run_traffic(plan, stop=stop)
+        except BaseException as exc:  # named by the tests, not lost in a thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=traffic, daemon=True)
+    worker.start()
+    _everything_on(cluster, namespace, cluster.broker_ids[0])
+    assert not failed, failed
+    time.sleep(15)  # Pulsar's load reports follow the new load
+    try:
+        yield Skewed(cluster, namespace, ONE_HOST, stop)
+    finally:
+        stop.set()
+        worker.join(timeout=60)
+
+
+def _everything_on(cluster: PulsarCluster, namespace: str, broker: str) -> None:
+    """Wait for the traffic's topics to be served, then unload every bundle to ``broker``."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _owners(cluster, namespace):
+        time.sleep(1)
+    time.sleep(3)
+    for bundle, owner in sorted(_owners(cluster, namespace).items()):
+        if owner != broker:
+            status, body = cluster.admin(
+                "PUT", f"/admin/v2/namespaces/{namespace}/{bundle}/unload?destinationBroker={broker}")
+            assert status == 204, body
+
+
+def _records(state: Path) -> list[Record]:
+    async def read() -> list[Record]:
+        async with LocalEventLog(state / "log", fsync=False) as log:
+            return list((await log.read()).records)
+
+    return asyncio.run(read())
+
+
+def _of(records: list[Record], kind: type) -> list[Any]:
+    return [r.envelope.typed for r in records if isinstance(r.envelope.typed, kind)]
+
+
+def _spread(records: list[Record], until_ms: int | None) -> dict[str, float]:
+    """Each broker's throughput (in + out, bytes/s) in its last report of Pulsar's up to ``until_ms``."""
+    last: dict[str, float] = {}
+    for record in records:
+        event = record.envelope.typed
+        if isinstance(event, LoadReported) and (until_ms is None or record.envelope.ts_ms <= until_ms):
+            load = event.broker_load
+            last[event.broker_id] = float(load.get("msg_throughput_in", 0)) + float(load.get("msg_throughput_out", 0))
+    return last
+
+
+def _max_over_mean(values: dict[str, float]) -> float:
+    total = sum(values.values())
+    return 1.0 if not values or total <= 0 else max(values.values()) / (total / len(values))
+
+
+def test_a_dry_run_prints_what_it_would_send_and_sends_and_records_nothing(
+        skewed: Skewed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = skewed.cluster
+    before = _owners(cluster, skewed.namespace)
+    state = tmp_path / "dry"
+    assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--dry-run",
+                 "--conf", str(skewed.conf), "--minutes", "1.2", "--plain"]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert "dry run: would send PUT /admin/v2/namespaces/" in out
+    kinds = {r.envelope.type for r in _records(state)}
+    assert not {t for t in kinds if t.startswith(("Proposal", "Execution"))}
+    assert _owners(cluster, skewed.namespace) == before
+
+
+def test_drive_executes_the_decisions_and_pulsars_channel_confirms_each_destination(
+        skewed: Skewed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = skewed.cluster
+    state = tmp_path / "drive"
+    assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive",
+                 "--conf", str(skewed.conf), "--minutes", "2", "--plain"]) == 0
+    capsys.readouterr()
+    records = _records(state)
+    requested = _of(records, ExecutionRequested)
+    confirmed = _of(records, ExecutionConfirmed)
+    assert requested, "drive mode executed nothing"
+    assert confirmed, "Pulsar's channel confirmed no execution"
+    by_id = {r.execution_id: r for r in requested}
+    for done in confirmed:
+        assert done.owner == by_id[done.execution_id].dst  # Owned at the destination
+        assert done.evidence.startswith(f"pulsar:{CHANNEL}@")  # as Pulsar's channel said it
+    ends: dict[str, int] = {}
+    for record in records:
+        if record.envelope.type in ("ExecutionRefused", "ExecutionConfirmed", "ExecutionFailed"):
+            ends[record.envelope.payload["execution_id"]] = ends.get(record.envelope.payload["execution_id"], 0) + 1
+    assert ends == {execution_id: 1 for execution_id in by_id}  # each ends once, none open
+    first_ms = min(r.envelope.ts_ms for r in records if isinstance(r.envelope.typed, ExecutionRequested))
+    before, after = _spread(records, first_ms), _spread(records, None)
+    with capsys.disabled():
+        print(f"\nPulsar's reported broker throughput before the first execution: {before} "
+              f"(max/mean {_max_over_mean(before):.3f}); at the end: {after} "
+              f"(max/mean {_max_over_mean(after):.3f}); {len(requested)} executions, "
+              f"{len(confirmed)} confirmed")
+    driven = confirmed[0].bundle
+    assert main(["explain", driven, "--state-dir", str(state)]) == 0
+    explained = capsys.readouterr().out
+    assert f"driven by proposal {by_id[confirmed[0].execution_id].proposal_id}" in explained
+    assert "carried out by Pulsar: pulsar:" in explained
+
+
+def test_drive_refuses_a_cluster_whose_own_shedding_is_on(
+        pulsar_cluster: PulsarCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = "/admin/v2/brokers/configuration/loadBalancerSheddingEnabled"
+    status, body = pulsar_cluster.admin("POST", f"{path}/true")
+    assert status in (200, 204), body
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the dynamic setting reaches every broker
+            status, found = pulsar_cluster.admin("GET", "/admin/v2/brokers/configuration/runtime")
+            if status == 200 and found.get("loadBalancerSheddingEnabled") == "true":
+                break
+            time.sleep(0.5)
+        state = tmp_path / "refused"
+        assert main(["attach", pulsar_cluster.web_url, "--state-dir", str(state), "--mode", "drive",
+                     "--minutes", "0.2"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "loadBalancerSheddingEnabled" in err[0]
+        assert not (state / "log").exists()  # refused before anything was read or recorded
+    finally:
+        pulsar_cluster.admin("POST", f"{path}/false")
