@@ -4,7 +4,9 @@ A move is an ``UnloadRequested`` or ``TransferPrepared`` event of the bundle; th
 the shedding decision (label, reason, strategy, the inputs and scores) in its ``decision``
 payload. Invariants: moves come in log order (partition, offset); a transfer logged as both
 ``UnloadRequested`` and ``TransferPrepared`` with the same decision is one move; a move without
-a decision (an admin unload from an older writer) is listed with empty inputs, never dropped.
+a decision (an admin unload from an older writer) is listed with empty inputs, never dropped; one
+whose decision no fold can use (``events.usable``) is left out here and named by the ownership
+view (``bad_event``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.errors import DecodeError
 from events.catalog import TransferPrepared, UnloadRequested
 from events.log.port import Record
 from events.times import iso
 
 MOVE_EVENTS = (UnloadRequested, TransferPrepared)
+MOVE_TYPES = frozenset(cls.TYPE for cls in MOVE_EVENTS)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,12 @@ def moves_of(bundle: str, records: Iterable[Record]) -> list[MoveRecord]:
     found: list[MoveRecord] = []
     for record in sorted(records, key=lambda r: (r.envelope.ts_ms, r.partition, r.offset)):
         env = record.envelope
-        event = env.typed
+        if env.type not in MOVE_TYPES:
+            continue
+        try:
+            event = env.typed
+        except DecodeError:
+            continue  # a decision no fold can use: the ownership view names it (bad_event)
         if not isinstance(event, MOVE_EVENTS) or event.bundle != bundle:
             continue
         decision = event.decision or {}

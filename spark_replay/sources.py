@@ -8,8 +8,9 @@ Invariants:
 - ``raw=True`` keeps each record's stored bytes in a ``value`` column as well (``RAW_KEPT``):
   what a replay of the leader's runs decodes into whole envelopes on the driver;
 - a record that does not decode is never dropped and never crashes the job: it comes back in its
-  place with ``type`` null and ``error`` set (the dead-letter reason and message), so a reader
-  reports it with its offset and skips it (``readable``);
+  place with ``type`` null and ``error`` set (the dead-letter reason and message; ``bad_event``
+  for a payload its schema allows but no fold can use, ``events.usable``), so a reader reports it
+  with its offset and skips it (``readable``);
 - the LocalEventLog reader honours the store's commit rule: only index entries up to the last
   end-of-append flag exist; a frame whose crc fails is a dead letter.
 """
@@ -121,9 +122,14 @@ def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int
                            "ts": ts}
     try:
         env = decode(raw or b"")
-        row.update(payload_columns(env.type, env.payload))
     except DecodeError as exc:
         row["error"] = f"{reason_of(exc)}: {exc.message}"
+        return row
+    try:
+        env.typed  # noqa: B018  (its rules refuse a payload no fold can use)
+        row.update(payload_columns(env.type, env.payload))
+    except DecodeError as exc:
+        row["error"] = f"bad_event: {exc.message}"
         return row
     except Exception as exc:  # a payload that passed the codec but is not what its type says
         row["error"] = f"bad_payload: {type(exc).__name__}: {exc}"
