@@ -431,12 +431,14 @@ def from_payload(type_name: str, payload: dict[str, Any]) -> Message:
 _new_message = object.__new__
 
 
-def _viewing(schema: Schema) -> tuple[type[Message], int, Any]:
-    # The class, its field count and the setter of its instances' attribute dict.
-    return schema.cls, len(schema.allowed), vars(schema.cls)["__dict__"].__set__
+def _viewing(schema: Schema) -> tuple[type[Message], int, Any, Any]:
+    # The class, its field count, the setter of its instances' attribute dict and its usable
+    # rule (None: its schema is enough): one lookup per typed event.
+    return (schema.cls, len(schema.allowed), vars(schema.cls)["__dict__"].__set__,
+            _USABLE.get(schema.cls.TYPE))
 
 
-_VIEWS: dict[str, tuple[type[Message], int, Any]] = {
+_VIEWS: dict[str, tuple[type[Message], int, Any, Any]] = {
     name: _viewing(schema) for name, schema in SCHEMAS.items() if schema.viewed}
 
 
@@ -451,15 +453,16 @@ def view_of(type_name: str, payload: dict[str, Any]) -> Message:
     A payload no fold can use (``events.usable``: a report's bundle that names no bundle, a
     decision whose ``folded`` is not partition -> offset) is a ``DecodeError`` (``bad_payload``):
     the folds name it ``bad_event`` and go on."""
-    rule = _USABLE.get(type_name)
+    found = _VIEWS.get(type_name)
+    if found is None:
+        return from_payload(type_name, payload)  # a command, or an unknown type (refused there)
+    cls, count, set_attributes, rule = found
     if rule is not None:
         why = rule(payload)
         if why is not None:
             raise DecodeError(f"{type_name}: {why}", reason="bad_payload")
-    found = _VIEWS.get(type_name)
-    if found is None or len(payload) != found[1] or type(payload) is not dict:
+    if len(payload) != count or type(payload) is not dict:
         return from_payload(type_name, payload)
-    cls, _, set_attributes = found
     event = _new_message(cls)
     set_attributes(event, payload)  # not setattr: the frozen dataclass refuses every attribute
     return event

@@ -9,7 +9,8 @@ use it: ``Envelope.typed`` (``catalog.view_of``) refuses an unusable payload wit
 ``DecodeError`` (``bad_payload``), which every fold names a ``bad_event`` at the record's offset.
 
 Invariants:
-- a rule never raises and returns None (usable) or one short reason naming the field;
+- a rule never raises and returns None (usable) or one short reason naming the field; a payload
+  that is not even what its schema says is left to the codec and the event's class;
 - every payload the project's writers store is usable (``tests/unit/test_fold_totality.py``
   folds the writers' events and hostile ones through every fold);
 - optional structure stays optional: a key a fold reads with a default may be absent, but
@@ -70,11 +71,14 @@ def _broker_load(load: Mapping[str, Any]) -> str | None:
 
 
 def _load_reported(payload: Mapping[str, Any]) -> str | None:
-    problem = _broker_load(payload["broker_load"])
+    load, bundles = payload.get("broker_load"), payload.get("bundles") or []
+    if type(load) is not dict or type(bundles) is not list:
+        return None  # not what its schema says: the codec or the event's class refuses it
+    problem = _broker_load(load)
     if problem:
         return problem
-    for i, raw in enumerate(payload.get("bundles") or ()):
-        if type(raw.get("bundle")) is not str:
+    for i, raw in enumerate(bundles):
+        if type(raw) is not dict or type(raw.get("bundle")) is not str:
             return f"bundles[{i}] names no bundle"
         problem = (_figures(raw, _RATES, f"bundles[{i}].")
                    or _counts(raw, _BUNDLE_COUNTS, f"bundles[{i}]."))
@@ -98,7 +102,7 @@ def _positions(value: Any, where: str) -> str | None:
 
 def _decision(payload: Mapping[str, Any]) -> str | None:
     decision = payload.get("decision")
-    if not decision:
+    if not decision or type(decision) is not dict:
         return None
     for name in _DECISION_TEXT:
         value = decision.get(name)
@@ -115,7 +119,7 @@ def _decision(payload: Mapping[str, Any]) -> str | None:
 
 def _isolation(payload: Mapping[str, Any]) -> str | None:
     policy = payload.get("isolation")
-    if not policy:
+    if not policy or type(policy) is not dict:
         return None
     for name in ("primary", "secondary"):
         patterns = policy.get(name)
@@ -139,7 +143,9 @@ def _skipped(payload: Mapping[str, Any]) -> str | None:
 
 
 def _rejected(payload: Mapping[str, Any]) -> str | None:
-    error = payload["error"]
+    error = payload.get("error")
+    if type(error) is not dict:
+        return None
     for name in ("code", "message"):
         if name in error and type(error[name]) is not str:
             return f"error.{name} {error[name]!r:.40} is not text"

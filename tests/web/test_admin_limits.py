@@ -175,9 +175,10 @@ ROUTES = [
 async def test_no_request_to_any_route_is_answered_with_a_5xx(cluster: Cluster) -> None:
     """Random path segments, query values and JSON bodies on every admin route: every answer is
     a success, a 4xx or a 503 (not yet), in time; never a 500."""
+    from urllib.parse import quote
+
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from urllib.parse import quote
 
     segment = st.one_of(st.sampled_from(["public", "default", FIRST, "LARGEST", "broker-1", "d1", "0x1_0x2"]),
                         st.text(min_size=1, max_size=12))
