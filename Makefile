@@ -9,10 +9,13 @@ KAFKA_LIBS := $(CACHE)/kafka-libs
 SPARK_JARS := $(CACHE)/spark-jars
 PULSAR_LIBS := $(CACHE)/pulsar-libs
 PULSAR_ADMIN_LIBS := $(CACHE)/pulsar-admin-libs
+PULSAR_SERVER_LIBS := $(CACHE)/pulsar-server-libs
+# Every fetch goes to Maven Central only: Pulsar's parent pom names repositories unreachable here.
+MAVEN_SETTINGS := conf/maven/settings.xml
 CONFORMANCE_CASES ?= 10000
 PYTEST_ARGS ?=
 
-.PHONY: web-tools run test install kafka-jars spark-jars pulsar-jars pulsar-admin-jars conformance lint typecheck unit bench clean
+.PHONY: web-tools run test install kafka-jars spark-jars pulsar-jars pulsar-admin-jars pulsar-server-jars conformance lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,7 +36,7 @@ define fetch_jars
 	if [ "$$(cat $(2)/.fetched 2>/dev/null)" != "$$sum" ]; then \
 	  echo "fetching the jars of conf/$(1)/pom.xml into $(2)"; \
 	  rm -rf $(2) && mkdir -p $(2) && \
-	  mvn -q -B -f conf/$(1)/pom.xml dependency:copy-dependencies $(3) -DoutputDirectory=$(2) && \
+	  mvn -q -B -s $(MAVEN_SETTINGS) -f conf/$(1)/pom.xml dependency:copy-dependencies $(3) -DoutputDirectory=$(2) && \
 	  echo "$$sum" > $(2)/.fetched; \
 	fi
 endef
@@ -55,6 +58,11 @@ pulsar-jars:
 # by tests/integration/java/AdminWalk.java (docs/admin-api.md).
 pulsar-admin-jars:
 	$(call fetch_jars,pulsar-admin,$(PULSAR_ADMIN_LIBS),-DincludeScope=runtime)
+
+# A real Apache Pulsar 4.0.7 server (ZooKeeper, a bookie, brokers: each its own JVM) for the tests
+# that need a running Pulsar cluster (tests/pulsar_server.py, marker `pulsar`; docs/pulsar.md).
+pulsar-server-jars:
+	$(call fetch_jars,pulsar-server,$(PULSAR_SERVER_LIBS),-DincludeScope=runtime)
 
 # The tools of the web service's tests (tests/integration/test_web_observe.py): a real Prometheus
 # server and promtool (Debian's prometheus), headless Chromium and its driver (chromium,
@@ -85,8 +93,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy balancer events projections actors web lbctl spark_replay bench
 
-test: install kafka-jars pulsar-jars pulsar-admin-jars web-tools lint typecheck
-	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+test: install kafka-jars pulsar-jars pulsar-admin-jars pulsar-server-jars web-tools lint typecheck
+	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) PULSAR_SERVER_LIBS=$(PULSAR_SERVER_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

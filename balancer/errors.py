@@ -22,7 +22,8 @@ Invariants:
     │   ├── StaleEpoch
     │   ├── InvalidTransition
     │   ├── WriterFenced
-    │   └── HistoryMissing            the log lost records a body would have to fold
+    │   ├── HistoryMissing            the log lost records a body would have to fold
+    │   └── LogDamaged                the log's files are no single history (named; refused)
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
     │   └── NoBrokerAvailable
     ├── DecodeError                   bytes that are not an event (becomes a dead letter)
@@ -141,6 +142,15 @@ class HistoryMissing(StateConflict):
     code = "history_missing"
 
 
+class LogDamaged(StateConflict):
+    """The files of an embedded log do not form one history (records missing between two
+    segments, a data file gone, two segments claiming the same offsets with other records):
+    nothing in the data says which is true, so readers and writers refuse until an operator
+    moves the named file."""
+
+    code = "log_damaged"
+
+
 class Unavailable(LoadBalancerError):
     code = "unavailable"
     retriable = True
@@ -173,7 +183,7 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
         UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
         StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
-        WriterFenced, HistoryMissing, Unavailable, NoBrokerAvailable, DecodeError, OutOfRange,
-        BrokerFilterError,
+        WriterFenced, HistoryMissing, LogDamaged, Unavailable, NoBrokerAvailable, DecodeError,
+        OutOfRange, BrokerFilterError,
     )
 }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import platform
 import tempfile
@@ -170,7 +171,9 @@ async def a3_kafka(servers: str, n: int = 50_000, batch: int = 500) -> list[Row]
 
 
 def _raw_file(directory: Path, work: list[tuple[str, list[Message]]], fsync: bool) -> float:
-    blobs = [b"".join(frame(Entry(encode(sample_envelope(i, key)), key, 0)) for i, _ in enumerate(msgs))
+    offsets = itertools.count()  # frames name their offsets, as the log's do
+    blobs = [b"".join(frame(Entry(encode(sample_envelope(i, key)), key, 0), offset=next(offsets))
+                      for i, _ in enumerate(msgs))
              for key, msgs in work]
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "raw.bin"

@@ -29,7 +29,8 @@ def _registrars() -> list[Registrar]:
 
     registrars: list[Registrar] = [decide.register]
     for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
-                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka", "lbctl.tokens"):
+                        "lbctl.explain", "lbctl.conformance", "lbctl.kafka", "lbctl.tokens",
+                        "lbctl.pulsar"):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -16,6 +16,9 @@ Invariants:
   admin verbs can find it (inproc: the log stays there and each verb restarts the cluster from
   it; Ray: this process keeps the cluster alive until interrupted, its workload and cluster
   time still running at ``--speed``, as a real cluster's clients would);
+- inproc with ``--keep``: ``cluster.json`` is written before the cluster's first record, so a
+  run killed at any moment leaves a cluster the verbs reopen; a ``run --keep`` on a state
+  directory that keeps one resumes it (its recorded shape; differing flags are named);
 - with ``--web-service-port`` (else broker.conf's ``webServicePort``) the web service
   (``web.serve``: Pulsar's admin REST API) listens on 127.0.0.1 from when the cluster is ready
   until the cluster closes; with ``--keep`` the process, the cluster and the service stay up
@@ -41,7 +44,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors.api import Cluster
-from actors.cluster.kept import FINDING_HELP, HOSTS, LOG_SUBDIR, ClusterSpec, state_dir, write_spec
+from actors.cluster.kept import (
+    FINDING_HELP,
+    HOSTS,
+    LOG_SUBDIR,
+    STATE_FILE,
+    ClusterSpec,
+    open_kept,
+    read_spec,
+    state_dir,
+    write_spec,
+)
 from actors.cluster.options import load_config
 from actors.cluster_conf import ClusterConf
 from balancer.bundles import validate_namespace
@@ -163,6 +176,8 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
 
 def _handle(args: argparse.Namespace) -> int:
     spec = spec_from(args)
+    if args.keep:
+        spec = resumed(spec, state_dir(args.state_dir))
     config = load_config(spec.conf)
     if args.bundles > config.load_balancer_namespace_maximum_bundles:
         # The operator's own namespace, not admin input: the cap makes room for it (no auto-split
@@ -189,9 +204,31 @@ def web_settings(spec: ClusterSpec, port: int | None) -> WebSettings:
     return found
 
 
+_SHAPE = ("brokers", "conf", "seed", "namespace", "topics", "rate")
+"""What a kept cluster's spec fixes (its bodies, its workload): a resumed run keeps them."""
+
+
+def resumed(spec: ClusterSpec, directory: Path) -> ClusterSpec:
+    """``spec``, or the one recorded in ``directory`` when it keeps an in-process cluster (a
+    finished or a killed ``run --keep``): that cluster is resumed, its shape as recorded (a flag
+    that differs is named on stderr), at this run's ``--speed``."""
+    if spec.host != "inproc" or not (directory / STATE_FILE).is_file():
+        return spec
+    recorded = read_spec(directory)
+    if recorded.host != "inproc":
+        return spec
+    ignored = [f"--{name} {getattr(spec, name)}" for name in _SHAPE
+               if getattr(spec, name) != getattr(recorded, name)]
+    print(f"lbctl: resuming the cluster kept in {directory}"
+          + (f" as recorded there ({', '.join(ignored)} ignored)" if ignored else ""), file=sys.stderr)
+    return dataclasses.replace(recorded, speed=spec.speed, web_service_url=None)
+
+
 async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None,
                         snapshot_dir: str | None = None) -> Cluster:
     options: dict[str, Any] = {"workload": spec.workload(), "clients": True, "seed": spec.seed}
+    if spec.host == "inproc" and keep_in is not None and (keep_in / STATE_FILE).is_file():
+        return Cluster(await open_kept(keep_in))  # resumed from its log (``resumed``)
     if spec.host == "inproc":
         kept = keep_in / LOG_SUBDIR if keep_in is not None else None
         return await Cluster.start(config, spec.brokers, host="inproc", log_dir=kept, **options)
@@ -209,6 +246,10 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
     wall0 = time.monotonic()
     keep_in = state_dir(args.state_dir) if args.keep else None
     cluster = await start_cluster(spec, config, keep_in, getattr(args, "snapshot_dir", None))
+    if keep_in is not None and cluster.kind == "inproc":
+        # Before the first record: a run killed from here on leaves a cluster that the verbs
+        # and `run` reopen from its log.
+        write_spec(keep_in, cluster.describe(spec))
     service: WebService | None = None
     try:
         await cluster.wait_ready(spec.brokers, READY_S)
@@ -219,7 +260,8 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
                                   cluster_name=web.cluster_name)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)
-        await cluster.create_namespace(spec.namespace, bundles=args.bundles)
+        if spec.namespace not in cluster.view.view.namespaces:  # a resumed cluster may have it
+            await cluster.create_namespace(spec.namespace, bundles=args.bundles)
         stats = RunStats(start_ms=cluster.now_ms())
         view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()
         try:

@@ -6,7 +6,11 @@ Checks (each violation names the record(s) by topic, partition and offset):
 - ``double_owner``: a bundle becomes Owned by one broker while another still owns it;
 - ``unassigned_owner``: a bundle becomes Owned by a broker it was not being assigned to;
 - ``in_flight_timeout``: a transfer (TransferPrepared) or unload (UnloadRequested) reaches no end
-  state (Owned, Free, Deleted) within the in-flight wait, or not at all by the end of the log;
+  state (Owned, Free, Deleted) within the in-flight bound, or not at all by the end of the log.
+  The bound is the in-flight wait or ``LAG_MULTIPLE`` times the log's own median handover,
+  whichever is longer: a liveness rule measured against how fast this cluster hands over, so a
+  machine busy with other work (every handover slower) does not read as stuck moves, while a
+  move that lags the others by an order of magnitude, or never ends, still does;
 - ``ranges_tile``: the children of a split tile their parent, and at the end of the log every
   namespace's live bundles tile the hash space;
 - ``corrupt_record``: a stored value that does not decode (it is skipped by every other check).
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 DEFAULT_IN_FLIGHT_MS = 30_000
+LAG_MULTIPLE = 10
+"""A move counts as stuck past this many median handovers of its own log (and the wait)."""
 OWNERSHIP_TYPES = ("BundleAssigned", "BundleOwned", "UnloadRequested", "TransferPrepared",
                    "BundleReleased", "SplitRequested", "SplitCompleted")
 MOVE_TYPES = ("TransferPrepared", "UnloadRequested")
@@ -62,6 +68,10 @@ class AuditReport:
     violations: tuple[Violation, ...] = field(default_factory=tuple)
     end_ms: int = 0
     """The timestamp of the log's last record (0: an empty log)."""
+    in_flight_bound_ms: int = DEFAULT_IN_FLIGHT_MS
+    """How long a move could stay in flight before it counted as stuck (see the module's rule)."""
+    median_handover_ms: int | None = None
+    """The median time from a move to its end state over the log's completed moves."""
 
     @property
     def clean(self) -> bool:
@@ -150,7 +160,9 @@ def ownership_rows(df: DataFrame) -> DataFrame:
     return base.where("type <> 'SplitCompleted'").unionByName(parents).unionByName(children)
 
 
-def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFrame:
+def ownership_ends(df: DataFrame) -> DataFrame:
+    """``ownership_rows`` with each row's previous state, broker and offset and its next end
+    state (``end``: ts and offset of the next Owned, Free or Deleted of its bundle)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -164,8 +176,28 @@ def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFram
         .withColumn("prev_broker", F.lag("broker").over(w)) \
         .withColumn("prev_offset", F.lag("offset").over(w)) \
         .withColumn("end", F.expr("lead(ended) IGNORE NULLS").over(w))
+    return rows
+
+
+def median_handover_ms(rows: DataFrame) -> int | None:
+    """The median time from a move to its end state over the completed moves of ``rows``."""
+    from pyspark.sql import functions as F
+
+    done = rows.where(F.col("type").isin(*MOVE_TYPES) & F.expr("end IS NOT NULL"))
+    found = done.agg(F.percentile_approx(F.expr("end.ts - ts"), 0.5).alias("median")).first()
+    return None if found is None or found["median"] is None else int(found["median"])
+
+
+def in_flight_bound(in_flight_ms: int, median_ms: int | None) -> int:
+    """The in-flight wait, or ``LAG_MULTIPLE`` median handovers when that is longer."""
+    return max(int(in_flight_ms), LAG_MULTIPLE * (median_ms or 0))
+
+
+def bundle_violations(rows: DataFrame, wait: int, end_ts: int) -> DataFrame:
+    """The ownership checks over ``ownership_ends`` rows, with ``wait`` the in-flight bound."""
+    from pyspark.sql import functions as F
+
     move = F.col("type").isin(*MOVE_TYPES)
-    wait = int(in_flight_ms)
     return _found(rows, [
         ("double_owner", F.expr("state = 'Owned' AND prev_state = 'Owned' AND broker <> prev_broker"),
          F.col("prev_offset"), F.format_string("owned by %s while %s owns it", "broker", "prev_broker")),
@@ -175,7 +207,7 @@ def bundle_violations(df: DataFrame, in_flight_ms: int, end_ts: int) -> DataFram
          F.col("prev_offset"), F.format_string("owned by %s, but the bundle was %s (%s)", "broker",
                                                "prev_state", F.coalesce("prev_broker", F.lit("-")))),
         ("in_flight_timeout", move & F.expr(f"end IS NOT NULL AND end.ts - ts > {wait}"), F.col("end.offset"),
-         F.format_string(f"%s completed after %d ms (in-flight wait {wait} ms)", "type",
+         F.format_string(f"%s completed after %d ms (in-flight bound {wait} ms)", "type",
                          F.col("end.ts") - F.col("ts"))),
         ("in_flight_timeout", move & F.expr(f"end IS NULL AND {int(end_ts)} - ts > {wait}"), F.lit(None),
          F.format_string(f"%s never completed ({int(end_ts)} - %d ms to the end of the log)", "type", "ts")),
@@ -254,12 +286,16 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditRe
     corrupt = df.where("error IS NOT NULL").select(
         F.lit("corrupt_record").alias("check"), "topic", "key", "bundle", "partition", "offset",
         F.lit(None).cast("long").alias("related_offset"), "ts", F.col("error").alias("detail"))
+    rows = ownership_ends(df).cache()
+    median = median_handover_ms(rows)
+    bound = in_flight_bound(in_flight_ms, median)
     found = corrupt.unionByName(key_violations(df)).unionByName(
-        bundle_violations(df, in_flight_ms, end_ts)).collect()
+        bundle_violations(rows, bound, end_ts)).collect()
+    rows.unpersist()
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
-    return AuditReport(events, tuple(violations), end_ts)
+    return AuditReport(events, tuple(violations), end_ts, bound, median)
 
 
 def timeline(df: DataFrame) -> DataFrame:

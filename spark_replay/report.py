@@ -45,7 +45,16 @@ def audit_table(report: AuditReport) -> Table:
     frame = pd.DataFrame([v.to_dict() for v in report.violations],
                          columns=["check", "topic", "partition", "offset", "related_offset", "key",
                                   "bundle", "ts", "detail"])
-    return table(f"audit: {report.events} records, {len(report.violations)} violation(s)", frame)
+    out = table(f"audit: {report.events} records, {len(report.violations)} violation(s)", frame)
+    out.caption = in_flight_rule(report)
+    return out
+
+
+def in_flight_rule(report: AuditReport) -> str:
+    """How long a move could stay in flight, and why that long."""
+    median = "no completed move" if report.median_handover_ms is None \
+        else f"median handover {report.median_handover_ms:,} ms"
+    return f"in-flight bound {report.in_flight_bound_ms:,} ms; {median}"
 
 
 def whatif_table(result: WhatIf) -> Table:
@@ -132,7 +141,8 @@ def gantt(intervals: Sequence[dict[str, Any]], end_ms: int) -> dict[str, bytes]:
 
 
 def _audit_html(audit: AuditReport) -> list[str]:
-    head = f"<h1>Audit: {audit.events} records, {len(audit.violations)} violation(s)</h1>"
+    head = (f"<h1>Audit: {audit.events} records, {len(audit.violations)} violation(s)</h1>"
+            f"<p>{html.escape(in_flight_rule(audit))}</p>")
     if audit.clean:
         return [head, "<p>Every check passed: no violation in the log.</p>"]
     counts = ", ".join(f"{html.escape(k)}: {n}" for k, n in sorted(audit.by_check().items()))

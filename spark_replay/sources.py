@@ -11,14 +11,15 @@ Invariants:
   place with ``type`` null and ``error`` set (the dead-letter reason and message; ``bad_event``
   for a payload its schema allows but no fold can use, ``events.usable``), so a reader reports it
   with its offset and skips it (``readable``);
-- the LocalEventLog reader honours the store's commit rule: only index entries up to the last
-  end-of-append flag exist; a frame whose crc fails is a dead letter.
+- the LocalEventLog reader reads what lbctl's reader reads: the segments that form the log's
+  chain (``events.log.local.chain_of``: strays skipped and named, a broken chain refused with
+  ``LogDamaged``), each the way ``Segment`` reads it (committed appends only; a frame whose
+  crc fails, or a record lost in a damaged stretch, is a dead letter at its own offset).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ import pyarrow as pa
 from balancer.errors import DecodeError, MalformedInput
 from events.codec import decode, reason_of
 from events.log._segment import Segment
+from events.log.local import chain_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -180,7 +182,7 @@ def segment_rows(data_path: str, index_path: str, base: int, topic: str,
                 yield row
             else:
                 yield {"topic": topic, "partition": 0, "offset": base + i, "ts": segment.max_ts[i],
-                       "error": f"corrupt: {path}: offset {base + i}: stored frame fails its crc check"}
+                       "error": f"corrupt: {segment.damage(i)}"}
     finally:
         segment.close()
 
@@ -235,17 +237,14 @@ def _decoded(records: DataFrame, raw: bool) -> DataFrame:
 
 
 def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
-    """(base offset, data path, index path) of every segment of a LocalEventLog directory."""
+    """(base offset, data path, index path) of the segments of a LocalEventLog directory that
+    are its log, checked as lbctl's reader checks them (``events.log.local.chain_of``): a stray
+    file is named and skipped, files that are no single history raise ``LogDamaged``."""
     root = Path(directory)
     if not (root / "LOCK").exists():
         raise MalformedInput(f"{str(directory)!r} is not an event log directory (expected one "
                              "written by LocalEventLog)", value=str(directory))
-    found = []
-    for data in sorted(root.glob("*.log")):
-        if re.fullmatch(r"\d{20}\.log", data.name):  # other files are no segments
-            index = data.with_suffix(".idx")
-            found.append((int(data.stem), str(data.resolve()), str(index.resolve())))
-    return found
+    return [(base, str(data.resolve()), str(index.resolve())) for base, data, index in chain_of(root)]
 
 
 def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events",

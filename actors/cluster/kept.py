@@ -7,8 +7,11 @@ cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the l
 its state from the log), runs, and leaves.
 
 Invariants: a spec round-trips through JSON unchanged; a file that is not a spec, or a missing
-one, is ``MalformedInput`` naming the path and how to make one; the state directory is
-``--state-dir``, else ``$LBCTL_STATE_DIR``, else ``.lbctl``.
+one, is ``MalformedInput`` naming the path and how to make one; ``write_spec`` replaces the file
+atomically (a crash leaves the old one or the new one); an in-process cluster's spec is written
+before its first record (``lbctl run --keep``), so a run killed at any moment leaves a cluster
+the verbs and ``run`` reopen; the state directory is ``--state-dir``, else ``$LBCTL_STATE_DIR``,
+else ``.lbctl``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from actors.cluster.link import Link
 from actors.cluster.options import load_config
 from actors.workload import Workload
 from balancer.errors import InvalidInput, MalformedInput, Unavailable
+from events.log._segment import fsync_dir
 
 DEFAULT_STATE_DIR = ".lbctl"
 STATE_FILE = "cluster.json"
@@ -83,9 +87,19 @@ def state_dir(value: str | os.PathLike[str] | None) -> Path:
 
 
 def write_spec(directory: Path, spec: ClusterSpec) -> Path:
+    """Write ``cluster.json`` whole or not at all (a temporary file renamed over it, both
+    fsynced): a process killed at any moment leaves the old file or the new one."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / STATE_FILE
-    path.write_text(spec.to_json() + "\n", encoding="utf-8")
+    tmp = directory / f".{STATE_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, (spec.to_json() + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(directory)
     return path
 
 

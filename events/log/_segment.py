@@ -3,19 +3,26 @@
 Layout::
 
     NNNNNNNNNNNNNNNNNNNN.log   frames: crc32 (u32) | word (u32) | body
-                               word = body length, top bit MORE set on every frame of an
-                               append but its last; crc32 covers word and body (frames written
-                               before MORE existed carry crc32 of the body alone, MORE clear)
-                               body = ts_ms (i64) | key length (u16) | key | value
+                               word = body length | PLACED (bit 30) | MORE (bit 31): MORE is set
+                               on every frame of an append but its last; crc32 covers word and
+                               body (frames written before MORE existed carry crc32 of the body
+                               alone, MORE and PLACED clear)
+                               body = offset (u64, when PLACED) | ts_ms (i64) | key length (u16)
+                                      | key | value
     NNNNNNNNNNNNNNNNNNNN.idx   one 24-byte entry per record: position (u64), frame bytes (u32),
-                               ts_ms (i64), crc32 of the first 20 bytes (u32)
+                               ts_ms (i64), crc32 of the first 20 bytes (u32); zero frame
+                               bytes: a record lost in the damaged stretch before that position
 
 Invariants:
 - an append is committed once all its frames are in the data file (its last frame has MORE
   clear); the index only speeds up reading and is trusted entry by entry only while each entry's
   crc holds and it starts where the one before ended; past that the data is scanned;
+- every frame this code writes names its record's offset (PLACED): a record never stands below
+  the offset its frame names, so damage never moves a later record to a lower offset; frames
+  written before (no offset) are read by their place;
 - a stretch of bytes that is no frame, followed by valid frames, was committed (a writer never
-  writes after a torn tail): it is read back as one damaged entry, in its place, never skipped;
+  writes after a torn tail): it is read back as damaged entries in its place, as many as the
+  next frame's offset says were lost (at least one), never skipped;
 - bytes after the last complete append are not committed: ``Segment`` never cuts them itself;
   ``repair`` (the writer, under the lock) moves them to a quarantine file, then truncates;
 - reading (``refresh``, ``fetch``) never writes a file.
@@ -33,56 +40,71 @@ from pathlib import Path
 
 from events.log._store import Entry
 
-FRAME = struct.Struct(">II")  # crc32, word (body length | MORE)
-BODY = struct.Struct(">qH")  # ts_ms, key length
+FRAME = struct.Struct(">II")  # crc32, word (body length | PLACED | MORE)
+BODY = struct.Struct(">qH")  # ts_ms, key length (frames that name no offset)
+PLACED_BODY = struct.Struct(">QqH")  # offset, ts_ms, key length
 INDEX = struct.Struct(">QIqI")  # position, frame bytes, ts_ms, crc32 of the first 20 bytes
 _INDEX_HEAD = struct.Struct(">QIq")
+_KEY_LEN = struct.Struct(">H")
 MORE = 1 << 31
-SIZE_MASK = MORE - 1
+PLACED = 1 << 30
+SIZE_MASK = PLACED - 1
 MIN_FRAME = FRAME.size + BODY.size
 
 
-def frame(entry: Entry, more: bool = False) -> bytes:
+def frame(entry: Entry, more: bool = False, offset: int | None = None) -> bytes:
+    """One frame; with ``offset`` (what the log writes) it names the record's offset."""
     key = (entry.key or "").encode()
-    body = BODY.pack(entry.ts_ms, len(key)) + key + entry.raw
-    word = struct.pack(">I", len(body) | (MORE if more else 0))
+    if offset is None:
+        body, flags = BODY.pack(entry.ts_ms, len(key)) + key + entry.raw, 0
+    else:
+        body, flags = PLACED_BODY.pack(offset, entry.ts_ms, len(key)) + key + entry.raw, PLACED
+    word = struct.pack(">I", len(body) | flags | (MORE if more else 0))
     return struct.pack(">I", zlib.crc32(body, zlib.crc32(word))) + word + body
 
 
-def frames(entries: Sequence[Entry]) -> list[bytes]:
-    """The frames of one append: MORE on all but the last."""
+def frames(entries: Sequence[Entry], first: int | None = None) -> list[bytes]:
+    """The frames of one append: MORE on all but the last; with ``first`` they name their
+    offsets from it."""
     last = len(entries) - 1
-    return [frame(e, i < last) for i, e in enumerate(entries)]
+    return [frame(e, i < last, None if first is None else first + i) for i, e in enumerate(entries)]
 
 
-def check_frame(buf: bytes | memoryview, at: int) -> tuple[int, int, bool] | None:
-    """(frame bytes, ts_ms, more) of a valid frame at ``at`` of ``buf``, else None."""
+def check_frame(buf: bytes | memoryview, at: int) -> tuple[int, int, bool, int | None, int] | None:
+    """(frame bytes, ts_ms, more, the offset it names or None, where its key starts) of a valid
+    frame at ``at`` of ``buf``, else None."""
     if at + MIN_FRAME > len(buf):
         return None
     crc, word = FRAME.unpack_from(buf, at)
     size = word & SIZE_MASK
+    head = PLACED_BODY if word & PLACED else BODY
     stop = at + FRAME.size + size
-    if size < BODY.size or stop > len(buf):
+    if size < head.size or stop > len(buf):
         return None
     body = buf[at + FRAME.size: stop]
-    if zlib.crc32(body, zlib.crc32(buf[at + 4: at + 8])) != crc and (word & MORE or zlib.crc32(body) != crc):
+    if zlib.crc32(body, zlib.crc32(buf[at + 4: at + 8])) != crc and (
+            word & (MORE | PLACED) or zlib.crc32(body) != crc):
         return None
-    ts_ms, key_len = BODY.unpack_from(body, 0)
-    if BODY.size + key_len > size:
+    if word & PLACED:
+        offset, ts_ms, key_len = PLACED_BODY.unpack_from(body, 0)
+    else:
+        offset, (ts_ms, key_len) = None, BODY.unpack_from(body, 0)
+    if head.size + key_len > size:
         return None
-    return FRAME.size + size, ts_ms, bool(word & MORE)
+    return FRAME.size + size, ts_ms, bool(word & MORE), offset, at + FRAME.size + head.size
 
 
 def read_frame(buf: bytes | memoryview, at: int, stop: int) -> Entry:
-    """The entry stored in ``buf[at:stop]``; ``damaged`` unless it is exactly one valid frame."""
+    """The entry stored in ``buf[at:stop]``; ``damaged`` unless it is exactly one valid frame
+    (an empty stretch: a record lost in a damaged stretch before it)."""
     buf = memoryview(buf)
     got = check_frame(buf[:stop], at)
     if got is None or at + got[0] != stop:
         return Entry(bytes(buf[at:stop]), None, 0, True)
-    ts_ms, key_len = BODY.unpack_from(buf, at + FRAME.size)
-    key_at = at + MIN_FRAME
+    key_at = got[4]
+    (key_len,) = _KEY_LEN.unpack_from(buf, key_at - _KEY_LEN.size)  # both heads end with it
     key = bytes(buf[key_at: key_at + key_len]).decode(errors="replace") or None
-    return Entry(bytes(buf[key_at + key_len: stop]), key, ts_ms)
+    return Entry(bytes(buf[key_at + key_len: stop]), key, got[1])
 
 
 def _resync(buf: memoryview, at: int) -> int | None:
@@ -95,15 +117,24 @@ def _resync(buf: memoryview, at: int) -> int | None:
 
 @dataclass
 class Scan:
-    """Committed entries found in a stretch of data: (start, ts_ms) each, and where they end."""
+    """Committed entries found in a stretch of data: (start, ts_ms) each, and where they end.
+
+    An entry lost in a damaged stretch after its first has the start of the next frame (an
+    empty stretch): it keeps its offset, with no bytes to show."""
 
     slots: list[tuple[int, int]] = field(default_factory=list)
     end: int = 0
     damaged: list[int] = field(default_factory=list)  # starts of stretches that are no frame
+    lost: list[tuple[int, int, int]] = field(default_factory=list)
+    """(first offset, offsets lost, byte of the frame after them): records a damaged stretch
+    held beyond its first, or frames missing between two valid ones, named by the next frame."""
+    behind: list[tuple[int, int, int]] = field(default_factory=list)
+    """(byte, offset the frame names, offset it stands at): a frame read above its own offset."""
 
 
-def scan(data: bytes) -> Scan:
-    """The complete appends at the start of ``data`` (positions relative to it)."""
+def scan(data: bytes, first: int = 0) -> Scan:
+    """The complete appends at the start of ``data`` (positions relative to it), their first
+    record at offset ``first``."""
     buf = memoryview(data)
     out, at, ts = Scan(), 0, -(2**63)
     batch: list[tuple[int, int]] = []
@@ -117,7 +148,15 @@ def scan(data: bytes) -> Scan:
             out.damaged.append(at)
             batch, at, out.end = [], nxt, nxt
             continue
-        size, ts, more = got
+        size, ts_frame, more, named = got[:4]
+        place = first + len(out.slots) + len(batch)
+        if named is not None and named != place:
+            if named > place:  # records before this frame are gone: they keep their offsets
+                (batch if batch else out.slots).extend([(at, ts)] * (named - place))
+                out.lost.append((place, named - place, at))
+            else:
+                out.behind.append((at, named, place))
+        ts = ts_frame
         batch.append((at, ts))
         at += size
         if not more:
@@ -170,6 +209,8 @@ class Segment:
         self.index_broken: str | None = None  # why the index stopped being trusted
         self.tail = 0  # bytes after data_end (an append under way, or a torn one)
         self.notes: list[str] = []
+        self._claimed: int | None = None
+        self._looked = False
 
     @property
     def count(self) -> int:
@@ -196,7 +237,7 @@ class Segment:
             ok = zlib.crc32(raw[i * INDEX.size: i * INDEX.size + 20]) == crc
             j = self.indexed
             expected = self.positions[j] if j < self.count else self.data_end
-            if not ok or position != expected or size < MIN_FRAME or position + size > data_size:
+            if not ok or position != expected or 0 < size < MIN_FRAME or position + size > data_size:
                 at = have + i * INDEX.size
                 why = "fails its checksum" if not ok else "disagrees with the data file"
                 self._broken(f"{self.index_path}: byte {at} (offset {self.base + j}): index "
@@ -216,10 +257,17 @@ class Segment:
         if self.tail <= 0:
             return
         buf = os.pread(self.data_fd, self.tail, self.data_end)
-        found = scan(buf)
+        found = scan(buf, self.base + self.count)
         for at in found.damaged:
             self.notes.append(f"{self.data_path}: byte {self.data_end + at}: bytes that are no frame "
                               "before valid frames; read back as a dead letter")
+        for first, lost, at in found.lost:
+            self.notes.append(f"{self.data_path}: byte {self.data_end + at}: the frame there names "
+                              f"offset {first + lost}: offsets {first} to {first + lost - 1} are dead "
+                              "letters, each in its place")
+        for at, named, place in found.behind:
+            self.notes.append(f"{self.data_path}: byte {self.data_end + at}: the frame there names "
+                              f"offset {named} but stands at offset {place}; read at {place}")
         for at, ts_ms in found.slots:
             self._add(self.data_end + at, ts_ms)
         self.data_end += found.end
@@ -228,16 +276,17 @@ class Segment:
     def append(self, groups: Sequence[Sequence[Entry]], fsync: bool) -> list[int]:
         """Write appends (one write, one fsync when asked: the index never needs one); the
         local index of the first entry of each."""
-        blobs = [blob for entries in groups for blob in frames(entries)]
+        firsts, i = [], self.count
+        for group in groups:
+            firsts.append(i)
+            i += len(group)
+        blobs = [blob for entries, first in zip(groups, firsts, strict=True)
+                 for blob in frames(entries, self.base + first)]
         write_all(self.data_fd, b"".join(blobs), self.data_end)
         if fsync:
             os.fdatasync(self.data_fd)
         index, at = bytearray(), self.data_end
         entries = [entry for group in groups for entry in group]
-        firsts, i = [], self.count
-        for group in groups:
-            firsts.append(i)
-            i += len(group)
         for entry, blob in zip(entries, blobs, strict=True):
             index += index_entry(at, len(blob), entry.ts_ms)
             self._add(at, entry.ts_ms)
@@ -255,6 +304,33 @@ class Segment:
         ends = [*self.positions[start + 1: stop], last]
         return [read_frame(buf, self.positions[i] - first, ends[i - start] - first)
                 for i in range(start, stop)]
+
+    def damage(self, i: int) -> str:
+        """What is wrong with the damaged entry at local index ``i``, naming where it is."""
+        position, offset = self.positions[i], self.base + i
+        end = self.positions[i + 1] if i + 1 < self.count else self.data_end
+        if end == position:
+            return (f"{self.data_path}: byte {position} (offset {offset}): record lost in the "
+                    "stretch that is no frame before this byte; its offset is kept")
+        return f"{self.data_path}: byte {position} (offset {offset}): stored frame fails its crc check"
+
+    def claimed_base(self) -> int | None:
+        """The base offset the segment's own frames name (its first readable frame's offset less
+        its place), None when they name none (an empty segment, frames written before offsets).
+        Committed frames never change: looked up once the segment has records."""
+        if not self.count:
+            return None
+        if self._looked:
+            return self._claimed
+        self._looked = True
+        for i in range(min(self.count, 8)):
+            end = self.positions[i + 1] if i + 1 < self.count else self.data_end
+            buf = os.pread(self.data_fd, end - self.positions[i], self.positions[i])
+            got = check_frame(buf, 0)
+            if got is not None and got[0] == len(buf):
+                self._claimed = None if got[3] is None else got[3] - i
+                break
+        return self._claimed
 
     def repair(self) -> list[str]:
         """Make the files agree with the data (the caller holds the writer lock)."""

@@ -44,6 +44,7 @@ from events.codec import encode
 from events.envelope import Envelope, Stamper
 from events.log import kafka_client, kafka_read
 from events.log._store import Heads, check_append
+from events.log.heads_check import Mark, mark_of
 from events.log.kafka_client import DENIED, KafkaSecurity
 from events.log.kafka_heads import HeadsCheckpoints
 from events.log.kafka_heads import logger as heads_logger
@@ -98,6 +99,7 @@ class KafkaEventLog:
         self._heads = Heads()
         self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
         self._heads_from: dict[int, int] = {}  # partition -> where the checkpoint's heads stop
+        self._marks: dict[int, Mark] = {}  # partition -> the last record read or written there
         self.heads_read = 0
         """Records read to learn heads (a restart with a checkpoint reads only the tail)."""
         self.heads_checkpoint_every = heads_checkpoint_every
@@ -210,6 +212,7 @@ class KafkaEventLog:
             offsets = await self._deliver(partition, key, envelopes)
             for env in envelopes:
                 self._heads.observe(env)
+            self._marks[partition] = (offsets[-1], key, envelopes[-1].seq, envelopes[-1].event_id)
             self._note_written(partition, offsets[-1])
             self._unsaved += 1
         if self.transactional_id is not None:
@@ -338,12 +341,18 @@ class KafkaEventLog:
             self._heads.observe(record.envelope)
         self.heads_read += len(result.records)
         self._heads_at[partition] = result.next.get(partition, start)
+        if result.records:
+            self._marks[partition] = mark_of(result.records[-1])
 
     async def _load_heads(self) -> None:
         if self._checkpoints is not None and self.transactional_id is not None:
-            found = await self._checkpoints.load(self.transactional_id, self.end_offsets)
+            found = await self._checkpoints.load(self.transactional_id, self.end_offsets, self._record_from)
             if found is not None:
-                self._heads, self._heads_from = found
+                self._heads, self._heads_from, self._marks = found
+
+    async def _record_from(self, partition: int, offset: int) -> Record | None:
+        records = (await self._read_range({partition: offset}, 1, partitions=[partition])).records
+        return records[0] if records else None
 
     async def save_heads(self, timeout_s: float = 30.0) -> None:
         """Make the heads exact up to the end of every partition this writer wrote, then save
@@ -356,9 +365,9 @@ class KafkaEventLog:
                 async with self._write_lock:
                     for partition, start in sorted(self._heads_at.items()):
                         await self._read_heads(partition, start)
-                    heads, at = self._heads, dict(self._heads_at)
+                    heads, at, marks = self._heads, dict(self._heads_at), dict(self._marks)
                     self._unsaved = 0
-                await checkpoints.save(writer, heads, at)
+                await checkpoints.save(writer, heads, at, marks)
         except Exception as exc:  # a checkpoint must never fail an append
             heads_logger.warning("heads checkpoint of %r not saved: %r", self.transactional_id, exc)
 

@@ -11,8 +11,14 @@ Layout of a log directory::
                                 written by ``retain`` before it drops anything
 
 Invariants:
-- one partition; the offset of a record is its place in the log; a segment is named by the
-  offset of its first record and sealed once a later segment exists; other files are ignored;
+- one partition; the offset of a record is its place in the log, named in its frame too; a
+  segment is named by the offset of its first record and sealed once a later segment exists;
+  other files are ignored;
+- the segments are the log only as one chain (``_chain.verify``, on every refresh): a segment
+  file that holds nothing the chain lacks (empty, or a copy) is named and skipped, and the next
+  writer moves it to ``quarantine/``; records missing between segments, a data file gone (also
+  one that vanishes under an open store, unless retention took a prefix) or two histories for
+  the same offsets raise ``LogDamaged`` in every reader and writer;
 - an append is committed once all its frames are in the data file; with ``fsync=True``
   (default) the data reaches the disk before ``append`` returns, and appends waiting together
   share one write and one fsync (group commit);
@@ -24,7 +30,8 @@ Invariants:
 - the directory is fsynced after every file it gains and every rename;
 - retention (``retain``) drops whole sealed segments, oldest first, never the active one: the
   log then starts at its first segment's base (``start``); before it drops anything it writes
-  ``heads.json``, so a store opened on a retained log knows every key's seq and epoch; a crash
+  ``heads.json`` (sealed: ``heads_check``), so a store opened on a retained log knows every
+  key's seq and epoch; it is used only there and only when it checks against the log; a crash
   at any step leaves a log that opens and reads (a shorter prefix dropped, an index without its
   data file, which nothing reads and the next ``retain`` removes).
 """
@@ -38,6 +45,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,18 +53,21 @@ from pathlib import Path
 
 import orjson
 
-from balancer.errors import InvalidInput
+from balancer.errors import InvalidInput, LogDamaged
 from events.envelope import Stamper
+from events.log._chain import Stray, verify
 from events.log._segment import INDEX, Segment, frame, fsync_dir, write_all
 from events.log._store import Entry, Heads, Store, StoreLog
+from events.log.heads_check import check_mark, mark_of, seal, unseal
 from events.log.port import Offsets, Record, to_item
 
-__all__ = ["HEADS_FILE", "INDEX", "DroppedSegment", "LocalEventLog", "LocalStore", "frame"]
+__all__ = ["HEADS_FILE", "INDEX", "DroppedSegment", "LocalEventLog", "LocalStore", "chain_of", "frame"]
 
 _CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _INDEX_NAME = re.compile(r"^(\d{20})\.idx$")
 HEADS_FILE = "heads.json"
+_MARK_SEARCH = 64  # records looked at, from the last one down, for a readable one to mark
 _log = logging.getLogger(__name__)
 
 
@@ -85,7 +96,10 @@ class LocalStore(Store):
         self._lock_fd = -1
         self._repaired = False
         self._mutex = threading.RLock()
-        self._segments: list[Segment] = []
+        self._segments: list[Segment] = []  # the chain (``_chain.verify``)
+        self._opened: dict[int, Segment] = {}  # every data file open, by base (chain and strays)
+        self._strays: list[Stray] = []
+        self._lost: LogDamaged | None = None
         self._ignored: set[str] = set()
         self._heads = Heads()
         self._heads_upto = 0  # offsets below this are folded into _heads
@@ -96,33 +110,84 @@ class LocalStore(Store):
             self.notes.append(line)
             _log.warning("%s", line)
 
+    def _listing(self) -> tuple[dict[int, Path], set[int]]:
+        """Data files and index files of the directory by base; other ``.log`` files named once."""
+        data: dict[int, Path] = {}
+        indexes: set[int] = set()
+        if not self.directory.is_dir():
+            return data, indexes
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            match = _SEGMENT_NAME.match(name)
+            if match is not None:
+                data[int(match.group(1))] = Path(entry.path)
+            elif (found := _INDEX_NAME.match(name)) is not None:
+                indexes.add(int(found.group(1)))
+            elif name.endswith(".log") and name not in self._ignored:
+                self._ignored.add(name)
+                self._note(f"{entry.path}: not a segment (NNNNNNNNNNNNNNNNNNNN.log); ignored")
+        return data, indexes
+
     def _refresh(self) -> None:
-        fresh, bases = 0, []
-        for path in sorted(self.directory.glob("*.log")) if self.directory.is_dir() else []:
-            match = _SEGMENT_NAME.match(path.name)
-            if match is None:
-                if path.name not in self._ignored:
-                    self._ignored.add(path.name)
-                    self._note(f"{path}: not a segment (NNNNNNNNNNNNNNNNNNNN.log); ignored")
-                continue
-            base = int(match.group(1))
-            bases.append(base)
-            if not self._segments or base > self._segments[-1].base:
+        """Take in what every process committed and check that the segments form one chain
+        (``_chain.verify``: ``LogDamaged`` when they do not)."""
+        if self._lost is not None:  # records this store saw are gone: never read on without them
+            raise self._lost
+        data, indexes = self._listing()
+        for base in [b for b in self._opened if b not in data]:  # retention dropped it (a prefix)
+            self._vanished(self._opened.pop(base), data)
+        fresh = []
+        for base in sorted(data):
+            if base not in self._opened:
                 segment = Segment(self.directory, base)
                 if segment.data_fd < 0:  # dropped by retention between the listing and the open
                     segment.close()
                     continue
-                self._segments.append(segment)
-                fresh += 1
-        # Retention (perhaps in another process) dropped a prefix: forget the segments it took.
-        while bases and len(self._segments) > 1 and self._segments[0].base < bases[0]:
-            self._segments.pop(0).close()
+                self._opened[base] = segment
+                fresh.append(segment)
+        active = self._segments[-1] if self._segments and self._segments[-1].base in self._opened else None
         # Sealed segments never change: only new ones and the one that was active need a look.
-        for segment in self._segments[-(fresh + 1):]:
+        for segment in [*fresh, *([active] if active is not None and active not in fresh else [])]:
             segment.refresh()
             for line in segment.notes:
                 self._note(line)
             segment.notes.clear()
+        orphans = {b: self.directory / f"{b:020d}.idx" for b in indexes if b not in self._opened}
+        retained = bool(orphans) and (self.directory / HEADS_FILE).exists()
+        chain = verify(list(self._opened.values()), orphans, retained)
+        self._segments, self._strays = chain.segments, chain.strays
+        for stray in chain.strays:
+            self._note(f"{stray.paths[0]}: {stray.why}: not part of the log; ignored")
+
+    def _vanished(self, segment: Segment, data: dict[int, Path]) -> None:
+        """A data file this store had open is gone: retention drops whole prefixes (never the
+        active segment); any other loss of records is named and refused."""
+        segment.close()
+        if segment in self._segments and segment.count and (not data or min(data) < segment.base):
+            self._lost = LogDamaged(
+                f"{segment.data_path} vanished while the log was open: offsets {segment.base} to "
+                f"{segment.base + segment.count - 1} are gone; the log is refused until it is "
+                "restored", base=segment.base)
+            raise self._lost
+
+    def _quarantine_strays(self) -> None:
+        """Move the files the chain does not need to ``quarantine/`` (the writer, under the lock),
+        so no later segment is created over them."""
+        if not self._strays:
+            return
+        folder = self.directory / "quarantine"
+        folder.mkdir(exist_ok=True)
+        for stray in self._strays:
+            base = int(stray.paths[0].name[:20])
+            if base in self._opened and self._opened[base] not in self._segments:
+                self._opened.pop(base).close()
+            for path in stray.paths:
+                target = folder / f"{path.name}@0.{time.time_ns()}"
+                os.rename(path, target)
+                self._note(f"{path}: {stray.why}: moved to {target}")
+        fsync_dir(folder)
+        fsync_dir(self.directory)
+        self._strays = []
 
     @contextmanager
     def locked(self) -> Iterator[Heads]:
@@ -133,6 +198,7 @@ class LocalStore(Store):
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
                 self._refresh()
+                self._quarantine_strays()
                 if not self._segments:
                     self._segments.append(self._create(0))
                 for segment in self._segments if not self._repaired else self._segments[-1:]:
@@ -149,6 +215,7 @@ class LocalStore(Store):
     def _create(self, base: int) -> Segment:
         segment = Segment(self.directory, base, create=True)
         fsync_dir(self.directory)
+        self._opened[base] = segment
         return segment
 
     def _catch_up_heads(self) -> None:
@@ -162,32 +229,54 @@ class LocalStore(Store):
         self._heads_upto = end
 
     def _load_heads(self) -> None:
-        """Take ``heads.json`` (exact below its ``at``) if it fits this log; else fold the heads
-        from the first record held, naming what is not known when retention dropped records."""
+        """Take ``heads.json`` when retention dropped records and it checks against the log
+        (``heads_check``: its digest, its mark, heads not below the marked record); else fold
+        the heads from the first record held, naming a file not used and what is not known."""
         self._heads_loaded = True
-        path, start, end = self.directory / HEADS_FILE, self.start(0), self.end(0)
+        path, start = self.directory / HEADS_FILE, self.start(0)
         try:
-            found = orjson.loads(path.read_bytes())
-            at = int(found["at"]["0"])
-            if not start <= at <= end:
-                raise ValueError(f"it stands at offset {at}, outside the log's offsets {start} to {end}")
-            self._heads, self._heads_upto = Heads.from_plain(found), at
-            return
+            heads, at = self._checked_heads(path, start)
+            if start > 0:
+                self._heads, self._heads_upto = heads, at
+                return
+            why = ""  # the log holds every record from offset 0: the file is not needed
         except FileNotFoundError:
             why = "missing"
         except (ValueError, KeyError, TypeError) as exc:  # orjson's errors are ValueErrors
-            why = f"unusable ({exc})"
+            why = f"not used ({exc})"
         self._heads, self._heads_upto = Heads(), start
         if start > 0:
             self._note(f"{path}: {why}, and records before offset {start} were dropped by retention: "
                        "keys last written before it start again at seq 1 and epoch 0")
-        elif why != "missing":
+        elif why and why != "missing":
             self._note(f"{path}: {why}; heads folded from offset 0")
 
+    def _checked_heads(self, path: Path, start: int) -> tuple[Heads, int]:
+        heads, ats, marks = unseal(orjson.loads(path.read_bytes()))
+        at, end = ats[0], self.end(0)
+        if not start <= at <= end:
+            raise ValueError(f"it stands at offset {at}, outside the log's offsets {start} to {end}")
+        mark = marks.get(0)
+        held = self._record_at(mark[0]) if mark is not None and start <= mark[0] < end else None
+        check_mark(heads, 0, at, mark, held, start if at > start else None)
+        return heads, at
+
+    def _record_at(self, offset: int) -> Record | None:
+        (entry,) = self.fetch(0, offset, offset + 1)
+        item = None if entry.damaged else to_item(0, offset, entry.raw, entry.key, entry.ts_ms)
+        return item if isinstance(item, Record) else None
+
     def _save_heads(self) -> None:
-        """Write the heads, exact below ``_heads_upto`` (call under the lock, caught up)."""
-        data = orjson.dumps({**self._heads.to_plain(), "at": {"0": self._heads_upto}},
-                            option=orjson.OPT_SORT_KEYS)
+        """Write the heads, exact below ``_heads_upto``, sealed with a mark of the last readable
+        record below it (call under the lock, caught up)."""
+        at, start = self._heads_upto, self.start(0)
+        marks = {}
+        for offset in range(at - 1, max(start, at - _MARK_SEARCH) - 1, -1):
+            record = self._record_at(offset)
+            if record is not None:
+                marks[0] = mark_of(record)
+                break
+        data = orjson.dumps(seal(self._heads, {0: at}, marks), option=orjson.OPT_SORT_KEYS)
         self._replace(self.directory / HEADS_FILE, data, durable=True)
 
     def retain(self, floor: int, *, dry_run: bool = False) -> list[DroppedSegment]:
@@ -209,6 +298,7 @@ class LocalStore(Store):
                 fsync_dir(self.directory)
                 segment.close()
                 self._segments.remove(segment)
+                self._opened.pop(segment.base, None)
             self._sweep_indexes()
             return dropped
 
@@ -277,8 +367,7 @@ class LocalStore(Store):
         with self._mutex:
             bases = [s.base for s in self._segments]
             segment = self._segments[bisect.bisect_right(bases, offset) - 1]
-            position = segment.positions[offset - segment.base]
-            return f"{segment.data_path}: byte {position} (offset {offset}): stored frame fails its crc check"
+            return segment.damage(offset - segment.base)
 
     def offset_for_time(self, partition: int, ts_ms: int) -> int:
         self.poll()
@@ -334,12 +423,24 @@ class LocalStore(Store):
 
     def close(self) -> None:
         with self._mutex:
-            for segment in self._segments:
+            for segment in self._opened.values():
                 segment.close()
-            self._segments = []
+            self._segments, self._opened, self._strays = [], {}, []
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
+
+
+def chain_of(directory: str | os.PathLike[str]) -> list[tuple[int, Path, Path]]:
+    """(base, data file, index file) of the segments that are the log in ``directory``, the way
+    ``LocalStore`` reads them (strays named and skipped; ``LogDamaged`` when the files are no
+    single history), for readers that read the segments themselves (Spark)."""
+    store = LocalStore(directory)
+    try:
+        store.poll()
+        return [(s.base, s.data_path, s.index_path) for s in store._segments]
+    finally:
+        store.close()
 
 
 def _dropped(segment: Segment) -> DroppedSegment:

@@ -9,12 +9,17 @@ command are its shown output: each one that starts with ``> `` must appear in wh
 A ```` ```python ```` block runs as a script from the repository root. ``make`` commands (the two
 the README starts with) are what CI itself runs; compose/README.md's docker commands run in
 tests/integration/test_compose.py where a Docker engine answers.
+
+A page's fixed example port (``DOC_PORT``, 18080) is run as a free port chosen for that run, so
+two suites on one machine (or a port some other program holds) never collide; everything else
+runs exactly as the page shows it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -26,6 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
+DOC_PORT = "18080"
+
+
+def free_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
 
 
 @dataclass
@@ -77,8 +89,10 @@ def environment(state: Path) -> dict[str, str]:
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_command_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     env = environment(tmp_path / "state")
+    port = free_port()
     ran = 0
     for kind, body in blocks(page):
+        body = body.replace(DOC_PORT, port)
         if kind == "python":
             done = subprocess.run([sys.executable, "-c", body], cwd=ROOT, env=env, capture_output=True,
                                   text=True, timeout=600)

@@ -75,3 +75,42 @@ async def test_a_checkpoint_that_cannot_be_used_is_ignored(kafka: Any) -> None:
         assert again.heads_read == 129
     finally:
         await again.close()
+
+
+async def _checkpoint_of(servers: str, cluster: str) -> dict[str, Any]:
+    topic = OwnershipSnapshots(servers, cluster=cluster, stream=HEADS_STREAM)
+    try:
+        return (await topic.load())[f"{cluster}-broker-broker-1"]
+    finally:
+        await topic.close()
+
+
+@pytest.mark.parametrize("stray", ["reset", "another cluster's"])
+async def test_a_stray_checkpoint_resets_no_key(kafka: Any, stray: str) -> None:
+    """A record put in the heads topic by hand (heads all at 0, standing at the partition's end),
+    or a sealed checkpoint of another cluster's writer, must not make the writer reuse seqs."""
+    servers, cluster = kafka.bootstrap_servers, f"h{uuid.uuid4().hex[:8]}"
+    await _history(servers, cluster)
+    reader = KafkaEventLog(servers, cluster=cluster, partitions=1)
+    try:
+        end = (await reader.end_offsets())[0]
+    finally:
+        await reader.close()
+    if stray == "reset":
+        forged: dict[str, Any] = {"heads": {}, "elected": None, "at": {"0": end}}
+    else:
+        other = f"h{uuid.uuid4().hex[:8]}"
+        await _history(servers, other)
+        forged = await _checkpoint_of(servers, other)
+    topic = OwnershipSnapshots(servers, cluster=cluster, stream=HEADS_STREAM)
+    try:
+        await topic.put({f"{cluster}-broker-broker-1": forged})
+    finally:
+        await topic.close()
+    again = KafkaEventLog(servers, cluster=cluster, partitions=1, writer_id="broker-broker-1")
+    try:
+        landed = await again.append(KEY, _reports(KEY, 1), epoch=0)
+        assert [r.envelope.seq for r in landed] == [123], "the writer reused a seq"
+        assert again.heads_read == 129  # the checkpoint was not used: the whole partition
+    finally:
+        await again.close()

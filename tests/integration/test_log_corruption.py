@@ -4,7 +4,8 @@ letter in its place), readers change nothing, and the next writer moves what it 
 aside, saying which file and byte.
 
 Each test damages a copy of one log the way issue 19 found it damaged and compares what is read
-back with the pristine log.
+back with the pristine log, and with what the Spark reader's code (``spark_replay.sources``: the
+segments it lists, the rows each task reads) reads from the same files.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from events.log._segment import INDEX, frames
 from events.log._store import Entry
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, Record
+from spark_replay.sources import segment_rows, segments
 
 SEGMENT = "00000000000000000000"
 Seen = list[tuple[int, object]]
@@ -52,9 +54,17 @@ async def _read(directory: Path) -> tuple[Seen, list[DeadLetter], list[str]]:
     try:
         result = await log.read()
         seen: Seen = [(i.offset, i.envelope if isinstance(i, Record) else None) for i in result.items]
-        return seen, result.dead_letters, list(log.store.notes)
     finally:
         await log.close()
+    lbctl = [(i.offset, (i.envelope.key, i.envelope.seq, i.envelope.type) if isinstance(i, Record) else None)
+             for i in result.items]
+    assert _spark_rows(directory) == lbctl, "lbctl's reader and the Spark reader disagree"
+    return seen, result.dead_letters, list(log.store.notes)
+
+
+def _spark_rows(directory: Path) -> list[tuple[int, object]]:
+    rows = [row for base, data, index in segments(directory) for row in segment_rows(data, index, base, "events")]
+    return sorted((r["offset"], None if r.get("error") else (r["key"], r["seq"], r["type"])) for r in rows)
 
 
 async def _write_one(directory: Path) -> list[str]:

@@ -179,6 +179,51 @@ def test_a_late_transfer_a_stray_owner_and_a_repeated_seq_name_their_offsets(
     assert "completed after 40000 ms" in report.of("in_flight_timeout")[0].detail
 
 
+def test_a_cluster_slow_in_every_handover_is_not_stuck_but_one_move_far_behind_the_rest_is(
+        spark: Any, recorded: list[Record], tmp_path: Path) -> None:
+    # A machine busy with other work: the same history, but every move takes 60 s to end (past
+    # the 30 s in-flight wait, which a fixed wall-clock rule would count as stuck, every one).
+    slow = slowed_handovers([r.envelope for r in recorded], 60_000)
+
+    async def write(items: list[Envelope]) -> None:
+        async with LocalEventLog(tmp_path / "log", fsync=False) as log:
+            await _write(log, items)
+
+    asyncio.run(write(slow))
+    report = audit(read_local(spark, tmp_path / "log"))
+    assert report.clean, report.violations
+    assert report.median_handover_ms == 60_000 and report.in_flight_bound_ms == 600_000
+    # One transfer that never ends, far past ten median handovers, is still named.
+    as_records = [Record(0, i, e) for i, e in enumerate(slow)]
+    heads, end = _heads(as_records), max(e.ts_ms for e in slow)
+    bundle, (ns, owner) = next(iter(_owned_at_end(as_records).items()))
+    other = "broker-3" if owner != "broker-3" else "broker-2"
+    stuck = _env(heads[ns], TransferPrepared(bundle=bundle, src=owner, dst=other, reason="Overloaded"),
+                 end + 1_000, tag="stuck")
+    tail = _env(heads["broker-1"], LoadReported(broker_id="broker-1", broker_load={}),
+                end + 2 * report.in_flight_bound_ms, tag="tail")
+    asyncio.run(write([stuck, tail]))
+    late = audit(read_local(spark, tmp_path / "log"))
+    assert [v.check for v in late.violations] == ["in_flight_timeout"], late.violations
+    assert "never completed" in late.violations[0].detail
+
+
+def slowed_handovers(envelopes: list[Envelope], delay_ms: int) -> list[Envelope]:
+    """The same records, each move's end (its bundle's next Owned or Free) ``delay_ms`` later."""
+    moving: set[str] = set()
+    out: list[Envelope] = []
+    for e in envelopes:
+        bundle = e.payload.get("bundle")
+        if e.type in ("TransferPrepared", "UnloadRequested"):
+            moving.add(bundle)
+        elif e.type in ("BundleOwned", "BundleReleased") and bundle in moving:
+            moving.discard(bundle)
+            e = e._replace(ts_ms=e.ts_ms + delay_ms)
+        out.append(e)
+    assert len(out) == len(envelopes) and not moving
+    return out
+
+
 def recorded_head(records: list[Record], key: str) -> str:
     return _heads(records)[key].event_id
 
