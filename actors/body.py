@@ -7,7 +7,8 @@ Invariants:
   ``on_event`` folds one more record, and both fold the same way, so a body restarted from the log
   equals the body that lived through it (no reaction happens during ``recover``);
 - records are folded once: a record whose seq is not above the last folded seq of its (topic,
-  key) is ignored, so a host may redeliver safely, and records of the ``events`` and ``load``
+  key) is ignored, and one beyond its key's reach (``events.bounds``) is named by the view and
+  folded by no body, so a host may redeliver safely, and records of the ``events`` and ``load``
   topics may come from two logs (each numbers its keys' seqs on its own);
 - ``Follower`` keeps what every body needs: the ownership view, the newest leader epoch, the
   last seq of ``_leader`` (for the election's compare-and-set) and the registered brokers;
@@ -33,6 +34,7 @@ from actors.effects import NOTHING, Effects
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
 from balancer.ownership import AcceptMode, BundleState, OwnershipRecord
+from events.bounds import beyond_reach
 from events.catalog import (
     EVENTS_TOPIC,
     LEADER_KEY,
@@ -200,7 +202,12 @@ class Follower:
             return True
         envelope = record.envelope
         stream = (_topic(envelope.type), envelope.key)
-        if envelope.seq <= self._folded.get(stream, 0):
+        last = self._folded.get(stream, 0)
+        if envelope.seq <= last:
+            return False
+        position = self.view.tracker.positions.get(envelope.key)
+        if beyond_reach(last, 0 if position is None else position[1], envelope.seq, envelope.epoch):
+            self.view.apply(record.offset, envelope)  # named there (out_of_range); moves no seq
             return False
         self._folded[stream] = envelope.seq
         self.view.apply(record.offset, envelope)

@@ -47,12 +47,14 @@ from actors.leader_view import (
     has_traffic,
     split_decisions,
 )
+from actors.limits import check_command
 from actors.namespace import AUTO_PREFIX
 from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
 from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.errors import (
+    InputTooLarge,
     InvalidInput,
     LoadBalancerError,
     NoBrokerAvailable,
@@ -242,6 +244,10 @@ class LeaderBody(Follower):
         repeated = self.outcomes.repeat(command)
         if repeated is not None:
             return repeated
+        try:
+            check_command(command, self.config)
+        except InputTooLarge as exc:
+            return Effects(error=exc)  # nothing recorded: even its key may be too large to write
         try:
             if command.epoch < self.epoch:
                 raise StaleEpoch(f"{command.TYPE} {command.command_id} carries epoch {command.epoch}; "

@@ -6,6 +6,8 @@ Invariants:
 - it appends an ownership event only if ``balancer.ownership.judge`` accepts it over the current
   record, so every projection of the log applies every event it wrote (no invalid transition);
 - every rejection is a typed error and a ``CommandRejected`` event, and nothing else is appended;
+  a command past the admin input limits (``actors.limits``) is refused before anything else and
+  nothing at all is appended for it;
 - commands are idempotent by ``command_id``: the outcome of every command it handled is rebuilt
   from the log (events carry the command id as ``causation_id``), and a repeat returns it;
 - a command whose epoch is older than the newest ``LeaderElected`` it has folded is refused
@@ -19,10 +21,12 @@ from typing import Any
 
 from actors.body import Follower
 from actors.effects import Effects, Outcomes, Receipt, appending, rejection
+from actors.limits import check_command
 from actors.settings import namespace_body_name, namespace_shard
 from balancer.bundles import BundleId, HashRange, NamespaceBundles, namespace_of, validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import (
+    InputTooLarge,
     InvalidBundle,
     InvalidInput,
     InvalidTransition,
@@ -134,6 +138,10 @@ class NamespaceBody(Follower):
         repeated = self.outcomes.repeat(command)
         if repeated is not None:
             return repeated
+        try:
+            check_command(command, self.config)
+        except InputTooLarge as exc:
+            return Effects(error=exc)  # nothing recorded: even its key may be too large to write
         key = command.default_key()
         if "/" in key and not self.owns(key):
             # Misrouted: this shard must not write the key, not even a rejection.
@@ -161,6 +169,7 @@ class NamespaceBody(Follower):
         return self._handle(command, now_ms)
 
     def _handle(self, command: Command, now_ms: int) -> list[Event]:
+        check_command(command, self.config)
         if command.epoch < self.epoch:
             raise StaleEpoch(
                 f"{command.TYPE} {command.command_id} carries epoch {command.epoch}; "
@@ -305,8 +314,14 @@ class NamespaceBody(Follower):
             raise MalformedInput(f"{SPECIFIED_POSITIONS_DIVIDE} needs positions, got {cmd.positions!r}",
                                  value=cmd.positions)
         bundle = self._split_target(cmd, info)
-        if not self._bundle(bundle).splittable:
+        hash_range = self._bundle(bundle)
+        if not hash_range.splittable:
             raise UnsplittableBundle(f"bundle {bundle} covers one hash and cannot be split", value=bundle)
+        outside = [p for p in cmd.positions or () if not hash_range.lower < p < hash_range.upper]
+        if outside:
+            # Pulsar drops them; with none left the split would make the bundle its own child.
+            raise InvalidInput(f"split position 0x{outside[0]:08x} is not inside {bundle} "
+                               f"(0x{hash_range.lower:08x} to 0x{hash_range.upper:08x})", value=outside[0])
         owner = self._owned(bundle, "split")
         self._check(bundle, BundleState.SPLITTING, None, owner, now_ms)
         reason = "admin"

@@ -1,7 +1,8 @@
 """Bad input is refused where it is typed, before any actor sees it: nothing is appended for it.
 
 ``check_input`` judges a command on a client's fold of the log with the very rules its writer
-applies (the namespace body's handlers, the leader's failure-domain check) and raises the same
+applies (the admin input limits, ``actors.limits``; the namespace body's handlers, the leader's
+failure-domain check) and raises the same
 typed ``InvalidInput`` the writer would. A state conflict (a bundle in flight, an older epoch) is
 left to the writer: the client's view may lag, and the writer's verdict on those is final.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from actors.body import Follower
 from actors.leader_view import check_domain
+from actors.limits import check_command
 from actors.namespace import NamespaceBody
 from balancer.errors import InvalidInput, LoadBalancerError, UnsplittableBundle
 from events.catalog import Command, SetFailureDomain, SplitBundle
@@ -23,6 +25,7 @@ SELECTED = ("LARGEST", "HOT")
 
 def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     """Raise the ``InvalidInput`` the command's writer would refuse ``command`` with."""
+    check_command(command, follower.config)
     if isinstance(command, SetFailureDomain):
         check_domain(follower.brokers, follower.view.failure_domains, command)
         return

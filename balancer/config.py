@@ -4,7 +4,9 @@ Invariants:
 - every key of behaviour §7 is accepted, with Pulsar's default; another key of Pulsar 4.0's
   broker.conf (balancer/pulsar_keys.py) is ignored and counted in ``ignored``, a deprecated one
   listed in ``deprecated`` (Pulsar's loader takes both); any other key is refused, naming the closest;
-- numbers are finite; percentages are not capped at 100 (Pulsar does not cap them);
+- numbers are finite; percentages are not capped at 100 (Pulsar does not cap them); the limits of
+  admin input (and ``loadBalancerNamespaceMaximumBundles``) are capped so that whatever an admin
+  command makes fits a log record (``events._fields``), which every reader decodes;
 - a ``LoadBalancerConfig`` is immutable and always valid (validation happens on construction);
 - strategy and class values are stored in their short form (``ThresholdShedder``), whatever
   spelling came in (short name, ``impl.X``/``ext.X`` or a full Pulsar class name).
@@ -48,6 +50,13 @@ __all__ = ["KEYS", "LOAD_MANAGERS", "PLACEMENT_STRATEGIES", "SHEDDING_STRATEGIES
            "TABLE_VIEWS", "ConfigKey", "LoadBalancerConfig", "broker_conf_pairs", "render_broker_conf",
            "resolve_class_name", "setting", "snake_case"]
 T = TypeVar("T")
+MAX_NAMESPACE_BUNDLES = 131_071
+"""The most bundles a namespace may have: its boundaries (one more) must fit one list of a log
+record (``events._fields.MAX_ITEMS``, 131,072)."""
+MAX_ADMIN_STRING = 16_384
+"""The longest string limit an admin may set: four bytes of UTF-8 a character must fit one string
+of a log record (``events._fields.MAX_TEXT``, 65,536 bytes)."""
+MAX_ADMIN_LIST = 131_072
 
 
 @dataclass(frozen=True)
@@ -225,8 +234,8 @@ class LoadBalancerConfig:
         "loadBalancerNamespaceBundleMaxBandwidthMbytes", 100, NONNEG_I,
         "split trigger: MiB/s in+out")
     load_balancer_namespace_maximum_bundles: int = setting(
-        "loadBalancerNamespaceMaximumBundles", 128, POS_I,
-        "cap on bundles per namespace")
+        "loadBalancerNamespaceMaximumBundles", 128, bounded(int, 1, MAX_NAMESPACE_BUNDLES),
+        "cap on bundles per namespace: auto-splits, and an admin's numBundles and split positions")
     load_balancer_namespace_bundle_split_condition_hit_count_threshold: int = setting(
         "loadBalancerNamespaceBundleSplitConditionHitCountThreshold", 3, NONNEG_I,
         "E: consecutive hits before a split")
@@ -345,6 +354,18 @@ class LoadBalancerConfig:
         "attachDriveExecutionTimeoutSeconds", 60, POS_I,
         "lbctl attach --mode drive: seconds an execution may take to show in Pulsar's ownership "
         "channel before it is recorded as timed out", folds=False)
+    admin_input_max_string_length: int = setting(
+        "adminInputMaxStringLength", 1024, bounded(int, 1, MAX_ADMIN_STRING),
+        "characters of any string of an admin command (names, groups, broker ids, isolation regexes)",
+        folds=False)
+    admin_input_max_list_length: int = setting(
+        "adminInputMaxListLength", 1024, bounded(int, 1, MAX_ADMIN_LIST),
+        "items of any list or map of an admin command (a failure domain's brokers, an isolation "
+        "policy's regexes); split positions and boundaries are capped by loadBalancerNamespaceMaximumBundles",
+        folds=False)
+    web_service_max_json_depth: int = setting(
+        "webServiceMaxJsonDepth", 32, bounded(int, 1, 1000),
+        "levels of nesting of a JSON body the web service reads (deeper: 400)", folds=False)
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     ignored: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Keys of other broker components that were read and ignored (Pulsar's loader takes them)."""

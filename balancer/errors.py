@@ -16,6 +16,7 @@ Invariants:
     │   ├── NamespaceExists
     │   ├── TransferToCurrentOwner
     │   └── MalformedInput            JSON/shape errors in decide input
+    │       └── InputTooLarge         a string, list or number past its limit
     ├── StateConflict                 the world moved (stale epoch, invalid transition, fenced)
     │   ├── BrokerInOtherDomain       a broker already in another failure domain
     │   ├── StaleEpoch
@@ -26,6 +27,7 @@ Invariants:
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
     │   └── NoBrokerAvailable
     ├── DecodeError                   bytes that are not an event (becomes a dead letter)
+    ├── OutOfRange                    a record no reader could decode: the writer refuses it
     └── BrokerFilterError             a placement filter could not decide
 """
 
@@ -60,6 +62,13 @@ class ConfigError(InvalidInput):
 
 class MalformedInput(InvalidInput):
     code = "malformed_input"
+
+
+class InputTooLarge(MalformedInput):
+    """A string, list or number of admin input beyond its limit (the message names the limit
+    and its broker.conf key)."""
+
+    code = "input_too_large"
 
 
 class InvalidBundle(InvalidInput):
@@ -155,6 +164,12 @@ class DecodeError(LoadBalancerError):
     code = "decode_error"
 
 
+class OutOfRange(LoadBalancerError):
+    """A writer asked to stamp a record (seq, epoch or time) outside what every reader decodes."""
+
+    code = "out_of_range"
+
+
 class BrokerFilterError(LoadBalancerError):
     """A broker filter could not decide (Pulsar's ``BrokerFilterException``)."""
 
@@ -164,10 +179,11 @@ class BrokerFilterError(LoadBalancerError):
 ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     cls.code: cls
     for cls in (
-        LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InvalidBundle,
+        LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InputTooLarge, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
         UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
         StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
-        WriterFenced, HistoryMissing, LogDamaged, Unavailable, NoBrokerAvailable, DecodeError, BrokerFilterError,
+        WriterFenced, HistoryMissing, LogDamaged, Unavailable, NoBrokerAvailable, DecodeError,
+        OutOfRange, BrokerFilterError,
     )
 }

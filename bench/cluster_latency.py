@@ -211,7 +211,8 @@ async def measure(servers: str | None, quick: bool) -> list[Row]:
     log_kind = "Kafka" if servers else "the embedded log"
     options: dict[str, Any] = {"bootstrap": servers, "cluster_name": f"bench{uuid.uuid4().hex[:8]}"} \
         if servers else {}
-    async with Cluster.start(brokers=3, workload=load, settings=SETTINGS, overrides=QUIET,
+    async with Cluster.start(brokers=3, workload=load, settings=SETTINGS,
+                             overrides={**QUIET, "loadBalancerNamespaceMaximumBundles": bundles},
                              **options) as cluster:
         await cluster.create_namespace(NAMESPACE, bundles)
         # The driver is measured as a long-running client, frozen after start-up like the

@@ -37,6 +37,11 @@ PULSAR_SETTINGS: dict[str, dict[str, object]] = {
     # The setup's unloads (every bundle onto broker 0) are moves like any other: a grace period
     # of a minute lets both sides shed those bundles again soon after.
     "extensible": {
+        # Bandwidth reads 0 on one host (loopback) and CPU is host-wide, the same for every
+        # broker; heap and direct memory are each broker's own, so with their weights at 1 both
+        # shedders see brokers that differ, and the comparison is not "no move" against "no move".
+        "loadBalancerMemoryResourceWeight": 1.0,
+        "loadBalancerDirectMemoryResourceWeight": 1.0,
         "loadBalancerSheddingGracePeriodMinutes": 1,
         "loadBalancerOverrideBrokerNicSpeedGbps": 0.01,
         "loadBalancerBrokerLoadTargetStd": 0.1,

@@ -68,7 +68,9 @@ def exponent(small: float, large: float, size_small: float, size_large: float) -
 async def _cluster(brokers: int, bundles: int, seed: int = 0) -> Cluster:
     workload = Workload.zipf(Random(seed), [NAMESPACE], topics_per_namespace=3 * bundles,
                              total_msg_rate=120_000.0)
-    cluster = await Cluster.start(LoadBalancerConfig(), brokers, host="inproc", seed=seed,
+    # An operator's namespace of this size: the cap on an admin's numBundles must allow it.
+    config = LoadBalancerConfig().with_overrides({"loadBalancerNamespaceMaximumBundles": max(128, bundles)})
+    cluster = await Cluster.start(config, brokers, host="inproc", seed=seed,
                                   workload=workload, clients=True)
     await cluster.wait_ready(brokers)
     await cluster.create_namespace(NAMESPACE, bundles)

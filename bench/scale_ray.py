@@ -96,6 +96,7 @@ async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any =
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bb-s1r-") as snapshots:
         async with Cluster.start(brokers=brokers, host="ray", bootstrap=bootstrap, clients=True,
+                                 overrides={"loadBalancerNamespaceMaximumBundles": max(128, bundles)},
                                  workload=workload, settings=settings, cluster_name=f"s1r{uuid.uuid4().hex[:8]}",
                                  partitions=3, replication_factor=1, snapshot_dir=snapshots,
                                  ready_timeout_s=300.0) as cluster:

@@ -6,6 +6,12 @@ Invariants:
 - ints are int64 (not bool), floats are finite; ``Any`` inside a dict or list is any plain
   value that itself holds only int64 ints and finite floats, so no stored value can overflow a
   later encoder or poison arithmetic (``nan`` compares false with everything);
+- lengths are bounded by the log format, the same in every process that reads it: no string or
+  bytes value longer than ``MAX_TEXT`` bytes, no list or map of more than ``MAX_ITEMS`` (the codec
+  has msgpack refuse them as it unpacks). They are constants, not settings: a reader configured
+  tighter than the writer would dead-letter what every other reader folds, and the views of one
+  log would differ. Admin input has its own, smaller limits (broker.conf, ``balancer.limits``),
+  so whatever an admin command makes decodes everywhere;
 - an annotation this module does not know is a programming error, found at import time.
 """
 
@@ -18,6 +24,11 @@ from typing import Any
 Check = Callable[[Any], "str | None"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_TEXT = 65_536
+"""Bytes of UTF-8 in one string (or bytes) of a record: names, URLs, reasons, messages."""
+MAX_ITEMS = 131_072
+"""Items of one list or map of a record: the 65,537 boundaries of a namespace of 65,536 bundles
+fit twice."""
 
 
 def _plain(value: Any, depth: int = 0) -> str | None:

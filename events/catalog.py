@@ -8,6 +8,8 @@ Invariants:
   them; tuples would come back as lists, so fields are lists);
 - decision-carrying events hold ``decision`` as a plain dict (``Decision.to_dict()``), so this
   module needs nothing from the shedding code;
+- what a fold needs inside a field's maps and lists (beyond its annotation) is ``events.usable``:
+  ``view_of`` refuses a payload that breaks it;
 - every class is keyword-only: the field order is not part of the contract, the names are;
 - an event class has no ``__slots__``: ``view_of`` reads a stored payload as its event by making
   the payload the instance's attribute dict (no copy, no ``__init__``), which costs a fraction of
@@ -22,6 +24,7 @@ from typing import Any, ClassVar
 from balancer.bundles import namespace_of
 from balancer.errors import DecodeError
 from events._fields import Check, check_for
+from events.usable import RULES as _USABLE
 
 LEADER_KEY = "_leader"
 CLUSTER_KEY = "_cluster"
@@ -572,12 +575,14 @@ def from_payload(type_name: str, payload: dict[str, Any]) -> Message:
 _new_message = object.__new__
 
 
-def _viewing(schema: Schema) -> tuple[type[Message], int, Any]:
-    # The class, its field count and the setter of its instances' attribute dict.
-    return schema.cls, len(schema.allowed), vars(schema.cls)["__dict__"].__set__
+def _viewing(schema: Schema) -> tuple[type[Message], int, Any, Any]:
+    # The class, its field count, the setter of its instances' attribute dict and its usable
+    # rule (None: its schema is enough): one lookup per typed event.
+    return (schema.cls, len(schema.allowed), vars(schema.cls)["__dict__"].__set__,
+            _USABLE.get(schema.cls.TYPE))
 
 
-_VIEWS: dict[str, tuple[type[Message], int, Any]] = {
+_VIEWS: dict[str, tuple[type[Message], int, Any, Any]] = {
     name: _viewing(schema) for name, schema in SCHEMAS.items() if schema.viewed}
 
 
@@ -587,11 +592,21 @@ def view_of(type_name: str, payload: dict[str, Any]) -> Message:
     A payload with as many keys as its event has fields (what every writer stores:
     ``to_payload``; the codec has checked that its keys are fields) becomes the event's attribute
     dict, shared, not copied, with no ``__init__``; any other (an optional field left out, a
-    command) is built by ``from_payload``, which fills defaults or refuses."""
+    command) is built by ``from_payload``, which fills defaults or refuses.
+
+    A payload no fold can use (``events.usable``: a report's bundle that names no bundle, a
+    decision whose ``folded`` is not partition -> offset) is a ``DecodeError`` (``bad_payload``):
+    the folds name it ``bad_event`` and go on."""
     found = _VIEWS.get(type_name)
-    if found is None or len(payload) != found[1] or type(payload) is not dict:
+    if found is None:
+        return from_payload(type_name, payload)  # a command, or an unknown type (refused there)
+    cls, count, set_attributes, rule = found
+    if rule is not None:
+        why = rule(payload)
+        if why is not None:
+            raise DecodeError(f"{type_name}: {why}", reason="bad_payload")
+    if len(payload) != count or type(payload) is not dict:
         return from_payload(type_name, payload)
-    cls, _, set_attributes = found
     event = _new_message(cls)
     set_attributes(event, payload)  # not setattr: the frozen dataclass refuses every attribute
     return event

@@ -12,6 +12,10 @@ Invariants:
   ``version`` into ``version + 1``; a version newer than the code knows is a dead letter,
   never guessed at;
 - map keys may be ints (bundle boundaries): ``strict_map_key=False``;
+- bounded: seq and epoch are 0..2^63-1 and ts_ms an instant ISO-8601 prints
+  (``events.bounds``); no string or bytes value is longer than ``MAX_TEXT`` bytes and no list or
+  map holds more than ``MAX_ITEMS`` (``events._fields``), checked by msgpack as it unpacks, so a
+  forged record cannot make a reader build a huge value before it is refused (``bad_payload``);
 - ``to_json`` is byte-for-byte deterministic: sorted keys, bytes as base64 text, int map keys as
   strings, one line.
 """
@@ -26,6 +30,8 @@ import msgpack
 import orjson
 
 from balancer.errors import DecodeError
+from events._fields import MAX_ITEMS, MAX_TEXT
+from events.bounds import TS_MAX, TS_MIN
 from events.catalog import SCHEMAS, Message, Schema
 from events.envelope import FIELDS, Envelope
 
@@ -78,9 +84,13 @@ def encode_message(message: Message) -> bytes:
 def decode(raw: bytes) -> Envelope:
     """Wire bytes -> a validated, current-version envelope; anything else raises DecodeError."""
     try:
-        obj = _unpackb(raw, raw=False, strict_map_key=False)
+        obj = _unpackb(raw, raw=False, strict_map_key=False, max_str_len=MAX_TEXT,
+                       max_bin_len=MAX_TEXT, max_array_len=MAX_ITEMS, max_map_len=MAX_ITEMS)
     except Exception as exc:  # msgpack raises several unrelated types for bad bytes
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, ValueError) and " exceeds max_" in detail:
+            raise DecodeError(f"a value past the log format's limits ({MAX_TEXT} bytes a string, "
+                              f"{MAX_ITEMS} items a list or map): {exc}", reason="bad_payload") from None
         raise DecodeError(f"not msgpack ({len(raw)} bytes): {detail}", reason="corrupt") from None
     if type(obj) is list and len(obj) == _N_FIELDS:
         envelope: Envelope = _new_envelope(Envelope, obj)
@@ -115,7 +125,7 @@ def _from_map(obj: dict[Any, Any]) -> Envelope:
 
 
 _OPTIONAL_STR = (str, type(None))
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_MAX = 2**63 - 1
 
 
 def _check_envelope(env: Envelope) -> None:
@@ -126,10 +136,11 @@ def _check_envelope(env: Envelope) -> None:
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
         and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict and type(env[10]) in _OPTIONAL_STR
     ):
-        if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and _INT64_MIN <= env[6] <= _INT64_MAX:
+        if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and TS_MIN <= env[6] <= TS_MAX:
             return
         raise DecodeError(f"envelope out of bounds: seq={env[4]}, epoch={env[5]}, ts_ms={env[6]} "
-                          "(seq and epoch are 0..2^63-1, ts_ms an int64)", reason="bad_envelope")
+                          f"(seq and epoch are 0..2^63-1, ts_ms {TS_MIN}..{TS_MAX}: years 1 to 9999)",
+                          reason="bad_envelope")
     bad = [
         f"{name}={value!r:.40}" for name, value, ok in zip(FIELDS, env, _field_checks(env), strict=True)
         if not ok

@@ -11,6 +11,9 @@ Invariants:
   event's attributes), built at most once per envelope and kept beside the tuple (never packed,
   pickled or compared): a record that a hundred bodies fold is typed once, and a fold reads
   attributes, not dict keys;
+- a writer stamps only what every reader decodes: ``seal`` and ``Stamper.seal`` raise
+  ``OutOfRange`` (``events.bounds``) for a seq, epoch or time outside the wire's range, so a
+  log's writer refuses an append rather than write a record no one can read;
 - time and ids come from injected functions (``clock_ms``, ``new_id``); the defaults are the
   only places in ``events/`` that read the wall clock or the OS random source, so a simulator
   passes a virtual clock and a seeded id factory and gets byte-identical logs.
@@ -23,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from events.bounds import check_writable
 from events.catalog import Message, view_of
 
 Clock = Callable[[], int]
@@ -141,8 +145,10 @@ def seal(
     correlation_id: str | None = None,
 ) -> Envelope:
     """Wrap ``message`` in an envelope stamped with ``seq``, ``epoch``, a time and a fresh id."""
+    ts_ms = clock_ms()
+    check_writable(key, seq, epoch, ts_ms)
     return Envelope(
-        new_id(), message.TYPE, message.VERSION, key, seq, epoch, clock_ms(),
+        new_id(), message.TYPE, message.VERSION, key, seq, epoch, ts_ms,
         causation_id, correlation_id, message.to_payload(),
     )
 
@@ -163,8 +169,10 @@ class Stamper:
         self, message: Message, *, key: str, seq: int, epoch: int,
         causation_id: str | None = None, correlation_id: str | None = None,
     ) -> Envelope:
+        ts_ms = self.clock_ms()
+        check_writable(key, seq, epoch, ts_ms)
         return Envelope(
-            self.new_id(), message.TYPE, message.VERSION, key, seq, epoch, self.clock_ms(),
+            self.new_id(), message.TYPE, message.VERSION, key, seq, epoch, ts_ms,
             causation_id, correlation_id, message.to_payload(), self.cluster_id,
         )
 

@@ -179,6 +179,10 @@ def _handle(args: argparse.Namespace) -> int:
     if args.keep:
         spec = resumed(spec, state_dir(args.state_dir))
     config = load_config(spec.conf)
+    if args.bundles > config.load_balancer_namespace_maximum_bundles:
+        # The operator's own namespace, not admin input: the cap makes room for it (no auto-split
+        # grows a namespace already at its cap, as before).
+        config = config.with_overrides({"loadBalancerNamespaceMaximumBundles": args.bundles})
     notice = config.notice()  # keys of other broker components ignored, deprecated ones named
     if notice is not None:
         print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
@@ -252,7 +256,7 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
         if web.port is not None:
             from web.serve import serve
 
-            service = await serve(cluster, web.port, host=web.bind_address, auth=web.auth,
+            service = await serve(cluster, web.port, host=web.bind_address, auth=web.auth, limits=web.limits,
                                   cluster_name=web.cluster_name)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)

@@ -9,7 +9,9 @@ Invariants:
 - a broker's load is the max resource usage (``balancer.load.max_usage``: CPU, direct memory,
   bandwidth in/out, as a fraction) of its latest report; a broker that left is dropped;
 - balance is over the brokers that reported: ``max/mean`` of their loads and the population
-  standard deviation; ``sample`` records it, the summary gives the last and the mean of samples.
+  standard deviation; ``sample`` records it, the summary gives the last and the mean of samples;
+- total: a record whose typed event cannot be built (``events.usable``) folds nothing and is
+  named in ``anomalies`` (``bad_event``, the newest ``KEPT_ANOMALIES``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from balancer.errors import DecodeError
 from balancer.load import max_usage
 from events.catalog import (
     BrokerLeft,
@@ -32,6 +35,9 @@ from events.envelope import Envelope
 from events.log.port import Record
 from events.report_parts import is_continuation
 from projections.load import report_from_payload
+from projections.tracking import Anomaly
+
+KEPT_ANOMALIES = 100
 
 Moved = TransferPrepared | UnloadRequested | SplitRequested | BundleAssigned
 """The events the view lists as moves (an assignment only when forced: a reassignment)."""
@@ -76,6 +82,8 @@ class RunStats:
     """(elapsed ms, broker -> load) at each ``sample``: what ``--plot`` draws."""
     now_ms: int = 0
     """The cluster's clock at the last ``tick`` (the run's progress)."""
+    anomalies: list[Anomaly] = field(default_factory=list)
+    """Records no fold can use (``bad_event``), the newest ``KEPT_ANOMALIES``."""
 
     def fold(self, records: list[Record]) -> list[Move]:
         """Fold new records; the moves among them."""
@@ -89,8 +97,13 @@ class RunStats:
 
     def _fold_one(self, record: Record) -> Move | None:
         env = record.envelope
-        event = env.typed
         self.types[env.type] += 1
+        try:
+            event = env.typed
+        except DecodeError as exc:
+            self.anomalies = [*self.anomalies[-KEPT_ANOMALIES + 1:], Anomaly(
+                "bad_event", record.offset, env.key, env.seq, env.type, exc.message)]
+            return None
         if isinstance(event, LoadReported):
             if not is_continuation(event.broker_load):
                 report = report_from_payload(env.key, event.broker_load)

@@ -30,6 +30,8 @@ def summary(stats: RunStats, spec: ClusterSpec, config: LoadBalancerConfig, clus
         *move_lines(stats, hours),
         f"  events: {sum(stats.types.values())} ("
         + ", ".join(f"{kind} {n}" for kind, n in stats.types.most_common(4)) + ")",
+        *([f"  bad events: {len(stats.anomalies)} (payloads no fold can use; `lbctl log anomalies` "
+           "names them)"] if stats.anomalies else []),
         f"  {peak.describe()}",
     ]
     return "\n".join(lines)

@@ -10,7 +10,9 @@ names that proposal, its decision and the execution's outcome; otherwise Pulsar 
 Invariants: moves come in log order (partition, offset); a transfer logged as both
 ``UnloadRequested`` and ``TransferPrepared`` with the same decision is one move; a move without
 a decision (an admin unload from an older writer) is listed with empty inputs, never dropped; an
-execution no move of Pulsar's followed (refused, timed out) is listed on its own, never dropped.
+execution no move of Pulsar's followed (refused, timed out) is listed on its own, never dropped;
+a move whose decision no fold can use (``events.usable``) is left out here and named by the
+ownership view (``bad_event``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.errors import DecodeError
 from events.catalog import (
     ExecutionAccepted,
     ExecutionConfirmed,
@@ -37,6 +40,8 @@ MOVE_EVENTS = (UnloadRequested, TransferPrepared)
 PULSAR_REASON = "pulsar"
 _EXECUTION_EVENTS = (ExecutionAccepted, ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed,
                      ExecutionFailed)
+_EXECUTION_TYPES = frozenset(cls.TYPE for cls in (ProposalRecorded, ExecutionRequested, *_EXECUTION_EVENTS))
+MOVE_TYPES = frozenset(cls.TYPE for cls in MOVE_EVENTS)
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,12 @@ def moves_of(bundle: str, records: Iterable[Record]) -> list[MoveRecord]:
     splits = [e for e in executions.values() if e["kind"] == "split"]
     for record in ordered:
         env = record.envelope
-        event = env.typed
+        if env.type not in MOVE_TYPES:
+            continue
+        try:
+            event = env.typed
+        except DecodeError:
+            continue  # a decision no fold can use: the ownership view names it (bad_event)
         if not isinstance(event, MOVE_EVENTS) or event.bundle != bundle:
             continue
         decision = event.decision or {}
@@ -101,7 +111,12 @@ def _executions(bundle: str, ordered: list[Record]) -> dict[str, dict[str, Any]]
     proposals: dict[str, ProposalRecorded] = {}
     out: dict[str, dict[str, Any]] = {}
     for record in ordered:
-        event = record.envelope.typed
+        if record.envelope.type not in _EXECUTION_TYPES:
+            continue
+        try:
+            event = record.envelope.typed
+        except DecodeError:
+            continue  # named by the folds that read it (bad_event)
         if isinstance(event, ProposalRecorded):
             proposals[event.proposal_id] = event
         elif isinstance(event, ExecutionRequested) and event.bundle == bundle:

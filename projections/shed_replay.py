@@ -18,6 +18,8 @@ Invariants:
   each ``LeaderElected``, as a new leader body does;
 - a recorded move matches a replayed decision of the same run by bundle and source, and by
   destination when the strategy chose it (one a placement chose after the run is not compared);
+- a record whose payload no fold can use (``events.usable``) is a ``bad_event`` of the replay's
+  projections and takes no other part;
 - recorded moves no shedding run made (split children, admin unloads, drains, another strategy's)
   are counted by reason in ``Alignment.unmodelled``: never matched, never silently dropped.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, ShedResult
+from balancer.errors import DecodeError
 from balancer.ownership import AcceptMode
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
@@ -95,9 +98,17 @@ def folded_positions(value: Any) -> dict[int, int] | None:
     return {int(partition): int(offset) for partition, offset in value.items()}
 
 
+def _typed(envelope: Envelope) -> Any:
+    """The typed event, or None for a payload no fold can use (the projections name it)."""
+    try:
+        return envelope.typed
+    except DecodeError:
+        return None
+
+
 def run_time(envelope: Envelope) -> int:
     """When the leader ran the shedding that caused this decision event."""
-    event = envelope.typed
+    event = _typed(envelope)
     decision = event.decision if isinstance(event, MOVE_EVENTS) else None
     if isinstance(decision, dict) and isinstance(decision.get("run_ms"), int):
         return int(decision["run_ms"])
@@ -124,7 +135,7 @@ def recorded_runs(items: Iterable[tuple[int, Envelope]], strategy: str) -> Recor
     runs: dict[int, RecordedRun] = {}
     unmodelled: dict[str, int] = {}
     for offset, envelope in items:
-        event = envelope.typed
+        event = _typed(envelope)
         if isinstance(event, SheddingSkipped) and event.strategy == strategy:
             run = runs.setdefault(envelope.ts_ms, RecordedRun(envelope.ts_ms))
             run.skip, run.folded = str(event.reason), folded_positions(event.folded)
@@ -161,7 +172,7 @@ class LeaderReplay:
     def fold(self, offset: int, envelope: Envelope) -> None:
         self.ownership.apply(offset, envelope)
         self.load.apply(offset, envelope)
-        event = envelope.typed
+        event = _typed(envelope)  # None for a bad_event: the projections named it
         if isinstance(event, BrokerRegistered):
             self.registry[str(event.broker_id)] = event
         elif isinstance(event, BrokerLeft):

@@ -3,6 +3,9 @@
 Invariants:
 - ``admit`` returns True at most once per (key, seq) and never for a seq below one already
   admitted for that key: folding through it is idempotent under redelivery;
+- a record beyond its key's reach (``events.bounds.beyond_reach``: a seq or epoch more than 2^40
+  past the key's) is ``out_of_range``: refused, and it moves neither the key's seq nor its epoch,
+  as the log's writers ignore it too, so the key goes on from its last record in reach;
 - every refusal or irregularity becomes an ``Anomaly`` carrying the offset, key, seq, type and why;
 - the tracker's state is plain data (``snapshot``/``restore``), stored with the view it guards.
 """
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from events.bounds import beyond_reach
 from events.catalog import Message
 
 
@@ -37,8 +41,9 @@ class EnvelopeLike(Protocol):
 @dataclass(frozen=True, slots=True)
 class Anomaly:
     """Something the fold refused or noticed: ``kind`` is gap, duplicate, stale_epoch,
-    invalid_transition, bad_event, dead_letter or retained (a replay of a log whose first records
-    retention dropped: the offset is the first one held)."""
+    out_of_range, invalid_transition, bad_event (a payload its schema allows but a fold cannot
+    use), dead_letter or retained (a replay of a log whose first records retention dropped: the
+    offset is the first one held)."""
 
     kind: str
     offset: int
@@ -71,6 +76,10 @@ class SequenceTracker:
         key, seq, epoch = envelope.key, envelope.seq, envelope.epoch
         position = self.positions.get(key)
         last, highest = (0, epoch) if position is None else position
+        far = beyond_reach(last, 0 if position is None else highest, seq, epoch)
+        if far is not None:
+            self.record(offset, envelope, "out_of_range", far)
+            return False
         if seq <= last:
             self.record(offset, envelope, "duplicate", f"seq {seq} already applied (last {last})")
             return False

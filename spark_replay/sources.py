@@ -8,8 +8,9 @@ Invariants:
 - ``raw=True`` keeps each record's stored bytes in a ``value`` column as well (``RAW_KEPT``):
   what a replay of the leader's runs decodes into whole envelopes on the driver;
 - a record that does not decode is never dropped and never crashes the job: it comes back in its
-  place with ``type`` null and ``error`` set (the dead-letter reason and message), so a reader
-  reports it with its offset and skips it (``readable``);
+  place with ``type`` null and ``error`` set (the dead-letter reason and message; ``bad_event``
+  for a payload its schema allows but no fold can use, ``events.usable``), so a reader reports it
+  with its offset and skips it (``readable``);
 - the LocalEventLog reader reads what lbctl's reader reads: the segments that form the log's
   chain (``events.log.local.chain_of``: strays skipped and named, a broken chain refused with
   ``LogDamaged``), each the way ``Segment`` reads it (committed appends only; a frame whose
@@ -91,11 +92,12 @@ _BROKER_FIELD = {"BundleOwned": "owner", "BundleAssigned": "dst", "SplitComplete
 def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     """The decoded columns of one payload (those the audits and what-if read)."""
     decision = p.get("decision")
+    strategy = p.get("strategy") or (decision.get("strategy") if isinstance(decision, dict) else None)
     out: dict[str, Any] = {
         "bundle": p.get("bundle", p.get("parent")), "namespace": p.get("namespace"),
         "broker": p.get(_BROKER_FIELD.get(kind, "broker_id")), "src": p.get("src"),
         "dst": p.get("dst"), "reason": p.get("reason"), "force": p.get("force"),
-        "strategy": p.get("strategy") or (decision.get("strategy") if isinstance(decision, dict) else None),
+        "strategy": strategy if isinstance(strategy, str) else None,  # any event's decision may hold one
         "decision": orjson.dumps(decision, option=orjson.OPT_NON_STR_KEYS).decode() if decision else None,
     }
     if out["namespace"] is None and isinstance(out["bundle"], str):
@@ -123,9 +125,14 @@ def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int
                            "ts": ts}
     try:
         env = decode(raw or b"")
-        row.update(payload_columns(env.type, env.payload))
     except DecodeError as exc:
         row["error"] = f"{reason_of(exc)}: {exc.message}"
+        return row
+    try:
+        env.typed  # noqa: B018  (its rules refuse a payload no fold can use)
+        row.update(payload_columns(env.type, env.payload))
+    except DecodeError as exc:
+        row["error"] = f"bad_event: {exc.message}"
         return row
     except Exception as exc:  # a payload that passed the codec but is not what its type says
         row["error"] = f"bad_payload: {type(exc).__name__}: {exc}"

@@ -19,7 +19,8 @@ Invariants: each handler is one call on the ``Cluster`` (no verb is re-implement
 answers as ``web.replies`` says; a change returns once the cluster's view shows it settled; a
 cluster name other than this one's is 404, as Pulsar answers for an unknown cluster; the
 service answers for its home broker (the first registered) where Pulsar's answers for the
-broker it runs in (``broker-stats``).
+broker it runs in (``broker-stats``); a refusal names the bad value cut short, never a whole body,
+and the admin input limits (``actors.limits``) hold here as for every client of the cluster.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
 from web import lookup, own, shapes
-from web.replies import answer, body_json, document, done, refused, text
+from web.replies import answer, body_json, document, done, refused, text, text_body
 
 DEFAULT_CLUSTER_NAME = "standalone"
 SPECIFIED = "specified_positions_divide"
@@ -106,8 +107,8 @@ class _Routes:
         body = await body_json(request, "failure domain")
         brokers = body.get("brokers") if isinstance(body, Mapping) else None
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
-            raise MalformedInput(f"failure domain body {body!r}: expected {{\"brokers\": [ids]}}",
-                                 value=body)
+            raise MalformedInput(f"failure domain body {_shown(body)}: expected {{\"brokers\": [ids]}}",
+                                 value=_shown(body))
         await self.cluster.set_failure_domain(request.match_info["domain"], brokers)
         return done()
 
@@ -159,7 +160,7 @@ class _Routes:
         return done() if group is None else text(group)
 
     async def set_affinity(self, request: web.Request) -> web.Response:
-        group = (await request.text()).strip()
+        group = (await text_body(request, "anti-affinity group")).strip()
         if group.startswith('"') and group.endswith('"') and len(group) >= 2:
             group = group[1:-1]  # a JSON string, as some clients send it
         if not group:
@@ -204,26 +205,35 @@ def _bundles_policy(policies: Any) -> tuple[int | None, list[int] | None]:
     if data is None:
         return None, None
     if not isinstance(data, Mapping):
-        raise MalformedInput(f"bundles {data!r}: expected BundlesData", value=data)
+        raise MalformedInput(f"bundles {_shown(data)}: expected BundlesData", value=_shown(data))
     boundaries = data.get("boundaries")
     if boundaries:
+        if not isinstance(boundaries, list) or not all(isinstance(b, str) for b in boundaries):
+            raise MalformedInput(f"boundaries {_shown(boundaries)}: expected a list of hex strings "
+                                 "such as 0x40000000", value=_shown(boundaries))
         try:
-            return None, [int(str(b), 16) for b in boundaries]
+            return None, [int(b, 16) for b in boundaries]
         except ValueError:
-            raise MalformedInput(f"boundaries {boundaries!r}: expected hex strings such as "
-                                 "0x40000000", value=boundaries) from None
+            raise MalformedInput(f"boundaries {_shown(boundaries)}: expected hex strings such as "
+                                 "0x40000000", value=_shown(boundaries)) from None
     count = data.get("numBundles")
     if count is None or count == 0:
         return None, None
-    if not isinstance(count, int):
-        raise MalformedInput(f"numBundles {count!r}: expected an integer", value=count)
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise MalformedInput(f"numBundles {_shown(count)}: expected an integer", value=_shown(count))
     return count, None
+
+
+def _shown(value: Any) -> str:
+    """A value as an error names it: its repr, cut short (a refusal never echoes a whole body)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}..."
 
 
 def _positions(raw: Any) -> list[int] | None:
     if raw is None or raw == "" or raw == []:
         return None
-    if not isinstance(raw, list) or not all(isinstance(p, int) for p in raw):
-        raise MalformedInput(f"split boundaries {raw!r}: expected a JSON list of hash positions",
-                             value=raw)
+    if not isinstance(raw, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
+        raise MalformedInput(f"split boundaries {_shown(raw)}: expected a JSON list of hash positions",
+                             value=_shown(raw))
     return list(raw)

@@ -4,7 +4,8 @@
         print(service.url)                         # http://127.0.0.1:8080
 
 Invariants: it listens on ``host`` (127.0.0.1 unless told); port 0 takes a free port, and
-``url`` names the port actually bound; a port in use is ``Unavailable`` naming it; closing
+``url`` names the port actually bound; a port in use is ``Unavailable`` naming it; a request
+line or header field longer than ``limits.max_header`` is refused as it is read (400); closing
 stops accepting and ends the open requests; the cluster is the caller's and stays open.
 """
 
@@ -22,15 +23,17 @@ from balancer.errors import Unavailable
 from web.admin import DEFAULT_CLUSTER_NAME
 from web.app import create_app
 from web.auth import WebAuth
+from web.limits import WebLimits
 
 
 class WebService:
     """A running (once started) web service over ``cluster``."""
 
     def __init__(self, cluster: Cluster, port: int, host: str, auth: WebAuth | None,
-                 cluster_name: str = DEFAULT_CLUSTER_NAME) -> None:
+                 cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None) -> None:
         self.cluster, self.port, self.host, self.auth = cluster, port, host, auth
         self.cluster_name = cluster_name
+        self.limits = limits or WebLimits()
         self._runner: web.AppRunner | None = None
 
     @property
@@ -38,8 +41,10 @@ class WebService:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> WebService:
-        app = create_app(self.cluster, auth=self.auth, cluster_name=self.cluster_name)
-        runner = web.AppRunner(app, access_log=None)
+        app = create_app(self.cluster, auth=self.auth, cluster_name=self.cluster_name, limits=self.limits)
+        # The request line and each header field: a longer one is refused (400) as it is read.
+        runner = web.AppRunner(app, access_log=None, max_line_size=self.limits.max_header,
+                               max_field_size=self.limits.max_header)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:
@@ -71,9 +76,9 @@ class WebService:
 
 
 def serve(cluster: Cluster, port: int, *, host: str = "127.0.0.1", auth: WebAuth | None = None,
-          cluster_name: str = DEFAULT_CLUSTER_NAME) -> WebService:
+          cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None) -> WebService:
     """The web service over ``cluster``, started when awaited or entered."""
-    return WebService(cluster, port, host, auth, cluster_name)
+    return WebService(cluster, port, host, auth, cluster_name, limits)
 
 
 def _bound_port(runner: web.AppRunner) -> int:

@@ -1,4 +1,4 @@
-"""What broker.conf says about the web service: ``webServicePort`` and the auth keys.
+"""What broker.conf says about the web service: ``webServicePort``, the auth keys, the limits.
 
 Invariants: the keys are Pulsar's (``LoadBalancerConfig`` reads the same file and ignores
 them as keys of another component); no ``webServicePort`` means no web service for ``lbctl run``
@@ -8,13 +8,14 @@ is one ``ConfigError`` naming the key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from balancer.config import broker_conf_pairs
 from balancer.errors import ConfigError
 from web.admin import DEFAULT_CLUSTER_NAME
 from web.auth import WebAuth
+from web.limits import WebLimits
 
 PULSAR_DEFAULT_PORT = 8080
 LOOPBACK = "127.0.0.1"
@@ -31,13 +32,16 @@ class WebSettings:
     bind_address: str = LOOPBACK
     """``bindAddress``: where the service listens. Pulsar's default is every interface; ours is
     the loopback unless broker.conf says otherwise (a container sets 0.0.0.0, compose/)."""
+    limits: WebLimits = field(default_factory=WebLimits)
+    """What one request may be (``httpMaxRequestSize``, ``httpMaxRequestHeaderSize``,
+    ``webServiceMaxJsonDepth``)."""
 
     @classmethod
     def from_text(cls, text: str) -> WebSettings:
         pairs = broker_conf_pairs(text)
         return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
                    cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME,
-                   bind_address=pairs.get("bindAddress") or LOOPBACK)
+                   bind_address=pairs.get("bindAddress") or LOOPBACK, limits=WebLimits.from_pairs(pairs))
 
     @classmethod
     def load(cls, conf: str | None) -> WebSettings:

@@ -39,6 +39,7 @@ from balancer.errors import (
     Unavailable,
     UnknownBroker,
 )
+from events.bounds import clock_start
 from events.catalog import Command
 from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
@@ -92,7 +93,8 @@ class InProcLink:
             os.close(lock)
             raise
         cluster_id = cluster_id or founding_cluster(history) or new_cluster_id()
-        start_ms = max((r.envelope.ts_ms for r in history), default=0) + 1 if history else None
+        # Clamped: a record stamped near the end of time must not start a clock that runs out.
+        start_ms = clock_start(max(r.envelope.ts_ms for r in history)) if history else None
         host = build(start_ms)
         _attach(host, log_dir, cluster_id)
         # The restarted leader takes a new epoch: commands are made after its election.

@@ -5,7 +5,8 @@ Invariants:
   which for the local adapter is an exclusive file lock taken after catching up with writes of
   other processes: two writers can never both take seq n for one key;
 - ``Heads`` is a pure function of the decodable records of the log (max seq, max epoch per
-  key), so a store rebuilt from its files agrees with the one that wrote them;
+  key, of the records within reach of their key, ``events.bounds``), so a store rebuilt from its
+  files agrees with the one that wrote them;
 - reads see only entries the store has fully committed (``end``), never a half-written batch;
 - a store may have dropped a prefix of a partition (``start``): a read from below it starts at
   ``start`` and names it in ``ReadResult.dropped``.
@@ -24,6 +25,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from balancer.errors import ForeignCluster, LoadBalancerError, StateConflict, WriterFenced
+from events.bounds import beyond_reach
 from events.catalog import LEADER_KEY, Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -70,6 +72,8 @@ class Heads:
     def observe(self, envelope: Envelope) -> None:
         key = envelope.key
         seq, epoch = self.get(key)
+        if beyond_reach(seq, epoch, envelope.seq, envelope.epoch):
+            return  # it moves no head: the key's next append follows its last record in reach
         if key == LEADER_KEY and envelope.type == "LeaderElected":
             self.elected = max(self.elected or 0, envelope.epoch)
         new_epoch = envelope.epoch

@@ -9,10 +9,13 @@ import msgpack
 import orjson
 import pytest
 
-from balancer.errors import DecodeError
+from balancer.errors import DecodeError, OutOfRange
 from events import catalog as c
+from events._fields import MAX_ITEMS, MAX_TEXT
+from events.bounds import TS_MAX, TS_MIN
 from events.codec import decode, decode_message, encode, export_jsonl, to_json
 from events.envelope import Envelope, Stamper, counting_ids, seal
+from events.times import iso
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 BUNDLE = "public/default/0x00000000_0x40000000"
@@ -187,3 +190,48 @@ def test_a_cluster_id_travels_with_the_envelope_and_an_unstamped_one_keeps_its_b
     bare = env._replace(cluster_id=None)
     assert len(msgpack.unpackb(encode(bare))) == 10  # what every earlier record is, byte for byte
     assert decode(encode(bare)) == bare and "cluster_id" not in orjson.loads(to_json(bare))
+
+
+def _raw(payload: dict[str, Any], ts_ms: int = 1_700_000_000_000) -> bytes:
+    data: bytes = msgpack.packb(["id", "NamespacePolicySet", 1, "t/n", 1, 1, ts_ms, None, None, payload],
+                                use_bin_type=True)
+    return data
+
+
+@pytest.mark.parametrize("payload", [
+    {"namespace": "t/n", "anti_affinity_group": "g" * (MAX_TEXT + 1)},
+    {"namespace": "t/n", "isolation": {"primary": ["x"] * (MAX_ITEMS + 1)}},
+    {"namespace": "t/n", "isolation": {str(i): 1 for i in range(MAX_ITEMS + 1)}},
+])
+def test_strings_and_lists_past_the_format_limits_are_dead_letters(payload: dict[str, Any]) -> None:
+    with pytest.raises(DecodeError, match="past the log format's limits") as found:
+        decode(_raw(payload))
+    assert found.value.details["reason"] == "bad_payload"
+    at_limit = {"namespace": "t/n", "anti_affinity_group": "g" * MAX_TEXT}
+    assert decode(_raw(at_limit)).payload == at_limit
+
+
+@pytest.mark.parametrize("ts_ms", [TS_MIN - 1, TS_MAX + 1, 2**63 - 1, -(2**63)])
+def test_a_time_no_date_can_print_is_a_dead_letter_and_never_stamped(ts_ms: int) -> None:
+    with pytest.raises(DecodeError, match="years 1 to 9999"):
+        decode(_raw({"namespace": "t/n"}, ts_ms))
+    assert decode(_raw({"namespace": "t/n"}, TS_MAX)).ts_ms == TS_MAX
+    with pytest.raises(OutOfRange, match="leave the range every reader decodes"):
+        Stamper(clock_ms=lambda: ts_ms).seal(c.BrokerLeft(broker_id="b", reason="graceful"), key="b",
+                                             seq=1, epoch=1)
+
+
+@pytest.mark.parametrize(("seq", "epoch"), [(2**63, 1), (1, 2**63), (-1, 1)])
+def test_a_writer_refuses_a_seq_or_epoch_no_reader_decodes(seq: int, epoch: int) -> None:
+    with pytest.raises(OutOfRange, match=f"seq {seq}, epoch {epoch}"):
+        seal(c.BrokerLeft(broker_id="b", reason="graceful"), key="b", seq=seq, epoch=epoch,
+             clock_ms=lambda: 0)
+
+
+@pytest.mark.parametrize(("ts_ms", "shown"), [
+    (0, "1970-01-01T00:00:00.000Z"), (TS_MIN, "0001-01-01T00:00:00.000Z"),
+    (TS_MAX, "9999-12-31T23:59:59.999Z"),
+    (2**63 - 1, "9999-12-31T23:59:59.999Z (out of range: 9223372036854775807 ms)"),
+])
+def test_any_time_prints(ts_ms: int, shown: str) -> None:
+    assert iso(ts_ms) == shown

@@ -17,7 +17,8 @@ Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
 - memory is bounded: per-bundle starts are dropped once the bundle settles, and at most
   ``MAX_PENDING`` unfinished ones are kept (the oldest go first).
 
-Pure: no clock, no I/O; the exporter owns one and feeds it every record once, in log order.
+A record whose payload no fold can use (``events.usable``) is counted in ``bad_events`` and
+folds nothing. Pure: no clock, no I/O; the exporter owns one and feeds it every record once, in log order.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.errors import DecodeError
 from events.log.port import Record
 
 MAX_PENDING = 10_000
@@ -103,6 +105,8 @@ class Tally:
         self._looking_up: dict[str, Pending] = {}
         self._split_reasons: dict[str, str] = {}
         self._run: tuple[Any, set[str]] = (None, set())
+        self.bad_events = 0
+        """Records whose payload no fold can use (``events.usable``): counted, not folded."""
 
     def leaders(self) -> list[str]:
         """Every leader a counter is attributed to, the current one included."""
@@ -115,6 +119,11 @@ class Tally:
         self.appended[env.type] += 1
         handler = _HANDLERS.get(env.type)
         if handler is not None:
+            try:
+                env.typed  # noqa: B018  (built once per record: its rules refuse what no fold can use)
+            except DecodeError:
+                self.bad_events += 1  # the ownership view names it (the dashboard's anomalies)
+                return
             handler(self, env.payload, env.ts_ms)
 
     # -- elections and moves --------------------------------------------------------------------

@@ -167,7 +167,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # Pulsar-sized (issue 23): 50 brokers, 8,192 bundles, the background faults of every
     # scenario (crashes of any body, log outages, skews, unloads, lookups) and a rolling restart.
     Scenario("large", _rolling_restart, brokers=50, namespaces=("public/large",), bundles=8192,
-             topics_per_namespace=3 * 8192, rate=200_000.0, crash_rate=0.01, rotation=False),
+             topics_per_namespace=3 * 8192, rate=200_000.0, crash_rate=0.01, rotation=False,
+             config={"loadBalancerNamespaceMaximumBundles": 8192}),
 )}
 
 
