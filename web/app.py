@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin, observe
+from web import admin, control, observe
 from web.auth import WebAuth
 
 
@@ -23,4 +23,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
     app = web.Application(middlewares=middlewares)
     admin.add_routes(app, cluster, cluster_name=cluster_name)
     observe.add_routes(app, cluster, cluster_name=cluster_name)
+    control.add_routes(app, cluster)
     return app

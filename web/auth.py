@@ -97,6 +97,7 @@ class WebAuth:
             if self.authorization_enabled and role not in self.super_user_roles:
                 raise refusal(web.HTTPForbidden, f"role {role!r} is not authorized for "
                               f"{request.method} {request.path} (superUserRoles only)")
+            request["role"] = role  # who asked, for what a handler records (a pause)
             return await handler(request)
 
         return check

@@ -42,6 +42,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SplitCompleted": (1, ("boundaries", "children", "owner", "parent")),
     "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
+    "BalancerPaused": (1, ("by", "reason", "since_ms", "until_ms")),
+    "BalancerResumed": (1, ("at_ms", "by", "since_ms")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -53,6 +55,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SplitBundle": (1, ("algorithm", "bundle", "command_id", "epoch", "namespace", "positions", "unload")),
     "ConfirmRelease": (1, ("bundle", "command_id", "epoch", "src")),
     "ConfirmSplit": (1, ("boundaries", "children", "command_id", "epoch", "owner", "parent")),
+    "PauseBalancer": (1, ("by", "command_id", "duration_ms", "epoch", "reason")),
+    "ResumeBalancer": (1, ("by", "command_id", "epoch")),
 }
 
 
@@ -65,9 +69,9 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (16 events) and §2 (10 commands)
-    assert len(EVENTS) == 16
-    assert len(COMMANDS) == 10
+    # contracts §1 (16 events) and §2 (10 commands), and the operator's pause and resume
+    assert len(EVENTS) == 18
+    assert len(COMMANDS) == 12
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
 
