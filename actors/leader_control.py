@@ -26,10 +26,11 @@ from events.catalog import (
     BalancerPaused,
     BalancerResumed,
     Message,
+    SheddingSkipped,
     TransferPrepared,
     UnloadRequested,
 )
-from projections.control import is_shedding, started_ms
+from projections.control import is_shedding, run_ms, started_ms
 
 HOUR_MS = 3_600_000
 
@@ -41,14 +42,35 @@ def caps_of(config: LoadBalancerConfig) -> Caps:
 
 
 @dataclass
+class LastCycle:
+    at_ms: int | None = None
+    outcome: str = ""
+    moves: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"atMs": self.at_ms, "outcome": self.outcome, "moves": self.moves}
+
+
+@dataclass
 class ControlFold:
     """What the log says of the operator's hold: the newest pause and the recent moves."""
 
     pause: Pause | None = None
     resumed: dict[int, int] = field(default_factory=dict)
     hour: deque[int] = field(default_factory=deque)
+    last: LastCycle = field(default_factory=lambda: LastCycle())
+    """The last shedding cycle the log shows (a restarted leader's until it runs its own)."""
+    seen_ms: int = 0
+    """The newest record time folded: cluster time has reached at least this."""
 
     def fold(self, event: Message, ts_ms: int) -> None:
+        self.seen_ms = max(self.seen_ms, ts_ms)
+        if isinstance(event, SheddingSkipped):
+            self.last = LastCycle(ts_ms, str(event.reason), 0)
+        elif isinstance(event, UnloadRequested | TransferPrepared) and is_shedding(event):
+            run = run_ms(event, ts_ms)
+            moves = self.last.moves + 1 if self.last.at_ms == run and self.last.outcome == "moves" else 1
+            self.last = LastCycle(run, "moves", moves)
         if isinstance(event, BalancerPaused):
             self.pause = Pause(event.since_ms, event.until_ms, event.reason, event.by)
         elif isinstance(event, BalancerResumed):
@@ -65,16 +87,6 @@ class ControlFold:
 
     def moves_last_hour(self, now_ms: int) -> int:
         return sum(1 for t in self.hour if now_ms - HOUR_MS < t <= now_ms)
-
-
-@dataclass
-class LastCycle:
-    at_ms: int | None = None
-    outcome: str = ""
-    moves: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"atMs": self.at_ms, "outcome": self.outcome, "moves": self.moves}
 
 
 class Control:
@@ -102,11 +114,11 @@ class Control:
         return sum(1 for m in moves if self.throttle.offer(m))
 
     def status(self, folded: ControlFold) -> dict[str, Any]:
-        now_ms = self.now_ms
+        now_ms = max(self.now_ms, folded.seen_ms)
         pause = folded.pause  # the reader judges it at the host's time (this one may be older)
         return {"paused": None if pause is None else pause.to_dict(),
                 "throttle": self.throttle.to_dict(now_ms),
                 "oldestMoveMs": self.throttle.oldest_in_flight_ms(now_ms),
-                "lastCycle": self.last.to_dict(),
+                "lastCycle": (self.last if self.last.at_ms is not None else folded.last).to_dict(),
                 "movesLastHour": folded.moves_last_hour(now_ms), "nowMs": now_ms,
                 "maxPauseMs": self.config.load_balancer_max_pause_minutes * 60_000}

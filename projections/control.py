@@ -24,6 +24,7 @@ from events.catalog import (
     BalancerResumed,
     BundleOwned,
     BundleReleased,
+    Message,
     TransferPrepared,
     UnloadRequested,
 )
@@ -43,6 +44,13 @@ def is_shedding(event: UnloadRequested | TransferPrepared) -> bool:
             and decision.get("strategy") not in NOT_SHEDDING)
 
 
+def run_ms(event: UnloadRequested | TransferPrepared, ts_ms: int) -> int:
+    """When the run that chose the move ran."""
+    decision = event.decision if isinstance(event.decision, dict) else {}
+    value = decision.get("run_ms", ts_ms)
+    return int(value) if isinstance(value, int | float) else ts_ms
+
+
 def started_ms(event: UnloadRequested | TransferPrepared, ts_ms: int) -> int:
     decision = event.decision if isinstance(event.decision, dict) else {}
     value = decision.get("started_ms", decision.get("run_ms", ts_ms))
@@ -56,6 +64,8 @@ class ControlHistory:
     """A pause's ``since_ms`` -> when it ended before its time (resumed or replaced)."""
     spans: list[MoveSpan] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    _open: dict[str, int] = field(default_factory=dict)
+    """Bundle -> the index in ``spans`` of its shedding move not yet seen to end."""
 
     def window(self, pause: Pause) -> tuple[int, int]:
         return pause.since_ms, min(pause.until_ms, self.ends.get(pause.since_ms, pause.until_ms))
@@ -67,13 +77,40 @@ class ControlHistory:
                 return pause
         return None
 
-    def violations(self, caps: Caps | None = None) -> list[str]:
-        out = list(self.unreadable)
+    def take(self, event: Message, ts_ms: int) -> None:
+        """Fold one event (log order within a key; pauses and moves may come from any partition)."""
+        if isinstance(event, BalancerPaused):
+            if self.pauses:
+                last = self.pauses[-1].since_ms
+                self.ends[last] = min(self.ends.get(last, event.since_ms), event.since_ms)
+            self.pauses.append(Pause(event.since_ms, event.until_ms, event.reason, event.by))
+        elif isinstance(event, BalancerResumed):
+            self.ends[event.since_ms] = min(self.ends.get(event.since_ms, event.at_ms), event.at_ms)
+        elif isinstance(event, UnloadRequested | TransferPrepared):
+            if is_shedding(event):
+                dst = event.dst if isinstance(event, TransferPrepared) else None
+                self._open[event.bundle] = len(self.spans)
+                self.spans.append(MoveSpan(event.bundle, event.src, dst, started_ms(event, ts_ms), None))
+        elif isinstance(event, BundleOwned | BundleReleased):
+            index = self._open.get(event.bundle)
+            if index is not None and (isinstance(event, BundleOwned) or self.spans[index].dst is None):
+                del self._open[event.bundle]
+                span = self.spans[index]
+                self.spans[index] = MoveSpan(span.bundle, span.src, span.dst, span.start_ms, ts_ms)
+
+    def paused_moves(self) -> list[tuple[MoveSpan, Pause, str]]:
+        """Each shedding move that started while a pause held, with the pause and one line."""
+        out: list[tuple[MoveSpan, Pause, str]] = []
         for span in self.spans:
             pause = self.paused_at(span.start_ms)
             if pause is not None:
-                out.append(f"{span.start_ms}: shedding move of {span.bundle} started while paused "
-                           f"(since {pause.since_ms}, by {pause.by}: {pause.reason})")
+                out.append((span, pause, f"{span.start_ms}: shedding move of {span.bundle} started "
+                                         f"while paused (since {pause.since_ms}, by {pause.by}: {pause.reason})"))
+        return out
+
+    def violations(self, caps: Caps | None = None) -> list[str]:
+        out = list(self.unreadable)
+        out += [line for _, _, line in self.paused_moves()]
         if caps is not None:
             out += caps_exceeded(self.spans, caps)
         return out
@@ -82,7 +119,6 @@ class ControlHistory:
 def control_history(records: Iterable[Record]) -> ControlHistory:
     """Fold ``records`` (log order) into the pauses and the shedding moves' spans."""
     history = ControlHistory()
-    open_moves: dict[str, tuple[int, MoveSpan]] = {}  # bundle -> (index in spans, span)
     for record in records:
         envelope = record.envelope
         if envelope.type not in WATCHED:
@@ -92,23 +128,5 @@ def control_history(records: Iterable[Record]) -> ControlHistory:
         except Exception as exc:  # a record that does not decode is named, never skipped
             history.unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
             continue
-        if isinstance(event, BalancerPaused):
-            if history.pauses:
-                last = history.pauses[-1]
-                history.ends[last.since_ms] = min(history.ends.get(last.since_ms, event.since_ms), event.since_ms)
-            history.pauses.append(Pause(event.since_ms, event.until_ms, event.reason, event.by))
-        elif isinstance(event, BalancerResumed):
-            history.ends[event.since_ms] = min(history.ends.get(event.since_ms, event.at_ms), event.at_ms)
-        elif isinstance(event, UnloadRequested | TransferPrepared):
-            if is_shedding(event):
-                dst = event.dst if isinstance(event, TransferPrepared) else None
-                span = MoveSpan(event.bundle, event.src, dst, started_ms(event, envelope.ts_ms), None)
-                open_moves[event.bundle] = (len(history.spans), span)
-                history.spans.append(span)
-        elif isinstance(event, BundleOwned | BundleReleased):
-            found = open_moves.get(event.bundle)
-            if found is not None and (isinstance(event, BundleOwned) or found[1].dst is None):
-                index, span = open_moves.pop(event.bundle)
-                history.spans[index] = MoveSpan(span.bundle, span.src, span.dst, span.start_ms,
-                                                envelope.ts_ms)
+        history.take(event, envelope.ts_ms)
     return history
