@@ -510,15 +510,15 @@ class LeaderBody(Holding, Follower):
         queued = self.control.queue([Move(d.bundle, d.source or "", d.destination, now_ms, (d, run))
                                      for d in result.decisions if d.source is not None])
         started = self._start_due(now_ms)
-        if queued:
+        if self.control.alive(queued):  # else each was dropped: no destination but its owner
             self.control.last.at_ms, self.control.last.outcome = now_ms, "moves"
-            self.control.last.moves = queued
+            self.control.last.moves = len(queued)
             return started
         if result.skip is not None:
             skip = str(result.skip)
         else:  # decisions without a destination other than their owner, or none at all
             skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
-        return self._skipped(now_ms, skip)
+        return combine([started, self._skipped(now_ms, skip)])  # earlier runs' moves may start
 
     def _auto_split(self, now_ms: int) -> Effects:
         if self.held.paused(now_ms) is not None:

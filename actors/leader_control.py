@@ -7,7 +7,8 @@ Invariants:
   that made them;
 - a shedding move is in flight from the moment the leader starts it until the bundle's record
   shows another version at rest (owned or free), or the bundle is gone; a move whose command
-  was dropped on the way frees its slot when the leader's own backoff gives it up;
+  was lost on the way frees its slot after ``loadBalancerStalledMoveSeconds`` (a late command
+  must not make two moves where the caps allow one);
 - only shedding moves (``Decision.strategy`` other than the graceful shutdown's) count; admin
   unloads and drains are not throttled and are not paused.
 """
@@ -110,8 +111,14 @@ class Control:
                     record.version != version and not record.state.in_flight):
                 self.throttle.finished(bundle)
 
-    def queue(self, moves: list[Move]) -> int:
-        return sum(1 for m in moves if self.throttle.offer(m))
+    def queue(self, moves: list[Move]) -> list[str]:
+        """The bundles of ``moves`` queued (not those queued or moving already)."""
+        return [m.bundle for m in moves if self.throttle.offer(m)]
+
+    def alive(self, bundles: list[str]) -> int:
+        """How many of ``bundles`` are still queued or moving (the others were dropped)."""
+        queued = {m.bundle for m in self.throttle.queue}
+        return sum(1 for b in bundles if b in queued or b in self.throttle.in_flight)
 
     def status(self, folded: ControlFold) -> dict[str, Any]:
         now_ms = max(self.now_ms, folded.seen_ms)

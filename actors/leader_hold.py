@@ -6,8 +6,8 @@ Invariants:
   time is up); a resume with no pause holding records nothing;
 - a queued shedding move starts only while no pause holds and the throttle's caps allow it, and
   carries the run that chose it (``run_ms``, ``folded``) so a what-if replays that run;
-- a move whose command the leader has given up on (its backoff passed, the bundle unmoved)
-  frees its throttle slot.
+- a move whose bundle has not moved ``loadBalancerStalledMoveSeconds`` after the leader started
+  it (its command lost on the way) frees its throttle slot; until then the status says stalled.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from actors.leader_control import Control, ControlFold
 from balancer.config import LoadBalancerConfig
 from balancer.control import pause_duration_ms
 from balancer.decisions import Decision
-from balancer.ownership import OwnershipRecord
 from balancer.shedding.run import SheddingRun
 from events.catalog import (
     LEADER_KEY,
@@ -44,10 +43,6 @@ class Holding:
         raise NotImplementedError
 
     def _position(self) -> dict[str, int]:
-        raise NotImplementedError
-
-    def _waiting(self, bundle: str, record: OwnershipRecord | None, now_ms: int,
-                 cap_ms: int | None = None) -> bool:
         raise NotImplementedError
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,
@@ -79,8 +74,11 @@ class Holding:
         throttle = self.control.throttle
         if not throttle.queue and not throttle.in_flight:
             return NOTHING
-        given_up = {b for b, m in throttle.in_flight.items() if not self._waiting(
-            b, self.view.records.get(b), now_ms) and self._unmoved(b, m.payload)}
+        # A command may arrive late (a slow or busy link): its slot is held until the stall bound,
+        # so a late one never makes two moves where the caps allow one.
+        bound = self.config.load_balancer_stalled_move_seconds * 1000
+        given_up = {b for b, m in throttle.in_flight.items()
+                    if now_ms - throttle.started_at.get(b, now_ms) > bound and self._unmoved(b, m.payload)}
         self.control.settle(self.view.records, given_up)
         if self.held.paused(now_ms) is not None:
             return NOTHING
