@@ -215,3 +215,43 @@ def test_status_says_stalled_when_a_broker_sends_no_load(capsys: pytest.CaptureF
     assert code == 0
     assert out.startswith("state: stalled\n")
     assert "stalled: no fresh load data from broker-3 (loadBalancerStalledLoadReportSeconds=12)" in out
+
+
+# -- what status says --------------------------------------------------------------------------
+
+
+def _leader_status(**control: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "paused": None, "oldestMoveMs": 0, "nowMs": 1_000_000, "movesLastHour": 3, "maxPauseMs": 1,
+        "lastCycle": {"atMs": 990_000, "outcome": "moves", "moves": 4},
+        "throttle": {"caps": {"perBroker": 2, "cluster": 10, "perMinute": 30}, "inFlight": 1,
+                     "startedLastMinute": 1, "queue": [{"bundle": "t/n/x", "src": "b1", "queuedMs": 1}],
+                     "moving": []}}
+    base.update(control)
+    return {"name": "leader", "leads": True, "my_epoch": 3, "now_ms": 1_000_000, "control": base,
+            "position": {0: 90}, "load_seen": {"b1": 999_000, "b2": 999_000}}
+
+
+def test_status_without_a_leader_is_stalled_naming_it() -> None:
+    from actors.control_status import status_document, status_text
+
+    document = status_document(LoadBalancerConfig(), None, {0: 100}, ["b1"])
+    assert document["state"] == "stalled"
+    assert status_text(document) == "state: stalled\n  stalled: no leader: no body holds the newest epoch"
+
+
+def test_status_executing_n_of_m_and_each_stall_reason() -> None:
+    from actors.control_status import status_document, status_text
+
+    config = LoadBalancerConfig()
+    document = status_document(config, _leader_status(), {0: 90}, ["b1", "b2"])
+    assert document["state"] == "executing" and document["executing"] == {"done": 2, "of": 4}
+    text = status_text(document)
+    assert text.startswith("state: executing (2 of 4)\n")
+    assert "throttle: 1 in flight, 1 queued" in text and "queued: t/n/x (from b1)" in text
+    stuck = status_document(config, _leader_status(oldestMoveMs=301_000), {0: 10_090}, ["b1", "b2", "b3"])
+    assert stuck["state"] == "stalled"
+    assert stuck["stalled"] == [
+        "a move has been in flight 301 s (loadBalancerStalledMoveSeconds=300)",
+        "no fresh load data from b3 (loadBalancerStalledLoadReportSeconds=60)",
+        "the leader's fold is 10000 records behind the log (loadBalancerStalledFoldLagRecords=10000)"]

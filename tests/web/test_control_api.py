@@ -76,3 +76,24 @@ async def _leader_records(cluster: Cluster) -> AsyncIterator[tuple[str, dict[str
     for record in await cluster.log_tail(10_000):
         if record.envelope.type in ("BalancerPaused", "BalancerResumed"):
             yield record.envelope.type, dict(record.envelope.payload)
+
+
+async def test_lbctl_over_rest_pauses_and_says_so(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    from lbctl.main import main
+
+    async with TestClient(TestServer(create_app(cluster))) as client:
+        url = str(client.make_url("")).rstrip("/")
+
+        def lbctl_rest(*argv: str) -> tuple[int, str, str]:
+            code = main(["--admin-url", url, *argv])
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        code, out, _ = await asyncio.to_thread(lbctl_rest, "balancer", "pause", "--for", "90s", "--reason", "rest")
+        assert code == 0 and "90 s from now: rest" in out
+        code, out, _ = await asyncio.to_thread(lbctl_rest, "balancer", "status")
+        assert code == 0 and out.startswith("state: paused until") and "by anonymous: rest" in out
+        code, out, err = await asyncio.to_thread(lbctl_rest, "balancer", "pause", "--for", "0", "--reason", "x")
+        assert code == 2 and out == "" and "'0'" in err and len(err.strip().splitlines()) == 1
+        code, out, _ = await asyncio.to_thread(lbctl_rest, "balancer", "resume")
+        assert code == 0 and "balancer resumed" in out
