@@ -255,3 +255,13 @@ def test_status_executing_n_of_m_and_each_stall_reason() -> None:
         "a move has been in flight 301 s (loadBalancerStalledMoveSeconds=300)",
         "no fresh load data from b3 (loadBalancerStalledLoadReportSeconds=60)",
         "the leader's fold is 10000 records behind the log (loadBalancerStalledFoldLagRecords=10000)"]
+
+
+@pytest.mark.parametrize("key", ["loadBalancerMaxMovesInFlightPerBroker", "loadBalancerMaxMovesInFlight",
+                                 "loadBalancerMaxMovesPerMinute", "loadBalancerMaxPauseMinutes"])
+@pytest.mark.parametrize("value", ["0", "-3", "nan"])
+def test_a_cap_of_zero_negative_or_nan_is_refused_naming_the_key(key: str, value: str) -> None:
+    from balancer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{key}: '{value}' "):
+        LoadBalancerConfig.from_mapping({key: value})
