@@ -21,7 +21,8 @@ Invariants:
 - while an operator's pause holds (``BalancerPaused``, on the leader's own time) no shedding
   move starts and no auto-split is asked; placing unowned bundles never pauses. Shedding moves
   wait in the throttle's queue (``actors.leader_control``) and start as its caps allow, each
-  stamped with the run that chose it and ``started_ms``.
+  stamped with the run that chose it and ``started_ms``; each shedding run (or skipped run)
+  replaces what still waits, so no move starts on load older than the last run.
 """
 
 from __future__ import annotations
@@ -507,6 +508,7 @@ class LeaderBody(Holding, Follower):
         view = self._view(now_ms, placing=False)
         result: ShedResult = self.shedding.run(view)
         run = (now_ms, self._position())
+        self.control.throttle.queue.clear()  # each run replaces the plan: queued moves were chosen on older load
         queued = self.control.queue([Move(d.bundle, d.source or "", d.destination, now_ms, (d, run))
                                      for d in result.decisions if d.source is not None])
         started = self._start_due(now_ms)

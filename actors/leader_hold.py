@@ -65,6 +65,7 @@ class Holding:
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
     def _skipped(self, now_ms: int, skip: str) -> Effects:
+        self.control.throttle.queue.clear()  # nothing to do now: what waited was for older load
         self.control.last.at_ms, self.control.last.outcome, self.control.last.moves = now_ms, skip, 0
         event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
         return appending(LEADER_KEY, [event], epoch=self.my_epoch)

@@ -147,6 +147,11 @@ def test_the_throttle_caps_hold_over_the_log() -> None:
     starts = sorted(s.start_ms for s in history.spans)
     assert all(b - a >= MINUTE for a, b in itertools.pairwise(starts))
     assert_consistent(host)
+    # Each run replaces what waits: a slow throttle does not go on with a plan made on old load.
+    free = shed_host(loadBalancerMaxMovesInFlightPerBroker=1000, loadBalancerMaxMovesInFlight=1000,
+                     loadBalancerMaxMovesPerMinute=1000)
+    free.advance(10 * MINUTE)
+    assert len(history.spans) <= len(control_history(free.records).spans) + 2
 
 
 def test_moves_over_a_cap_wait_in_the_queue_that_status_shows() -> None:
