@@ -51,8 +51,10 @@ from actors.precheck import check_input
 from actors.settings import LEADER, ActorSettings, route
 from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
+from balancer.control import pause_duration_ms
 from balancer.errors import (
     InvalidInput,
+    MalformedInput,
     StaleEpoch,
     Unavailable,
     UnknownBundle,
@@ -64,6 +66,8 @@ from events.catalog import (
     AssignBundle,
     Command,
     CreateNamespace,
+    PauseBalancer,
+    ResumeBalancer,
     SetFailureDomain,
     SetNamespacePolicy,
     SplitBundle,
@@ -348,6 +352,29 @@ class Cluster(ActorLife):
         receipt = await self._issue(SetFailureDomain, domain=domain, brokers=[])
         await self._shown(lambda: domain not in self.failure_domains(), f"failure domain {domain}")
         return receipt
+
+    # -- the operator's hold on the balancer (docs/control.md) -----------------------------------
+    async def pause_balancer(self, duration_ms: float, reason: str, by: str) -> Receipt:
+        """Pause shedding and splitting for ``duration_ms`` of the leader's time (placements of
+        unowned bundles go on); refused, appending nothing, beyond ``loadBalancerMaxPauseMinutes``."""
+        duration = pause_duration_ms(duration_ms, self.config.load_balancer_max_pause_minutes * 60_000)
+        if not reason.strip():
+            raise MalformedInput(f"--reason {reason!r}: say why the balancer is paused", value=reason)
+        receipt = await self._issue(PauseBalancer, duration_ms=duration, reason=reason, by=by)
+        return receipt
+
+    async def resume_balancer(self, by: str) -> Receipt:
+        """End the pause now (a receipt without events: there was none)."""
+        return await self._issue(ResumeBalancer, by=by)
+
+    async def balancer_status(self, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+        """idle, executing, paused or stalled, with the figures (``actors.control_status``)."""
+        from actors.control_status import leader_of, status_document
+
+        await self.link.catch_up()
+        statuses = await self.link.statuses(timeout_s)
+        return status_document(self.config, leader_of(statuses), dict(self.view.cursor.position),
+                               sorted(self.view.brokers))
 
     async def _shown(self, predicate: Callable[[], bool], what: str) -> None:
         """Until the view shows what a verb appended (a log may serve a record moments after its

@@ -17,7 +17,12 @@ Invariants:
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);
-- timers (sweep, monitor, shedding, split) run on the ``now_ms`` of ticks, never a clock.
+- timers (sweep, monitor, shedding, split) run on the ``now_ms`` of ticks, never a clock;
+- while an operator's pause holds (``BalancerPaused``, on the leader's own time) no shedding
+  move starts and no auto-split is asked; placing unowned bundles never pauses. Shedding moves
+  wait in the throttle's queue (``actors.leader_control``) and start as its caps allow, each
+  stamped with the run that chose it and ``started_ms``; each shedding run (or skipped run)
+  replaces what still waits, so no move starts on load older than the last run.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from actors.effects import (
     rejection,
     unanswered,
 )
+from actors.leader_control import Control, ControlFold
+from actors.leader_hold import Holding
 from actors.leader_view import (
     Placer,
     PlacingViews,
@@ -52,6 +59,7 @@ from actors.namespace import AUTO_PREFIX
 from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
 from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
+from balancer.control import Move
 from balancer.decisions import Decision, Reason, ShedResult
 from balancer.errors import (
     InputTooLarge,
@@ -82,8 +90,9 @@ from events.catalog import (
     LeaderElected,
     LoadReported,
     Message,
+    PauseBalancer,
+    ResumeBalancer,
     SetFailureDomain,
-    SheddingSkipped,
     SplitBundle,
     SplitCompleted,
     TransferPrepared,
@@ -114,7 +123,7 @@ class _Timers:
     split: int = 0
 
 
-class LeaderBody(Follower):
+class LeaderBody(Holding, Follower):
     """The cluster's decision loop, active only while it holds the newest epoch."""
 
     def __init__(self, config: LoadBalancerConfig, *, rng: Random, settings: ActorSettings | None = None,
@@ -155,9 +164,12 @@ class LeaderBody(Follower):
         what-if replays the run over exactly what this body had seen."""
         self._expiries: dict[str, tuple[int, int]] = {}
         """Broker -> (expiries tried, not again before): soft state, like the timers."""
+        self.held = ControlFold()
+        """The operator's pause and the recent shedding moves, as the log says."""
+        self.control = Control(config)
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
-                       "folded_to")
+                       "folded_to", "held")
     """Not the live shedding memory (a run adds and purges), nor the placing index (rebuilt
     by ``recover``), nor anything a tick or a command sets."""
 
@@ -176,7 +188,9 @@ class LeaderBody(Follower):
         return self.attempt or 0
 
     def status(self) -> dict[str, Any]:
-        return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role)}
+        return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role),
+                "control": self.control.status(self.held), "folded_to": self._position(),
+                "load_seen": {b: info.last_seen_ms for b, info in sorted(self.load.brokers.items())}}
 
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record, event: Message) -> None:
@@ -190,6 +204,9 @@ class LeaderBody(Follower):
             self._index(event)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(event, envelope.causation_id)
+        self.held.fold(event, envelope.ts_ms)
+        if self.control.throttle.in_flight and type(event) in BUNDLE_EVENTS:
+            self.control.settle(self.view.records, set())
         if isinstance(event, _BROKER_EVENTS):
             self._expiries.pop(envelope.key, None)  # heard from, or gone: a fresh backoff
         if isinstance(event, LeaderElected):
@@ -239,6 +256,7 @@ class LeaderBody(Follower):
 
     # -- commands --------------------------------------------------------------------------
     def on_command(self, command: Command, now_ms: int) -> Effects:
+        self.control.now_ms = max(self.control.now_ms, now_ms)
         if not self.leads:
             return Effects(error=Unavailable(f"{self.name} is not the leader ({self.role})"))
         repeated = self.outcomes.repeat(command)
@@ -254,6 +272,8 @@ class LeaderBody(Follower):
                                  f"the newest leader epoch is {self.epoch}", epoch=command.epoch)
             if isinstance(command, SetFailureDomain):
                 return self._set_domain(command)
+            if isinstance(command, PauseBalancer | ResumeBalancer):
+                return self._hold(command, now_ms)
             if isinstance(command, AssignBundle) and command.dst is None:
                 return self._lookup(command, now_ms)
             raise InvalidInput(f"the leader takes no {command.TYPE}", value=command.TYPE)
@@ -340,8 +360,10 @@ class LeaderBody(Follower):
                                epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force)
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
 
-    def _move(self, decision: Decision, now_ms: int, *, reason: str) -> Effects:
-        """Unload ``decision.bundle`` from its source, to a destination placement picks if none."""
+    def _move(self, decision: Decision, now_ms: int, *, reason: str,
+              run: tuple[int, dict[str, int]] | None = None) -> Effects:
+        """Unload ``decision.bundle`` from its source, to a destination placement picks if none;
+        ``run``: (when, folded) of the shedding run that chose it, if not now."""
         source = decision.source
         record = self.view.records.get(decision.bundle)
         if record is None or record.state is not BundleState.OWNED or record.dst != source or source is None:
@@ -357,8 +379,9 @@ class LeaderBody(Follower):
                 return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner
         # run_ms and folded: when the run that decided it ran and how much of the log it had seen
         # (a what-if replays the run over exactly that).
-        stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=now_ms,
-                      folded=self._position())
+        run_ms, folded = run if run is not None else (now_ms, self._position())
+        stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=run_ms,
+                      folded=folded, started_ms=now_ms)
         self._sent(decision.bundle, record, now_ms)
         command = UnloadBundle(command_id=f"{self.candidate_id}:{reason}:{decision.bundle}:e{self.my_epoch}:{now_ms}",
                                epoch=self.my_epoch, bundle=decision.bundle, dst=dst, reason=reason,
@@ -374,7 +397,8 @@ class LeaderBody(Follower):
             return self._campaign(now_ms)
         if not self.leads or not self.config.load_balancer_enabled:
             return NOTHING
-        parts: list[Effects] = []
+        self.control.now_ms = max(self.control.now_ms, now_ms)
+        parts: list[Effects] = [self._pause_ended(now_ms), self._start_due(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
@@ -485,20 +509,28 @@ class LeaderBody(Follower):
     def _shed(self, now_ms: int) -> Effects:
         if not self.config.load_balancer_shedding_enabled:
             return NOTHING
+        if self.held.paused(now_ms) is not None:
+            return self._skipped(now_ms, "Paused")
         view = self._view(now_ms, placing=False)
         result: ShedResult = self.shedding.run(view)
-        moves = [self._move(d, now_ms, reason=str(d.reason)) for d in result.decisions]
-        moves = [m for m in moves if m]
-        if moves:
-            return unanswered(combine(moves))
+        run = (now_ms, self._position())
+        self.control.throttle.queue.clear()  # each run replaces the plan: queued moves were chosen on older load
+        queued = self.control.queue([Move(d.bundle, d.source or "", d.destination, now_ms, (d, run))
+                                     for d in result.decisions if d.source is not None])
+        started = self._start_due(now_ms)
+        if self.control.alive(queued):  # else each was dropped: no destination but its owner
+            self.control.last.at_ms, self.control.last.outcome = now_ms, "moves"
+            self.control.last.moves = len(queued)
+            return started
         if result.skip is not None:
             skip = str(result.skip)
         else:  # decisions without a destination other than their owner, or none at all
             skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
-        event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
-        return appending(LEADER_KEY, [event], epoch=self.my_epoch)
+        return combine([started, self._skipped(now_ms, skip)])  # earlier runs' moves may start
 
     def _auto_split(self, now_ms: int) -> Effects:
+        if self.held.paused(now_ms) is not None:
+            return NOTHING
         decisions, self.split_hits = split_decisions(self.view, self.load, self.split_hits, self.config)
         commands: list[SplitBundle] = []
         for d in decisions:

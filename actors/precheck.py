@@ -17,7 +17,7 @@ from actors.leader_view import check_domain
 from actors.limits import check_command
 from actors.namespace import NamespaceBody
 from balancer.errors import InvalidInput, LoadBalancerError, UnsplittableBundle
-from events.catalog import Command, SetFailureDomain, SplitBundle
+from events.catalog import Command, PauseBalancer, ResumeBalancer, SetFailureDomain, SplitBundle
 
 SELECTED = ("LARGEST", "HOT")
 """Split targets the writer picks from bundle loads the client may not have seen yet."""
@@ -29,6 +29,8 @@ def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     if isinstance(command, SetFailureDomain):
         check_domain(follower.brokers, follower.view.failure_domains, command)
         return
+    if isinstance(command, PauseBalancer | ResumeBalancer):
+        return  # ``Cluster.pause_balancer`` judged the duration; the leader judges it again
     judge = NamespaceBody(follower.config)
     judge.view, judge.brokers, judge.epoch = follower.view, follower.brokers, follower.epoch
     try:

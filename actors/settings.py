@@ -7,7 +7,8 @@ Invariants:
   liveness signal), and ``heartbeat_ms`` is below ``session_timeout_ms``, or a healthy broker
   would be expired;
 - routing is a pure function of the command: a namespace key goes to the namespace shard that
-  writes it, a lookup (``AssignBundle`` without ``dst``) and ``SetFailureDomain`` to the leader.
+  writes it, a lookup (``AssignBundle`` without ``dst``), ``SetFailureDomain`` and the pause and resume
+  of the balancer to the leader.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 from balancer.errors import ConfigError
-from events.catalog import AssignBundle, Command, SetFailureDomain
+from events.catalog import AssignBundle, Command, PauseBalancer, ResumeBalancer, SetFailureDomain
 
 LEADER = "leader"
 """The routing address of whichever leader body currently leads."""
@@ -91,7 +92,7 @@ def broker_body_name(broker_id: str) -> str:
 
 def route(command: Command, shards: int = 1) -> str:
     """The body name that handles ``command`` (``LEADER`` for the current leader)."""
-    if isinstance(command, SetFailureDomain):
+    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer):
         return LEADER
     if isinstance(command, AssignBundle) and command.dst is None:
         return LEADER  # a lookup: the leader chooses the broker

@@ -116,6 +116,29 @@ class LoadBalancerConfig:
     load_balancer_shedding_grace_period_minutes: int = setting(
         "loadBalancerSheddingGracePeriodMinutes", 30, NONNEG_I,
         "minutes a shed bundle is exempt from shedding")
+    load_balancer_max_moves_in_flight_per_broker: int = setting(
+        "loadBalancerMaxMovesInFlightPerBroker", 2, POS_I,
+        "throttle: shedding moves in flight that may touch one broker (as source or destination)",
+        folds=False)
+    load_balancer_max_moves_in_flight: int = setting(
+        "loadBalancerMaxMovesInFlight", 10, POS_I,
+        "throttle: shedding moves in flight in the whole cluster", folds=False)
+    load_balancer_max_moves_per_minute: int = setting(
+        "loadBalancerMaxMovesPerMinute", 30, POS_I,
+        "throttle: shedding moves started in any 60 s of cluster time", folds=False)
+    load_balancer_max_pause_minutes: int = setting(
+        "loadBalancerMaxPauseMinutes", 1440, POS_I,
+        "the longest `lbctl balancer pause --for` accepted", folds=False)
+    load_balancer_stalled_move_seconds: int = setting(
+        "loadBalancerStalledMoveSeconds", 300, POS_I,
+        "status: a shedding move in flight longer than this makes the balancer stalled", folds=False)
+    load_balancer_stalled_load_report_seconds: int = setting(
+        "loadBalancerStalledLoadReportSeconds", 60, POS_I,
+        "status: a broker without a load report for this long makes the balancer stalled", folds=False)
+    load_balancer_stalled_fold_lag_records: int = setting(
+        "loadBalancerStalledFoldLagRecords", 10_000, POS_I,
+        "status: the leader's fold this many records behind the log makes the balancer stalled",
+        folds=False)
     load_balancer_broker_overloaded_threshold_percentage: float = setting(
         "loadBalancerBrokerOverloadedThresholdPercentage", 85, PCT,
         "usage above which a broker is overloaded")

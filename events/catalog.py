@@ -248,6 +248,32 @@ class SheddingSkipped(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BalancerPaused(Event):
+    """The leader stopped shedding and splitting from ``since_ms`` until ``until_ms`` (cluster
+    time), as ``by`` asked (a token's role, or ``lbctl:<user>``) for ``reason``."""
+
+    since_ms: int
+    until_ms: int
+    reason: str
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class BalancerResumed(Event):
+    """The pause that began at ``since_ms`` ended at ``at_ms``: ``by`` asked, or ``expired``."""
+
+    since_ms: int
+    at_ms: int
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class CommandRejected(Event):
     """``command`` is the rejected command's type name; ``error`` is ``{code, message, ...}``."""
 
@@ -506,16 +532,38 @@ class ConfirmSplit(Command):
         return namespace_of(self.parent)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PauseBalancer(Command):
+    """Pause shedding and splitting for ``duration_ms`` of the leader's time."""
+
+    duration_ms: int
+    reason: str
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeBalancer(Command):
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
 EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
-    CommandRejected, SourceMessageRejected, ProposalRecorded, ExecutionRequested, ExecutionAccepted, ExecutionUnanswered,
-    ExecutionRefused, ExecutionConfirmed, ExecutionFailed,
+    CommandRejected, SourceMessageRejected, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
+    ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed, ExecutionFailed, BalancerPaused,
+    BalancerResumed,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,
-    UnloadBundle, UnloadNamespace, SplitBundle, ConfirmRelease, ConfirmSplit,
+    UnloadBundle, UnloadNamespace, SplitBundle, ConfirmRelease, ConfirmSplit, PauseBalancer,
+    ResumeBalancer,
 )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from balancer.errors import MalformedInput, Unavailable
+from lbctl import control_rest
 from lbctl.admin import emit, emit_domains, print_brokers, print_bundles, split_positions
 from lbctl.admin_http import AdminHttp
 
@@ -191,3 +192,4 @@ def _load_report(http: AdminHttp, args: argparse.Namespace) -> int:
 VERBS: dict[str, RestVerb] = {f.__name__: f for f in (
     _create, _bundles, _split, _unload, _affinity, _get_affinity, _delete_affinity, _create_domain,
     _list_domains, _get_domain, _delete_domain, _lookup, _list_brokers, _leader, _load_report)}
+VERBS.update(control_rest.VERBS)

@@ -28,7 +28,7 @@ def _registrars() -> list[Registrar]:
     from lbctl import decide
 
     registrars: list[Registrar] = [decide.register]
-    for module_name in ("lbctl.admin", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
+    for module_name in ("lbctl.admin", "lbctl.control", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
                         "lbctl.explain", "lbctl.conformance", "lbctl.kafka", "lbctl.tokens",
                         "lbctl.pulsar", "lbctl.mirror"):
         try:

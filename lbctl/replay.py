@@ -193,6 +193,7 @@ def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]
 
 @_bounds_checked
 def _audit(args: argparse.Namespace) -> int:
+    from actors.leader_control import caps_of
     from spark_replay.audit import audit, move_stats
     from spark_replay.report import audit_table
 
@@ -201,7 +202,7 @@ def _audit(args: argparse.Namespace) -> int:
     with _progress(err) as step:
         _, df = _frame(args, step)
         step("auditing")
-        report = audit(df, in_flight_ms=wait)
+        report = audit(df, in_flight_ms=wait, caps=caps_of(config))
         moves = [r.asDict() for r in move_stats(df).collect()] if args.moves else []
     if args.json:
         for v in report.violations:

@@ -13,7 +13,12 @@ Checks (each violation names the record(s) by topic, partition and offset):
   move that lags the others by an order of magnitude, or never ends, still does;
 - ``ranges_tile``: the children of a split tile their parent, and at the end of the log every
   namespace's live bundles tile the hash space;
-- ``corrupt_record``: a stored value that does not decode (it is skipped by every other check).
+- ``corrupt_record``: a stored value that does not decode (it is skipped by every other check);
+- ``paused_move``: a shedding move (not an operator's unload, not a drain) that started while
+  an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
+  flight (per broker, in the cluster) or the starts of the last minute over the throttle's caps
+  (those of ``--conf``). Both fold ``projections.control`` over the pause and move records,
+  which reach the driver (a few per move).
 
 Invariants of the code: all per-record work is Spark SQL window functions (sorted per key or per
 bundle), only the violations, the namespace layouts and aggregates reach the driver; a bundle's
@@ -24,13 +29,24 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import HASH_MAX, HashRange
+from balancer.control import Caps, caps_exceeded
 from balancer.errors import InvalidBundle
+from events.catalog import (
+    BundleOwned,
+    BundleReleased,
+    Message,
+    TransferPrepared,
+    UnloadRequested,
+    from_payload,
+)
+from projections.control import WATCHED, ControlHistory
 from spark_replay.sources import readable
 
 if TYPE_CHECKING:
@@ -277,8 +293,9 @@ def _row_violation(row: Any, bundle: str | None, detail: str) -> Violation:
 # -- the audit -------------------------------------------------------------------------------------
 
 
-def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditReport:
-    """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position."""
+def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps | None = None) -> AuditReport:
+    """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position;
+    ``caps``: the throttle's, which no shedding move may have exceeded."""
     from pyspark.sql import functions as F
 
     totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end")).first()
@@ -294,6 +311,7 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS) -> AuditRe
     rows.unpersist()
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
+    violations += control_violations(df, caps)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
     return AuditReport(events, tuple(violations), end_ts, bound, median)
 
@@ -328,3 +346,47 @@ def move_stats(df: DataFrame) -> DataFrame:
         .select(F.from_unixtime(F.col("hour_ms") / 1000, "yyyy-MM-dd HH:00").alias("hour"),
                 "hour_ms", "broker", "direction", "reason", "moves") \
         .orderBy("hour_ms", "broker", "direction", "reason")
+
+
+# -- the operator's hold: no shedding move while paused, the throttle's caps -------------------------
+
+
+CONTROL_COLUMNS = ("type", "bundle", "src", "dst", "broker", "reason", "decision", "ts")
+
+
+def control_violations(df: DataFrame, caps: Caps | None) -> list[Violation]:
+    """``paused_move``: a shedding move that started while a pause held; ``throttle_cap``: a
+    start that took moves in flight or per minute over ``caps`` (``projections.control``)."""
+    rows = df.where(df.type.isin(*WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS) \
+        .orderBy("partition", "offset").collect()
+    history = ControlHistory()
+    for row in rows:
+        history.take(_control_event(row), int(row["ts"]))
+    out = [Violation("paused_move", None, None, span.bundle, None, None, None, span.start_ms, line)
+           for span, _, line in history.paused_moves()]
+    if caps is not None:
+        out += [Violation("throttle_cap", None, None, None, None, None, None, _at(line), line)
+                for line in caps_exceeded(history.spans, caps)]
+    return out
+
+
+def _at(line: str) -> int | None:
+    head = line.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _control_event(row: Any) -> Message:
+    kind, decision = row["type"], row["decision"]
+    loaded = json.loads(decision) if decision else {}
+    if kind in ("BalancerPaused", "BalancerResumed"):
+        return from_payload(kind, loaded)
+    if kind == "UnloadRequested":
+        return UnloadRequested(bundle=row["bundle"], src=row["src"] or "", reason=row["reason"] or "",
+                               decision=loaded)
+    if kind == "TransferPrepared":
+        return TransferPrepared(bundle=row["bundle"], src=row["src"] or "", dst=row["dst"] or "",
+                                reason=row["reason"] or "", decision=loaded)
+    if kind == "BundleOwned":
+        return BundleOwned(bundle=row["bundle"], owner=row["broker"] or "", src=row["src"])
+    return BundleReleased(bundle=row["bundle"], src=row["src"] or "")
+

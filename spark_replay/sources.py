@@ -102,6 +102,8 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     }
     if out["namespace"] is None and isinstance(out["bundle"], str):
         out["namespace"] = out["bundle"].rsplit("/", 1)[0]
+    if kind in ("BalancerPaused", "BalancerResumed"):
+        out["decision"] = orjson.dumps(p).decode()  # the pause, whole: the audit reads it back
     if kind == "LeaderElected":
         out["leader_epoch"] = p.get("epoch")
     elif kind == "SplitCompleted":

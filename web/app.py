@@ -13,7 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin, observe
+from web import admin, control, observe
 from web.auth import WebAuth
 from web.limits import WebLimits
 from web.replies import LIMITS, guard
@@ -30,4 +30,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
     app[LIMITS] = limits
     admin.add_routes(app, cluster, cluster_name=cluster_name)
     observe.add_routes(app, cluster, cluster_name=cluster_name)
+    control.add_routes(app, cluster)
     return app

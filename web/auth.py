@@ -32,6 +32,8 @@ from web.keys import public_key, read_key
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 PROTECTED = ("/admin/", "/lookup/", "/bb/")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ROLE = web.RequestKey("role", str)
+"""The authenticated role of a request (absent when the service checks no token)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class WebAuth:
             if self.authorization_enabled and role not in self.super_user_roles:
                 raise refusal(web.HTTPForbidden, f"role {role!r} is not authorized for "
                               f"{request.method} {request.path} (superUserRoles only)")
+            request[ROLE] = role  # who asked, for what a handler records (a pause)
             return await handler(request)
 
         return check

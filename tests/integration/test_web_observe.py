@@ -235,3 +235,27 @@ def assert_not_blank(png: Path) -> None:
     colours, counts = np.unique(pixels, axis=0, return_counts=True)
     assert len(colours) > 50, f"{len(colours)} distinct colours"
     assert counts.max() / len(pixels) < 0.9, "one colour covers nearly the whole screenshot"
+
+
+def test_the_dashboard_strip_shows_the_balancer_paused_and_resumed(served: Served, browser: Any) -> None:
+    def strip() -> tuple[str, str]:
+        found = browser.execute_script("const e = document.getElementById('balancer');"
+                                       "return e ? [e.dataset.state, e.textContent] : ['', '']")
+        return str(found[0]), str(found[1])
+
+    def post(path: str, body: dict[str, str]) -> Any:
+        request = urllib.request.Request(served.url + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read().decode())
+
+    browser.get(served.url + "/")
+    until("the balancer's state on the strip", lambda: strip()[0] in ("idle", "executing", "stalled"))
+    paused = post("/bb/v1/balancer/pause", {"for": "30m", "reason": "dashboard check"})
+    try:
+        assert paused["by"] == "anonymous"
+        until("the pause on the strip", lambda: strip()[0] == "paused" and "dashboard check" in strip()[1])
+        assert "by anonymous" in strip()[1] and "caps 2/broker" in strip()[1]
+    finally:
+        post("/bb/v1/balancer/resume", {})
+    until("the end of the pause on the strip", lambda: strip()[0] != "paused")

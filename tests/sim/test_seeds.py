@@ -35,6 +35,7 @@ STEPS = 500
     pytest.param(342733, "split_storm", id="stale-void-entry-after-a-split-into-itself-342733"),
     pytest.param(344574, "split_storm", id="stale-void-entry-after-a-split-into-itself-344574"),
     pytest.param(608009, "scale_in", id="orphan-reassignment-backed-off-past-the-expiry-limit"),
+    pytest.param(5020, "hot_bundle", id="late-shedding-command-over-a-throttle-cap"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

@@ -54,6 +54,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "ExecutionConfirmed": (1, ("bundle", "children", "evidence", "execution_id", "owner",
                                "waited_ms")),
     "ExecutionFailed": (1, ("bundle", "detail", "execution_id", "reason", "state", "waited_ms")),
+    "BalancerPaused": (1, ("by", "reason", "since_ms", "until_ms")),
+    "BalancerResumed": (1, ("at_ms", "by", "since_ms")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -65,6 +67,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SplitBundle": (1, ("algorithm", "bundle", "command_id", "epoch", "namespace", "positions", "unload")),
     "ConfirmRelease": (1, ("bundle", "command_id", "epoch", "src")),
     "ConfirmSplit": (1, ("boundaries", "children", "command_id", "epoch", "owner", "parent")),
+    "PauseBalancer": (1, ("by", "command_id", "duration_ms", "epoch", "reason")),
+    "ResumeBalancer": (1, ("by", "command_id", "epoch")),
 }
 
 
@@ -78,9 +82,9 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 def test_the_contract_lists_are_complete() -> None:
     # contracts §1 (16 events; the mirror's SourceMessageRejected; 7 of proposals and their
-    # executions) and §2 (10 commands)
-    assert len(EVENTS) == 24
-    assert len(COMMANDS) == 10
+    # executions; the operator's pause and resume) and §2 (10 commands, and pause and resume)
+    assert len(EVENTS) == 26
+    assert len(COMMANDS) == 12
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
 

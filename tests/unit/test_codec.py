@@ -82,6 +82,11 @@ def later_samples() -> list[c.Message]:
         c.ExecutionRefused(**run, status=412, message="Bundle is not owned"),
         c.ExecutionConfirmed(**run, owner="b2", evidence="pulsar:channel@1:2:0", waited_ms=230),
         c.ExecutionFailed(**run, reason="diverted", state={"state": "Owned", "owner": "b3"}),
+        c.BalancerPaused(since_ms=1_700_000_000_000, until_ms=1_700_000_300_000, reason="incident",
+                         by="lbctl:ops"),
+        c.BalancerResumed(since_ms=1_700_000_000_000, at_ms=1_700_000_100_000, by="expired"),
+        c.PauseBalancer(command_id="c-9", epoch=4, duration_ms=300_000, reason="incident", by="lbctl:ops"),
+        c.ResumeBalancer(command_id="c-10", epoch=4, by="lbctl:ops"),
     ]
 
 

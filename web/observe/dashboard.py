@@ -45,6 +45,7 @@ def state(observer: Observer) -> dict[str, Any]:
         "moves": [m.to_dict() for m in reversed(observer.moves)],
         "anomalies": {"counts": dict(observer.anomaly_counts),
                       "recent": list(reversed(observer.recent_anomalies))},
+        "balancer": observer.balancer,  # the status fetched in the background; None: none yet
         "totals": {"unloads": sum(observer.tally.unload_bundles.values()),
                    "splits": sum(observer.tally.splits.values()),
                    "records": observer.version},

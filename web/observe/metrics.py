@@ -31,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from balancer.load import max_usage
+from web.observe.balancer_metrics import balancer_families
 from web.observe.observer import Observer
 from web.observe.tally import ASSIGN_KEYS, SPLIT_KEYS, UNLOAD_KEYS
 
@@ -164,6 +165,7 @@ class ClusterCollector(Collector):
             appended.add_metric([c, kind], count)
         yield appended
         yield from self._folds()
+        yield from balancer_families(observer.balancer, c)
         rejected = CounterMetricFamily("bb_commands_rejected", "Commands the cluster refused "
                                        "(CommandRejected), by command and error code",
                                        labels=["cluster", "command", "code"])

@@ -7,7 +7,8 @@ Invariants:
 - the metrics come from the log and the client's own views, never from asking actors one by one:
   on Ray one exporter in the web service's process covers every actor. The one exception is the
   fold position of each actor (``bb_fold_lag_records``), which only the actor knows: it is asked
-  for in the background, at most every ``STATUS_EVERY_S``, never during a scrape;
+  for in the background, at most every ``STATUS_EVERY_S``, never during a scrape, and so is the
+  balancer's status (its pause, throttle and last cycle: the leader's own);
 - the dashboard's history is bounded: ``SERIES`` load samples per broker, ``MOVES`` moves,
   ``ANOMALIES`` anomalies; ``version`` rises with every record taken, and ``changed`` wakes
   whoever waits on it (the server-sent events).
@@ -77,6 +78,8 @@ class Observer:
         self.anomaly_counts: Counter[str] = Counter()
         self.recent_anomalies: deque[dict[str, Any]] = deque(maxlen=ANOMALIES)
         self.actor_positions: dict[str, int] = {}
+        self.balancer: dict[str, Any] | None = None
+        """The balancer's status (``Cluster.balancer_status``) at the last background fetch."""
         self.version = 0
         self.closing = False
         """Set when the service shuts down: open event streams end at once (``release``)."""
@@ -87,7 +90,7 @@ class Observer:
     # -- life --------------------------------------------------------------------------------
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._follow())]
+        self._tasks = [loop.create_task(self._follow()), loop.create_task(self._poll_balancer())]
         if self.cluster.kind == "ray":
             self._tasks.append(loop.create_task(self._poll_statuses()))
 
@@ -128,6 +131,15 @@ class Observer:
                                         for name, s in statuses.items() if "error" not in s}
             except Exception as exc:  # an actor restarting, Ray busy: try again later
                 logger.warning("web: the actors' fold positions are not available: %s", exc)
+            await asyncio.sleep(STATUS_EVERY_S)
+
+    async def _poll_balancer(self) -> None:
+        while True:
+            try:
+                self.balancer = await self.cluster.balancer_status(timeout_s=10.0)
+            except Exception as exc:  # no leader yet, an actor restarting: try again later
+                self.balancer = None
+                logger.warning("web: the balancer's status is not available: %s", exc)
             await asyncio.sleep(STATUS_EVERY_S)
 
     # -- folding -----------------------------------------------------------------------------

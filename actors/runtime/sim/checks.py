@@ -16,7 +16,9 @@ Invariants checked (each names itself in a ``Violation``):
 - ``epochs``: no body's or the client's epoch goes back, LeaderElected epochs strictly rise in
   log order, and a key's envelope epochs never fall in log order;
 - ``replay``: the client's view and every caught-up body's view equal a fold of the log, and that
-  fold refuses nothing (no anomaly).
+  fold refuses nothing (no anomaly);
+- ``operator_hold`` (at the end): over the whole log, no shedding move started while an
+  operator's pause held and no start exceeded the throttle's caps (``actors.runtime.sim.pauses``).
 
 "Calm" starts when the last thing that stops progress ended: a log outage, a leader's election
 (a new leader gives every broker one session) or a namespace body's restart. Time-based checks
@@ -32,6 +34,7 @@ from itertools import pairwise
 from actors.broker import BrokerBody
 from actors.runtime.sim.host import SimHost
 from actors.runtime.sim.hostile import HostileLog
+from actors.runtime.sim.pauses import pause_violation
 from actors.settings import broker_body_name
 from balancer.bundles import HASH_MAX, BundleId
 from balancer.ownership import AcceptMode, BundleState
@@ -270,4 +273,7 @@ class Checker:
         fresh = self.host.replay()
         if not fresh.state_equals(self.replay) or self._unexpected(fresh):
             return Violation("replay", step, self.host.now_ms, "a full replay of the log differs from the live fold")
+        held = pause_violation(self.host)
+        if held is not None:
+            return Violation("operator_hold", step, self.host.now_ms, held)
         return None

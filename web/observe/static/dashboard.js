@@ -34,10 +34,42 @@ function render(state) {
   document.getElementById("clock").textContent = `cluster time: ${iso(state.now_ms)} (${state.host})`;
   document.getElementById("totals").textContent =
     `${state.brokers.length} brokers, ${state.totals.unloads} unloads, ${state.totals.splits} splits`;
+  renderBalancer(state.balancer);
   renderBrokers(state);
   renderRanges(state);
   renderMoves(state.moves);
   renderAnomalies(state.anomalies);
+}
+
+// The balancer's status strip: its state first, then why (stalled, paused), the throttle's
+// figures and the last shedding run.
+function renderBalancer(status) {
+  const strip = document.getElementById("balancer");
+  const state = status ? status.state : "unknown";
+  strip.dataset.state = state;
+  strip.className = `balancer-strip state-${state}`;
+  if (!status) { strip.textContent = "balancer: status not available yet"; return; }
+  let head = `balancer: ${state}`;
+  if (state === "paused" && status.paused) {
+    head += ` until ${iso(status.paused.untilMs)} by ${status.paused.by}: ${status.paused.reason}`;
+  } else if (state === "executing" && status.executing) {
+    head += ` (${status.executing.done} of ${status.executing.of})`;
+  } else if (state === "stalled") {
+    head += `: ${(status.stalled || []).join("; ")}`;
+  }
+  const parts = [head];
+  if (status.throttle) {
+    const t = status.throttle;
+    parts.push(`${t.inFlight} in flight, ${t.queue.length} queued (caps ${t.caps.perBroker}/broker, ` +
+               `${t.caps.cluster} cluster, ${t.caps.perMinute}/min)`);
+  }
+  if (status.lastCycle && status.lastCycle.atMs) {
+    parts.push(`last run ${iso(status.lastCycle.atMs)}: ${status.lastCycle.outcome}`);
+  }
+  if (status.movesLastHour !== null && status.movesLastHour !== undefined) {
+    parts.push(`${status.movesLastHour} moves in the last hour`);
+  }
+  strip.textContent = parts.join(" \u00b7 ");
 }
 
 function renderBrokers(state) {

@@ -1,0 +1,108 @@
+"""The leader's hold on its own shedding, as a part of ``LeaderBody``: pause, resume, throttle.
+
+Invariants:
+- a pause is a ``BalancerPaused`` under ``_leader`` stamped with the leader's time, its end a
+  ``BalancerResumed`` (an operator's, or ``expired``, recorded once by the leader that sees its
+  time is up); a resume with no pause holding records nothing;
+- a queued shedding move starts only while no pause holds and the throttle's caps allow it, and
+  carries the run that chose it (``run_ms``, ``folded``) so a what-if replays that run;
+- a move whose bundle has not moved ``loadBalancerStalledMoveSeconds`` after the leader started
+  it (its command lost on the way) frees its throttle slot; until then the status says stalled.
+"""
+
+from __future__ import annotations
+
+from actors.effects import NOTHING, Effects, Receipt, appending, combine, unanswered
+from actors.leader_control import Control, ControlFold
+from balancer.config import LoadBalancerConfig
+from balancer.control import pause_duration_ms
+from balancer.decisions import Decision
+from balancer.shedding.run import SheddingRun
+from events.catalog import (
+    LEADER_KEY,
+    BalancerPaused,
+    BalancerResumed,
+    PauseBalancer,
+    ResumeBalancer,
+    SheddingSkipped,
+)
+from projections.ownership import OwnershipProjection
+
+
+class Holding:
+    """The pause and throttle half of the leader (mixed into ``LeaderBody``)."""
+
+    config: LoadBalancerConfig
+    view: OwnershipProjection
+    held: ControlFold
+    control: Control
+    shedding: SheddingRun
+
+    @property
+    def my_epoch(self) -> int:
+        raise NotImplementedError
+
+    def _position(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def _move(self, decision: Decision, now_ms: int, *, reason: str,
+              run: tuple[int, dict[str, int]] | None = None) -> Effects:
+        raise NotImplementedError
+
+    def _hold(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Effects:
+        """Pause (refused beyond ``loadBalancerMaxPauseMinutes``) or resume, on this leader's time."""
+        event: BalancerPaused | BalancerResumed
+        if isinstance(command, PauseBalancer):
+            duration = pause_duration_ms(command.duration_ms, self.config.load_balancer_max_pause_minutes * 60_000)
+            event = BalancerPaused(since_ms=now_ms, until_ms=now_ms + duration, reason=command.reason,
+                                   by=command.by)
+        else:
+            pause = self.held.paused(now_ms)
+            if pause is None:
+                return Effects(reply=Receipt(command.command_id, detail={"paused": False}))
+            event = BalancerResumed(since_ms=pause.since_ms, at_ms=now_ms, by=command.by)
+        return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
+                         reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
+
+    def _skipped(self, now_ms: int, skip: str) -> Effects:
+        self.control.throttle.queue.clear()  # nothing to do now: what waited was for older load
+        self.control.last.at_ms, self.control.last.outcome, self.control.last.moves = now_ms, skip, 0
+        event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
+        return appending(LEADER_KEY, [event], epoch=self.my_epoch)
+
+    def _start_due(self, now_ms: int) -> Effects:
+        """Start the queued shedding moves the throttle lets through (none while paused)."""
+        throttle = self.control.throttle
+        if not throttle.queue and not throttle.in_flight:
+            return NOTHING
+        # A command may arrive late (a slow or busy link): its slot is held until the stall bound,
+        # so a late one never makes two moves where the caps allow one.
+        bound = self.config.load_balancer_stalled_move_seconds * 1000
+        given_up = {b for b, m in throttle.in_flight.items()
+                    if now_ms - throttle.started_at.get(b, now_ms) > bound and self._unmoved(b, m.payload)}
+        self.control.settle(self.view.records, given_up)
+        if self.held.paused(now_ms) is not None:
+            return NOTHING
+        parts: list[Effects] = []
+        for move in throttle.due(now_ms):
+            decision, run = move.payload
+            record = self.view.records.get(move.bundle)
+            effects = self._move(decision, now_ms, reason=str(decision.reason), run=run)
+            if effects.send and record is not None:
+                throttle.started(move, getattr(effects.send[0], "dst", None), now_ms, record.version)
+                parts.append(effects)
+        return unanswered(combine(parts))
+
+    def _unmoved(self, bundle: str, version: object) -> bool:
+        record = self.view.records.get(bundle)
+        return record is not None and record.version == version and not record.state.in_flight
+
+    def _pause_ended(self, now_ms: int) -> Effects:
+        """Record the end of a pause whose time is up, once (on this leader's clock)."""
+        pause = self.held.pause
+        if pause is None or now_ms < pause.until_ms or self.control.expired_sent == pause.since_ms:
+            return NOTHING
+        self.control.expired_sent = pause.since_ms  # once; the fold clears the pause
+        event = BalancerResumed(since_ms=pause.since_ms, at_ms=pause.until_ms, by="expired")
+        return appending(LEADER_KEY, [event], epoch=self.my_epoch)
+

@@ -1,0 +1,54 @@
+"""``lbctl replay audit`` proves the operator's hold from the log: a shedding move that started
+while a pause held is named (``paused_move``), and so is each start over the throttle's caps
+(``throttle_cap``); the recorded run itself, throttled by the leader, is clean."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.leader_control import caps_of
+from balancer.config import LoadBalancerConfig
+from balancer.control import Caps
+from events.catalog import BalancerPaused
+from events.codec import encode
+from events.envelope import Envelope
+from events.log.local import LocalEventLog
+from events.log.port import Record
+from projections.control import control_history
+from spark_replay.audit import audit
+from spark_replay.sources import read_local
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_a_move_while_paused_and_a_start_over_a_cap_are_named(spark: Any, recorded: list[Record],
+                                                               tmp_path: Path) -> None:
+    spans = control_history(recorded).spans
+    assert spans, "the recorded run shed load"
+    first = min(s.start_ms for s in spans)
+    inside = sorted(s.bundle for s in spans if first <= s.start_ms < first + 1)
+    leader = [r.envelope for r in recorded if r.envelope.key == "_leader"][-1]
+    # A pause recorded as if it had held over the first shedding run: the moves of that run
+    # started while it held.
+    pause = BalancerPaused(since_ms=first - 1_000, until_ms=first + 1, reason="forged", by="test")
+    forged = Envelope("forged-pause", pause.TYPE, pause.VERSION, "_leader", leader.seq + 1, leader.epoch,
+                      recorded[-1].envelope.ts_ms + 1, None, None, pause.to_payload())
+
+    async def write() -> None:
+        async with LocalEventLog(tmp_path / "log", fsync=False) as log:
+            for envelope in [r.envelope for r in recorded] + [forged]:
+                await log.append_raw(envelope.key, [encode(envelope)], ts_ms=envelope.ts_ms)
+
+    asyncio.run(write())
+    df = read_local(spark, tmp_path / "log")
+    caps = caps_of(LoadBalancerConfig())
+    report = audit(df, caps=caps)
+    assert sorted(v.bundle or "" for v in report.of("paused_move")) == inside
+    assert report.of("throttle_cap") == []
+    tight = audit(df, caps=Caps(per_broker=1, cluster=1, per_minute=1))
+    assert tight.of("throttle_cap"), "the recorded run moved more than one bundle a minute"
+    assert all("cap 1)" in v.detail for v in tight.of("throttle_cap"))
