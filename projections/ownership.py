@@ -14,6 +14,10 @@ Invariants:
   ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
   either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
+- fencing by the newest election: a leader-written record (``events.authority``: ``_leader``,
+  ``_cluster``, a ``BrokerLeft(expired)``) at an epoch below an election read before it, in one
+  ordered stream, is a deposed leader's: ``stale_epoch``, whether or not the new leader has
+  written that key yet; it takes no seq (a forged seq must not hide the real writer's);
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
 - it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
   ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
@@ -41,6 +45,7 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
+from events.authority import leader_written
 from events.catalog import (
     CLUSTER_KEY,
     LEADER_KEY,
@@ -140,6 +145,12 @@ class OwnershipProjection:
                                           f"(newest election: {elected})")
             self._held.setdefault(key, []).append((offset, envelope))
             return False
+        if (elected is not None and epoch < elected and self.ordered
+                and leader_written(key, envelope[1], envelope[9])):
+            # Only a leader writes it, and a newer one was elected before it: a deposed leader's
+            # write, whether or not the new leader has written this key yet. It takes no seq.
+            return self._refuse(offset, envelope, "stale_epoch", f"a deposed leader's write at "
+                                f"epoch {epoch} (newest election: {elected})")
         if key in self._held:
             self._condemn(key, epoch)
         tracker = self.tracker
@@ -235,7 +246,15 @@ class OwnershipProjection:
                                f"the key went on at epoch {epoch}")
 
     def _unauthorized(self, offset: int, envelope: EnvelopeLike, why: str) -> bool:
-        self.tracker.record(offset, envelope, "unauthorized", f"{envelope.type}: {why}")
+        return self._refuse(offset, envelope, "unauthorized", f"{envelope.type}: {why}")
+
+    def _refuse(self, offset: int, envelope: EnvelopeLike, kind: str, why: str) -> bool:
+        """Name a record its writer was not entitled to, and mark it so that no body folds or
+        reacts to it (``entitled``)."""
+        self.tracker.record(offset, envelope, kind, why)
+        marks = getattr(envelope, "__dict__", None)
+        if marks is not None:
+            marks[REFUSED] = why
         return False
 
     def apply_dead_letter(self, offset: int, key: str | None, why: str) -> None:
@@ -364,11 +383,19 @@ class OwnershipProjection:
 _BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
 
 
+REFUSED = "refused"
+"""The mark ``OwnershipProjection`` leaves in an envelope's instance dict when it refuses it for
+its writer (a view folded it first: every view of one process folds one log the same way)."""
+
+
 def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = None) -> bool:
     """Whether the writer of ``envelope`` may have written it (the fold's authority rules, for
-    bodies that react to events): a writer of this cluster (``cluster_id``: the log's), elections
-    only under ``_leader``, a broker's events only under its key, namespace events only under
-    their namespace, and, once the log has an election, no epoch above the newest one."""
+    bodies that react to events, asked after the view folded it): a writer of this cluster
+    (``cluster_id``: the log's), elections only under ``_leader``, a broker's events only under
+    its key, namespace events only under their namespace, once the log has an election no epoch
+    above the newest one, and nothing the view refused for its writer (``REFUSED``)."""
+    if REFUSED in envelope.__dict__:
+        return False
     if envelope.cluster_id is not None and envelope.cluster_id != cluster_id:
         return False
     key = envelope.key

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from balancer.errors import ForeignCluster, LoadBalancerError, StateConflict, WriterFenced
+from events.authority import leader_write
 from events.catalog import LEADER_KEY, Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -128,13 +129,22 @@ class _Pending(NamedTuple):
 _Accepted = tuple[_Pending, list[Envelope], list[Entry]]
 
 
-def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None) -> int:
-    """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead."""
+def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None, *,
+                 leader_write: bool = False) -> int:
+    """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead.
+
+    ``leader_write`` (``events.authority.leader_write``): only a leader writes it, so an epoch
+    below the newest election is a deposed leader's, whatever the key's own history says."""
     seq, newest = heads.get(key)
     if heads.elected is not None and epoch > heads.elected and key != LEADER_KEY:
         raise WriterFenced(
             f"writer for {key!r} has epoch {epoch}, which no election established (newest "
             f"election: {heads.elected})", key=key, epoch=epoch, newest=heads.elected,
+        )
+    if leader_write and heads.elected is not None and epoch < heads.elected:
+        raise WriterFenced(
+            f"leader's write to {key!r} at epoch {epoch}: epoch {heads.elected} was elected since",
+            key=key, epoch=epoch, newest=heads.elected,
         )
     if epoch < newest:
         raise WriterFenced(
@@ -291,7 +301,8 @@ class StoreLog:
             accepted: list[_Accepted] = []
             for p in group:
                 try:
-                    seq = check_append(ahead, p.key, p.epoch, p.expected_seq)
+                    seq = check_append(ahead, p.key, p.epoch, p.expected_seq,
+                                       leader_write=leader_write(p.key, p.messages))
                     envelopes = [self._stamper.seal(m, key=p.key, seq=seq + i, epoch=p.epoch,
                                                     causation_id=p.causation_ids[i - 1],
                                                     correlation_id=p.correlation_id)

@@ -39,6 +39,7 @@ from aiokafka.errors import (
 )
 
 from balancer.errors import InvalidInput, Unavailable, WriterFenced
+from events.authority import leader_write
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -199,7 +200,8 @@ class KafkaEventLog:
                 # against the partition as it is now: other writers' records since the last
                 # read (a broker's reports) refuse it here, instead of landing as a repeated seq.
                 await self._read_heads(partition, self._heads_at[partition])
-            seq = check_append(heads, key, epoch, expected_seq)
+            seq = check_append(heads, key, epoch, expected_seq,
+                               leader_write=leader_write(key, messages))
             envelopes = [
                 self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
                                    causation_id=causes[i - 1], correlation_id=correlation_id)

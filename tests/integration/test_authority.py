@@ -1,0 +1,136 @@
+"""Who may write what, held against a hostile writer on the embedded log.
+
+Each attack writes as a hostile process would (well-formed envelopes straight into the log,
+``append_raw``, with the key's next seq and whatever epoch it likes) and checks that the forged
+record changes no view (the view equals a fold of the legitimate records alone) and is named
+as an anomaly at its offset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from actors.body import Follower
+from balancer.config import LoadBalancerConfig
+from balancer.errors import WriterFenced
+from events.catalog import (
+    CLUSTER_KEY,
+    BrokerLeft,
+    BrokerRegistered,
+    BundleAssigned,
+    BundleOwned,
+    FailureDomainSet,
+    LeaderElected,
+    Message,
+    NamespaceCreated,
+)
+from events.codec import encode
+from events.envelope import Envelope, Stamper
+from events.log.local import LocalEventLog
+from events.log.port import Record
+from projections.ownership import OwnershipProjection
+
+NS = "public/default"
+BUNDLE = f"{NS}/0x00000000_0xffffffff"
+
+
+async def legit(log: LocalEventLog) -> None:
+    """A small honest history: leader-1 at epoch 1, two brokers, a namespace owned by broker-1,
+    then leader-2 elected at epoch 2."""
+    await log.append("_leader", [LeaderElected(leader_id="leader-1", epoch=1)], epoch=1, expected_seq=0)
+    for broker in ("broker-1", "broker-2"):
+        await log.append(broker, [BrokerRegistered(broker_id=broker, url=f"pulsar://{broker}:6650")], epoch=1)
+    await log.append(NS, [NamespaceCreated(namespace=NS, boundaries=[0, 0xFFFFFFFF])], epoch=1)
+    await log.append(NS, [BundleAssigned(bundle=BUNDLE, dst="broker-1"),
+                          BundleOwned(bundle=BUNDLE, owner="broker-1")], epoch=1)
+    await log.append(CLUSTER_KEY, [FailureDomainSet(domain="rack-a", brokers=["broker-1"])], epoch=1)
+    await log.append("_leader", [LeaderElected(leader_id="leader-2", epoch=2)], epoch=2, expected_seq=1)
+
+
+async def forge(log: LocalEventLog, key: str, epoch: int, messages: list[Message],
+                stamper: Stamper | None = None) -> int:
+    """Append ``messages`` under ``key`` as a hostile writer; the offset of the first."""
+    stamper = stamper or Stamper()
+    at = (await log.end_offsets())[0]
+    seq, _ = await log.head(key)
+    await log.append_raw(key, [encode(stamper.seal(m, key=key, seq=seq + i, epoch=epoch))
+                               for i, m in enumerate(messages, start=1)])
+    return at
+
+
+def fold(records: list[Record]) -> tuple[OwnershipProjection, Follower]:
+    view, follower = OwnershipProjection(), Follower(LoadBalancerConfig())
+    for record in records:
+        view.apply(record.offset, _fresh(record.envelope))
+        follower.fold(record._replace(envelope=_fresh(record.envelope)))
+    return view, follower
+
+
+def _fresh(envelope: Envelope) -> Envelope:
+    return Envelope(*envelope)  # a record as another process reads it: nothing cached on it
+
+
+async def read(directory: Path) -> list[Record]:
+    log = LocalEventLog(directory)
+    try:
+        return (await log.read()).records
+    finally:
+        await log.close()
+
+
+def same_view(a: OwnershipProjection, b: OwnershipProjection) -> bool:
+    return a.state_equals(b) and a.elected == b.elected
+
+
+async def attack(tmp_path: Path, key: str, epoch: int, messages: list[Message]) -> tuple[
+        OwnershipProjection, Follower, OwnershipProjection, list[int]]:
+    """The legitimate history, then the attack: (view, follower, view of the legitimate records
+    alone, the forged offsets)."""
+    log = LocalEventLog(tmp_path / "log")
+    await legit(log)
+    at = await forge(log, key, epoch, messages)
+    await log.close()
+    records = await read(tmp_path / "log")
+    view, follower = fold(records)
+    honest, _ = fold([r for r in records if r.offset < at])
+    return view, follower, honest, list(range(at, at + len(messages)))
+
+
+def named(view: OwnershipProjection, offsets: list[int], *kinds: str) -> bool:
+    found = {a.offset for a in view.anomalies if a.kind in kinds}
+    return set(offsets) <= found
+
+
+# -- fencing on the newest election -----------------------------------------------------------
+
+async def test_a_deposed_leader_cannot_write_a_key_the_new_leader_has_not_written(tmp_path: Path) -> None:
+    """Before: leader-1 at epoch 1 wrote ``_cluster`` after epoch 2 was elected, accepted."""
+    view, follower, honest, forged = await attack(
+        tmp_path, CLUSTER_KEY, 1, [FailureDomainSet(domain="rack-evil", brokers=["broker-1", "broker-2"])])
+    assert view.failure_domains == {"broker-1": "rack-a"}
+    assert same_view(view, honest)
+    assert named(view, forged, "stale_epoch")
+    assert follower.view.failure_domains == {"broker-1": "rack-a"}
+
+
+async def test_a_deposed_leader_cannot_expire_a_broker(tmp_path: Path) -> None:
+    view, follower, honest, forged = await attack(
+        tmp_path, "broker-2", 1, [BrokerLeft(broker_id="broker-2", reason="expired")])
+    assert "broker-2" in follower.brokers
+    assert same_view(view, honest)
+    assert named(view, forged, "stale_epoch")
+
+
+async def test_the_store_fences_a_deposed_leader_on_every_key_it_writes(tmp_path: Path) -> None:
+    log = LocalEventLog(tmp_path / "log")
+    await legit(log)
+    with pytest.raises(WriterFenced, match="epoch 2 was elected since"):
+        await log.append(CLUSTER_KEY, [FailureDomainSet(domain="rack-evil", brokers=["broker-2"])], epoch=1)
+    with pytest.raises(WriterFenced, match="epoch 2 was elected since"):
+        await log.append("broker-2", [BrokerLeft(broker_id="broker-2", reason="expired")], epoch=1,
+                         expected_seq=1)
+    # The broker itself, at the epoch it last folded, is no leader: its own key stays its own.
+    await log.append("broker-2", [BrokerLeft(broker_id="broker-2", reason="graceful")], epoch=1)
+    await log.close()
