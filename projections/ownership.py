@@ -18,6 +18,9 @@ Invariants:
   ``_cluster``, a ``BrokerLeft(expired)``) at an epoch below an election read before it, in one
   ordered stream, is a deposed leader's: ``stale_epoch``, whether or not the new leader has
   written that key yet; it takes no seq (a forged seq must not hide the real writer's);
+- an owner must be a broker that registered (under its own key) before, once the log has any
+  registration and is read as one ordered stream: a transition naming another as ``dst`` (or a
+  split's ``owner``) is an ``unregistered_owner`` (an ``invalid_transition``) and changes nothing;
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
 - it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
   ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
@@ -114,6 +117,8 @@ class OwnershipProjection:
     a log of imports or tests; epochs are then not checked)."""
     cluster_id: str | None = None
     """The cluster of the first stamped record: a record stamped by another is an anomaly."""
+    brokers: set[str] = field(default_factory=set)
+    """Every broker that ever registered under its own key: an owner must be one of them."""
     ordered: bool = True
     """The log is read as one ordered stream (one partition): an election read later was
     written later. False on several partitions (set by ProjectionRunner and the live host)."""
@@ -190,6 +195,10 @@ class OwnershipProjection:
             incoming = _new_record(OwnershipRecord, (state, dst, src, _NO_CHILDREN, force, ts_ms, version))
         except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
+        if dst is not None and self.brokers and dst not in self.brokers and self.ordered:
+            self.tracker.record(offset, envelope, "unregistered_owner",
+                                f"{bundle}: {dst} never registered")
+            return False
         # "The same brokers" (half the transitions of any log) is checked here, not called.
         if (force or rule is True
                 or (rule is same_brokers and dst == current[1] and src == current[2])  # type: ignore[index]
@@ -204,6 +213,10 @@ class OwnershipProjection:
     def _apply_other(self, offset: int, envelope: Envelope, event: Message) -> bool:
         if isinstance(event, LeaderElected):
             return self._elected(offset, envelope)
+        if isinstance(event, BrokerRegistered):
+            if event.broker_id == envelope.key:  # only a broker's own key registers it
+                self.brokers.add(event.broker_id)
+            return False
         handler = _HANDLERS.get(type(event))
         if handler is None:
             # Other events of the key (CommandRejected, ...) took their seq all the same, or
@@ -354,6 +367,7 @@ class OwnershipProjection:
             "degraded": dict(self.degraded),
             "elected": self.elected,
             "cluster_id": self.cluster_id,
+            "brokers": sorted(self.brokers),
             "held": {k: [[o, list(e)] for o, e in q] for k, q in self._held.items()},
         }
 
@@ -371,13 +385,14 @@ class OwnershipProjection:
         projection.degraded = dict(data.get("degraded", {}))
         projection.elected = data.get("elected")
         projection.cluster_id = data.get("cluster_id")
+        projection.brokers = set(data.get("brokers", ()))
         projection._held = {k: [(int(o), Envelope(*e)) for o, e in q] for k, q in data.get("held", {}).items()}
         return projection
 
     def state_equals(self, other: OwnershipProjection) -> bool:
-        """Same view (records, layouts, policies), whatever the anomaly history."""
+        """Same view (records, layouts, policies, brokers), whatever the anomaly history."""
         return (self.records == other.records and self.failure_domains == other.failure_domains
-                and _layouts(self) == _layouts(other))
+                and self.brokers == other.brokers and _layouts(self) == _layouts(other))
 
 
 _BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
@@ -484,6 +499,8 @@ def _split_completed(p: OwnershipProjection, e: SplitCompleted, ts: int) -> str 
     info = p.namespaces.get(namespace)
     if info is None:
         return f"namespace {namespace} does not exist"
+    if p.brokers and e.owner not in p.brokers and p.ordered:
+        return f"{e.parent}: its children's owner {e.owner} never registered"
     problem = p._transition(e.parent, BundleState.DELETED, ts, None, e.owner)
     if problem is not None:
         return problem

@@ -134,3 +134,17 @@ async def test_the_store_fences_a_deposed_leader_on_every_key_it_writes(tmp_path
     # The broker itself, at the epoch it last folded, is no leader: its own key stays its own.
     await log.append("broker-2", [BrokerLeft(broker_id="broker-2", reason="graceful")], epoch=1)
     await log.close()
+
+
+# -- an owner must be a registered broker -----------------------------------------------------
+
+async def test_a_bundle_cannot_be_given_to_a_broker_that_never_registered(tmp_path: Path) -> None:
+    """Before: a forced assignment and confirmation under the namespace's own key, at the
+    elected epoch and the next seqs, gave the bundle to broker-evil with 0 anomalies."""
+    view, follower, honest, forged = await attack(tmp_path, NS, 2, [
+        BundleAssigned(bundle=BUNDLE, dst="broker-evil", src="broker-1", reason="admin", force=True),
+        BundleOwned(bundle=BUNDLE, owner="broker-evil", src="broker-1")])
+    assert view.owner(BUNDLE) == "broker-1" and follower.view.owner(BUNDLE) == "broker-1"
+    assert same_view(view, honest)
+    assert named(view, forged[:1], "unregistered_owner")
+
