@@ -7,6 +7,8 @@ Invariants:
   ``duplicate`` (skipped), a jump is a ``gap`` (recorded, then applied: the missing events are
   gone, and refusing the rest would freeze the view); an event whose ``epoch`` is older than one
   already applied for its key is ``stale_epoch`` (skipped: it comes from a fenced leader);
+- one cluster per log: the first stamped record names the log's cluster; a record stamped by
+  another cluster, or not stamped at all after it, is ``unauthorized``;
 - authority: an event counts only when its writer was entitled to it. Namespace events only
   under their namespace's key, ``FailureDomainSet`` only under ``_cluster``, elections only
   under ``_leader``; once the log has an election, an event whose epoch no election before it
@@ -135,7 +137,10 @@ class OwnershipProjection:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
         _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster = envelope  # one unpack, not 6 reads
-        if cluster != self.cluster_id and cluster is not None:
+        if cluster != self.cluster_id:
+            if cluster is None:  # a stamped log: every writer of its cluster stamps
+                return self._unauthorized(offset, envelope, "an unstamped record in the log of "
+                                          f"cluster {self.cluster_id!r}")
             if self.cluster_id is not None:
                 return self._unauthorized(offset, envelope, f"a record of cluster {cluster!r} in "
                                           f"the log of cluster {self.cluster_id!r}")
@@ -411,7 +416,7 @@ def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = N
     above the newest one, and nothing the view refused for its writer (``REFUSED``)."""
     if REFUSED in envelope.__dict__:
         return False
-    if envelope.cluster_id is not None and envelope.cluster_id != cluster_id:
+    if envelope.cluster_id != cluster_id:  # another cluster's, or unstamped in a stamped log
         return False
     key = envelope.key
     try:

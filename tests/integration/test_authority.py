@@ -148,3 +148,23 @@ async def test_a_bundle_cannot_be_given_to_a_broker_that_never_registered(tmp_pa
     assert same_view(view, honest)
     assert named(view, forged[:1], "unregistered_owner")
 
+
+# -- a stamped log refuses unstamped records --------------------------------------------------
+
+async def test_a_stamped_log_refuses_a_record_without_a_cluster_id(tmp_path: Path) -> None:
+    """Before: a record with no cluster id passed in a stamped log, 0 anomalies."""
+    log = LocalEventLog(tmp_path / "log", stamper=Stamper(cluster_id="east"))
+    await legit(log)
+    at = await forge(log, "broker-3", 2, [BrokerRegistered(broker_id="broker-3", url="pulsar://evil:6650"),
+                                          BundleAssigned(bundle=BUNDLE, dst="broker-3")])
+    await forge(log, NS, 2, [BundleAssigned(bundle=BUNDLE, dst="broker-2", src="broker-1",
+                                            reason="admin", force=True)])
+    await log.close()
+    records = await read(tmp_path / "log")
+    view, follower = fold(records)
+    honest, _ = fold([r for r in records if r.offset < at])
+    assert view.cluster_id == "east" and same_view(view, honest)
+    assert "broker-3" not in follower.brokers and follower.view.owner(BUNDLE) == "broker-1"
+    unstamped = [a for a in view.anomalies if "unstamped" in a.detail]
+    assert [a.offset for a in unstamped] == [at, at + 1, at + 2]
+    assert all(a.kind == "unauthorized" for a in unstamped)
