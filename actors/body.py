@@ -203,6 +203,10 @@ class Follower:
         if envelope.seq <= self._folded.get(stream, 0):
             return False
         self._folded[stream] = envelope.seq
+        if envelope.key == LEADER_KEY:
+            # The election's compare-and-set is on the log's seqs, which every record under
+            # ``_leader`` takes, a refused one too: else one forgery there blocks every election.
+            self.leader_seq = max(self.leader_seq, envelope.seq)
         self.view.apply(record.offset, envelope)
         if not entitled(envelope, self.view.elected, self.view.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
@@ -216,8 +220,6 @@ class Follower:
             self.by_broker.touch_all(touched(event), self.view.records)
             if self.voided:
                 self._unvoid(touched(event))
-        if envelope.key == LEADER_KEY:
-            self.leader_seq = max(self.leader_seq, envelope.seq)
         if isinstance(event, LeaderElected):
             if event.epoch >= self.epoch:
                 self.epoch, self.leader_id = event.epoch, event.leader_id

@@ -16,6 +16,9 @@ Invariants:
   ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
   either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
+- who wrote it: in a signed log (``projections.authority``) a record must be the work of an
+  identity the cluster's root certified (else ``forged``) whose role writes it there, then
+  (``events.authority.may_write``; else ``unauthorized``), before anything else is decided;
 - fencing by the newest election: a leader-written record (``events.authority``: ``_leader``,
   ``_cluster``, a ``BrokerLeft(expired)``) at an epoch below an election read before it, in one
   ordered stream, is a deposed leader's: ``stale_epoch``, whether or not the new leader has
@@ -73,6 +76,7 @@ from events.catalog import (
 )
 from events.codec import reason_of
 from events.envelope import Envelope
+from projections.authority import Trust
 from projections.ownership_index import BundleEvent
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
@@ -121,6 +125,11 @@ class OwnershipProjection:
     """The cluster of the first stamped record: a record stamped by another is an anomaly."""
     brokers: set[str] = field(default_factory=set)
     """Every broker that ever registered under its own key: an owner must be one of them."""
+    leaders: dict[int, str] = field(default_factory=dict)
+    """Epoch -> the leader its election named (a leader writes only at its own epochs)."""
+    trust: Trust | None = None
+    """Who really wrote each record of a signed log (``projections.authority``); None until the
+    first signed record, unless the reader pinned the cluster's root key."""
     ordered: bool = True
     """The log is read as one ordered stream (one partition): an election read later was
     written later. False on several partitions (set by ProjectionRunner and the live host)."""
@@ -136,7 +145,7 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster = envelope  # one unpack, not 6 reads
+        _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster, sig = envelope  # one unpack, not 7 reads
         if cluster != self.cluster_id:
             if cluster is None:  # a stamped log: every writer of its cluster stamps
                 return self._unauthorized(offset, envelope, "an unstamped record in the log of "
@@ -146,6 +155,13 @@ class OwnershipProjection:
                                           f"the log of cluster {self.cluster_id!r}")
             self.cluster_id = cluster
         elected = self.elected
+        trust = self.trust
+        if trust is not None or sig is not None:
+            if trust is None:
+                trust = self.trust = Trust()
+            verdict = trust.admit(envelope, elected, self.leaders)
+            if verdict is not None:  # forged, or its writer's role does not write it
+                return self._refuse(offset, envelope, *verdict)
         if elected is not None and epoch > elected and key != LEADER_KEY:
             # An epoch no election in the log has established. In one ordered stream that is
             # final; across partitions the election may be read later: held before the seq
@@ -217,7 +233,7 @@ class OwnershipProjection:
 
     def _apply_other(self, offset: int, envelope: Envelope, event: Message) -> bool:
         if isinstance(event, LeaderElected):
-            return self._elected(offset, envelope)
+            return self._elected(offset, envelope, event)
         if isinstance(event, BrokerRegistered):
             if event.broker_id == envelope.key:  # only a broker's own key registers it
                 self.brokers.add(event.broker_id)
@@ -243,9 +259,10 @@ class OwnershipProjection:
         self.applied += 1
         return True
 
-    def _elected(self, offset: int, envelope: Envelope) -> bool:
+    def _elected(self, offset: int, envelope: Envelope, event: LeaderElected) -> bool:
         if envelope.key != LEADER_KEY:
             return self._unauthorized(offset, envelope, f"elections belong under {LEADER_KEY!r}")
+        self.leaders[envelope.epoch] = event.leader_id
         self.elected = max(self.elected or 0, envelope.epoch)
         for key in list(self._held):
             queue = self._held.pop(key)
@@ -373,6 +390,8 @@ class OwnershipProjection:
             "elected": self.elected,
             "cluster_id": self.cluster_id,
             "brokers": sorted(self.brokers),
+            "leaders": {str(epoch): leader for epoch, leader in self.leaders.items()},
+            "trust": None if self.trust is None else self.trust.snapshot(),
             "held": {k: [[o, list(e)] for o, e in q] for k, q in self._held.items()},
         }
 
@@ -391,6 +410,9 @@ class OwnershipProjection:
         projection.elected = data.get("elected")
         projection.cluster_id = data.get("cluster_id")
         projection.brokers = set(data.get("brokers", ()))
+        projection.leaders = {int(e): str(leader) for e, leader in data.get("leaders", {}).items()}
+        trust = data.get("trust")
+        projection.trust = None if trust is None else Trust.restore(trust)
         projection._held = {k: [(int(o), Envelope(*e)) for o, e in q] for k, q in data.get("held", {}).items()}
         return projection
 

@@ -37,8 +37,10 @@ class EnvelopeLike(Protocol):
 @dataclass(frozen=True, slots=True)
 class Anomaly:
     """Something the fold refused or noticed: ``kind`` is gap, duplicate, stale_epoch,
-    invalid_transition, bad_event, dead_letter or retained (a replay of a log whose first records
-    retention dropped: the offset is the first one held)."""
+    invalid_transition, bad_event, dead_letter, retained (a replay of a log whose first records
+    retention dropped: the offset is the first one held), or, of who wrote it: forged (not signed
+    by an identity of the log's root, in a signed log), unauthorized (its writer's role or key does
+    not write it), unelected_epoch (held until an election) and unregistered_owner."""
 
     kind: str
     offset: int

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from balancer.errors import ForeignCluster, LoadBalancerError, StateConflict, WriterFenced
-from events.authority import leader_write
+from events.authority import genuine_election, leader_write, root_of
 from events.catalog import LEADER_KEY, Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -57,13 +57,16 @@ class Heads:
     a ``LeaderElected`` under ``_leader`` established (None while the log has no election).
 
     Epochs rise only through elections: once the log has one, a record at an epoch no election
-    has established raises no key's epoch (so a forged epoch fences no one)."""
+    has established raises no key's epoch (so a forged epoch fences no one). In a signed log
+    (``root``: the root key its first signed record names) only a genuine election raises it
+    (``events.authority.genuine_election``): a forged one would fence every real writer."""
 
-    __slots__ = ("_heads", "elected")
+    __slots__ = ("_heads", "elected", "root")
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, int]] = {}
         self.elected: int | None = None
+        self.root: bytes | None = None
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key, (0, 0))
@@ -71,17 +74,24 @@ class Heads:
     def observe(self, envelope: Envelope) -> None:
         key = envelope.key
         seq, epoch = self.get(key)
-        if key == LEADER_KEY and envelope.type == "LeaderElected":
-            self.elected = max(self.elected or 0, envelope.epoch)
+        if self.root is None and envelope[11] is not None:
+            self.root = root_of(envelope)
         new_epoch = envelope.epoch
-        if self.elected is not None and new_epoch > self.elected and key != LEADER_KEY:
+        if (key == LEADER_KEY and envelope.type == "LeaderElected"
+                and genuine_election(envelope, self.root, self.elected)):
+            self.elected = max(self.elected or 0, new_epoch)
+        elif self.elected is not None and new_epoch > self.elected:
             new_epoch = epoch
         self._heads[key] = (max(seq, envelope.seq), max(epoch, new_epoch))
 
     def to_plain(self) -> dict[str, object]:
-        """Plain data (a writer's checkpoint): ``heads`` key -> [seq, epoch], and ``elected``."""
-        return {"heads": {key: [seq, epoch] for key, (seq, epoch) in self._heads.items()},
-                "elected": self.elected}
+        """Plain data (a writer's checkpoint): ``heads`` key -> [seq, epoch], ``elected``, and
+        ``root`` (hex) once the log is signed."""
+        plain: dict[str, object] = {"heads": {key: [seq, epoch] for key, (seq, epoch) in self._heads.items()},
+                                    "elected": self.elected}
+        if self.root is not None:
+            plain["root"] = self.root.hex()
+        return plain
 
     @classmethod
     def from_plain(cls, data: Mapping[str, object]) -> Heads:
@@ -94,6 +104,8 @@ class Heads:
                 raise ValueError(f"head {key!r}: [{seq!r}, {epoch!r}] is no [seq, epoch]")
             out._heads[key] = (seq, epoch)
         out.elected = elected
+        root = data.get("root")
+        out.root = bytes.fromhex(root) if isinstance(root, str) else None
         return out
 
     def observe_raw(self, raw: bytes) -> None:
@@ -110,7 +122,7 @@ class _GroupHeads(Heads):
     def __init__(self, base: Heads) -> None:
         super().__init__()
         self._base = base
-        self.elected = base.elected
+        self.elected, self.root = base.elected, base.root
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key) or self._base.get(key)
@@ -307,7 +319,9 @@ class StoreLog:
                                                     causation_id=p.causation_ids[i - 1],
                                                     correlation_id=p.correlation_id)
                                  for i, m in enumerate(p.messages, start=1)]
-                    entries = [Entry(encode(env), p.key, env.ts_ms) for env in envelopes]
+                    signed, raws = self._stamper.sign(envelopes, [encode(env) for env in envelopes])
+                    envelopes = list(signed)
+                    entries = [Entry(raw, p.key, env.ts_ms) for env, raw in zip(envelopes, raws, strict=True)]
                 except (LoadBalancerError, ValueError, TypeError, OverflowError) as exc:
                     p.future.set_exception(exc)
                     continue

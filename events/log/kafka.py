@@ -209,7 +209,9 @@ class KafkaEventLog:
             ]
             if not envelopes:
                 return []
-            offsets = await self._deliver(partition, key, envelopes)
+            signed, raws = self._stamper.sign(envelopes, [encode(env) for env in envelopes])
+            envelopes = list(signed)
+            offsets = await self._deliver(partition, key, envelopes, raws)
             for env in envelopes:
                 self._heads.observe(env)
             self._note_written(partition, offsets[-1])
@@ -234,9 +236,11 @@ class KafkaEventLog:
         # transaction markers that make records readable under read_committed.
         self._written[partition] = max(self._written.get(partition, 0), last_offset + 1)
 
-    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope]) -> list[int]:
-        """Write the envelopes once, retrying through outages; returns their offsets."""
-        values = [(encode(env), env.ts_ms) for env in envelopes]
+    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope],
+                       raws: Sequence[bytes]) -> list[int]:
+        """Write the envelopes (``raws``: their wire bytes) once, retrying through outages;
+        returns their offsets."""
+        values = [(raw, env.ts_ms) for env, raw in zip(envelopes, raws, strict=True)]
         loop = asyncio.get_running_loop()
         deadline, backoff, retrying = loop.time() + self.append_timeout_s, 0.1, False
         self._in_doubt.add(partition)  # until this append's outcome is known

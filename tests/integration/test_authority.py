@@ -30,6 +30,7 @@ from events.codec import encode
 from events.envelope import Envelope, Stamper
 from events.log.local import LocalEventLog
 from events.log.port import Record
+from events.signing import Root
 from projections.ownership import OwnershipProjection
 
 NS = "public/default"
@@ -168,3 +169,160 @@ async def test_a_stamped_log_refuses_a_record_without_a_cluster_id(tmp_path: Pat
     unstamped = [a for a in view.anomalies if "unstamped" in a.detail]
     assert [a.offset for a in unstamped] == [at, at + 1, at + 2]
     assert all(a.kind == "unauthorized" for a in unstamped)
+
+
+# -- signed appends: a record counts only from the identity whose role writes it --------------
+
+class Writers:
+    """The cluster's honest writers: one log handle whose appends are signed as the identity
+    named for each (identities certified by ``root``)."""
+
+    def __init__(self, directory: Path, root: Root | None = None) -> None:
+        self.root = root or Root()
+        self.stamper = Stamper(cluster_id="east")
+        self.log = LocalEventLog(directory, stamper=self.stamper)
+
+    async def append(self, signer: str, key: str, messages: list[Message], epoch: int,
+                     expected_seq: int | None = None) -> list[Record]:
+        self.stamper.signer = self.root.issue(signer)
+        try:
+            return await self.log.append(key, messages, epoch=epoch, expected_seq=expected_seq)
+        finally:
+            self.stamper.signer = None
+
+
+async def signed_legit(w: Writers) -> None:
+    await w.append("leader:leader-1", "_leader", [LeaderElected(leader_id="leader-1", epoch=1)], 1, 0)
+    for broker in ("broker-1", "broker-2"):
+        await w.append(f"broker:{broker}", broker,
+                       [BrokerRegistered(broker_id=broker, url=f"pulsar://{broker}:6650")], 1)
+    await w.append("namespace:0/1", NS, [NamespaceCreated(namespace=NS, boundaries=[0, 0xFFFFFFFF])], 1)
+    await w.append("namespace:0/1", NS, [BundleAssigned(bundle=BUNDLE, dst="broker-1"),
+                                         BundleOwned(bundle=BUNDLE, owner="broker-1")], 1)
+    await w.append("leader:leader-1", CLUSTER_KEY, [FailureDomainSet(domain="rack-a", brokers=["broker-1"])], 1)
+    await w.append("leader:leader-2", "_leader", [LeaderElected(leader_id="leader-2", epoch=2)], 2, 1)
+
+
+MOVE: list[Message] = [
+    BundleAssigned(bundle=BUNDLE, dst="broker-2", src="broker-1", reason="admin", force=True),
+    BundleOwned(bundle=BUNDLE, owner="broker-2", src="broker-1")]
+
+SIGNED_ATTACKS: dict[str, tuple[str | None, str, int, list[Message], str]] = {
+    # name: (signer: None unsigned, "rogue:..." another root's identity; key; epoch; records; kind)
+    "force move, unsigned": (None, NS, 2, MOVE, "forged"),
+    "force move, another root's namespace shard": ("rogue:namespace:0/1", NS, 2, MOVE, "forged"),
+    "force move, signed by a broker": ("broker:broker-2", NS, 2, MOVE, "unauthorized"),
+    "force move, by the deposed leader at its epoch": ("leader:leader-1", NS, 1, MOVE, "unauthorized"),
+    "registration under broker-1's key, unsigned": (
+        None, "broker-1", 2, [BrokerRegistered(broker_id="broker-1", url="pulsar://evil:6650")], "forged"),
+    "registration under broker-1's key, by broker-2": (
+        "broker:broker-2", "broker-1", 2, [BrokerRegistered(broker_id="broker-1", url="pulsar://evil:6650")],
+        "unauthorized"),
+    "a higher election, unsigned": (None, "_leader", 3, [LeaderElected(leader_id="evil", epoch=3)], "forged"),
+    "a higher election, by a broker": (
+        "broker:broker-1", "_leader", 3, [LeaderElected(leader_id="evil", epoch=3)], "unauthorized"),
+    "a candidate electing another": (
+        "leader:leader-1", "_leader", 3, [LeaderElected(leader_id="evil", epoch=3)], "unauthorized"),
+    "a candidate jumping epochs": (
+        "leader:leader-1", "_leader", 2**62, [LeaderElected(leader_id="leader-1", epoch=2**62)], "unauthorized"),
+    "BrokerLeft, unsigned": (None, "broker-1", 2, [BrokerLeft(broker_id="broker-1", reason="graceful")], "forged"),
+    "BrokerLeft(expired), by another broker": (
+        "broker:broker-2", "broker-1", 2, [BrokerLeft(broker_id="broker-1", reason="expired")], "unauthorized"),
+    "FailureDomainSet, unsigned": (
+        None, CLUSTER_KEY, 2, [FailureDomainSet(domain="rack-evil", brokers=["broker-2"])], "forged"),
+    "FailureDomainSet, by a broker": (
+        "broker:broker-1", CLUSTER_KEY, 2, [FailureDomainSet(domain="rack-evil", brokers=["broker-2"])],
+        "unauthorized"),
+    "FailureDomainSet, the deposed leader at the new epoch": (
+        "leader:leader-1", CLUSTER_KEY, 2, [FailureDomainSet(domain="rack-evil", brokers=["broker-2"])],
+        "unauthorized"),
+}
+
+
+async def signed_attack(tmp_path: Path, signer: str | None, key: str, epoch: int,
+                        messages: list[Message]) -> tuple[list[Record], int]:
+    w = Writers(tmp_path / "log")
+    await signed_legit(w)
+    at = (await w.log.end_offsets())[0]
+    stamper = Stamper(cluster_id="east")
+    if signer is not None:
+        rogue, _, name = signer.partition("rogue:")
+        stamper.signer = (Root() if rogue == "" and name else w.root).issue(name or signer)
+    seq, _ = await w.log.head(key)
+    envelopes = [stamper.seal(m, key=key, seq=seq + i, epoch=epoch) for i, m in enumerate(messages, start=1)]
+    _, raws = stamper.sign(envelopes, [encode(e) for e in envelopes])
+    await w.log.append_raw(key, raws)
+    await w.log.close()
+    return await read(tmp_path / "log"), at
+
+
+async def test_an_honest_signed_history_folds_without_an_anomaly(tmp_path: Path) -> None:
+    w = Writers(tmp_path / "log")
+    await signed_legit(w)
+    await w.log.close()
+    records = await read(tmp_path / "log")
+    assert [r.envelope.sig is not None for r in records] == [True] * 5 + [False, True, True]
+    view, follower = fold(records)
+    assert view.anomalies == [] and view.owner(BUNDLE) == "broker-1" and view.elected == 2
+    assert follower.leader_id == "leader-2" and sorted(follower.brokers) == ["broker-1", "broker-2"]
+
+
+@pytest.mark.parametrize("case", list(SIGNED_ATTACKS))
+async def test_a_signed_log_counts_a_record_only_from_the_identity_that_may_write_it(
+        tmp_path: Path, case: str) -> None:
+    signer, key, epoch, messages, kind = SIGNED_ATTACKS[case]
+    records, at = await signed_attack(tmp_path, signer, key, epoch, messages)
+    view, follower = fold(records)
+    honest, honest_follower = fold([r for r in records if r.offset < at])
+    assert same_view(view, honest), view.anomalies
+    assert (follower.epoch, follower.leader_id) == (2, "leader-2")
+    assert {b: e.url for b, e in follower.brokers.items()} == {b: e.url for b, e in honest_follower.brokers.items()}
+    assert follower.view.failure_domains == {"broker-1": "rack-a"}
+    forged = list(range(at, at + len(messages)))
+    assert {a.offset: a.kind for a in view.anomalies} == dict.fromkeys(forged, kind)
+
+
+# -- the live service ---------------------------------------------------------------------------
+
+def test_a_forged_election_does_not_take_the_live_service_down() -> None:
+    """Before: a ``LeaderElected`` with a higher epoch under ``_leader`` made the live leader
+    step down, and nothing was placed until a restart."""
+    from actors.runtime.inproc_cluster import build_cluster, wait_ready
+    from actors.runtime.tickets import run_sync
+    from events.catalog import CreateNamespace
+
+    host = build_cluster(3, seed=7, shared_fold=True)
+    assert wait_ready(host, 3)
+    host.call(CreateNamespace(command_id="create", epoch=host.epoch, namespace=NS, bundles=4))
+    epoch = host.epoch
+    seq, _ = run_sync(host.log.head("_leader"))
+    forged = LeaderElected(leader_id="evil", epoch=epoch + 1)
+    run_sync(host.log.append_raw("_leader", [encode(host.stamper.seal(forged, key="_leader", seq=seq + 1,
+                                                                      epoch=epoch + 1))]))
+    host.advance(5_000)
+    assert host.epoch == epoch and host.client.leader_id == "leader"
+    leader = host.leader()
+    assert leader is not None and leader.leads  # type: ignore[attr-defined]
+    assert host.lookup(f"persistent://{NS}/after-the-forgery") in {"broker-1", "broker-2", "broker-3"}
+    assert [a.kind for a in host.view.anomalies] == ["forged"]
+
+
+def test_a_forged_record_under_leader_does_not_block_the_next_election() -> None:
+    """The candidate's compare-and-set is on the log's seqs of ``_leader``, which a refused
+    record takes too: compared against the records it accepted, a restarted leader lost every
+    election to the log itself."""
+    from actors.runtime.inproc_cluster import build_cluster, wait_ready
+    from actors.runtime.tickets import run_sync
+    from events.catalog import SheddingSkipped
+
+    host = build_cluster(2, seed=13, shared_fold=True)
+    assert wait_ready(host, 2)
+    epoch = host.epoch
+    host.crash("leader")
+    seq, _ = run_sync(host.log.head("_leader"))
+    forged = SheddingSkipped(strategy="evil", reason="forged")
+    run_sync(host.log.append_raw("_leader", [encode(host.stamper.seal(forged, key="_leader", seq=seq + 1,
+                                                                      epoch=epoch))]))
+    host.restart("leader")
+    host.advance(10_000)
+    assert host.leader() is not None and host.epoch == epoch + 1
