@@ -6,7 +6,12 @@ Invariants:
   once its own election is in the log, follows when another election of an epoch at least its
   own is, and steps down on any newer one; only a leader acts, and everything it sends carries
   its epoch;
-- it writes ``_leader`` (LeaderElected, SheddingSkipped, rejected lookups), ``_cluster``
+- leader liveness: the leader writes under ``_leader`` at least every ``heartbeat_ms`` (a
+  ``LeaderHeartbeat`` when nothing else), and a candidate that lost (or a deposed leader) runs
+  again once the elected leader wrote nothing there for ``session_timeout_ms`` of time the log
+  was available: an election naming a leader that never acts does not leave the cluster without
+  one;
+- it writes ``_leader`` (LeaderElected, LeaderHeartbeat, SheddingSkipped, rejected lookups), ``_cluster``
   (FailureDomainSet) and the key of a broker it expires (BrokerLeft(expired)); every ownership
   change it wants is a command to the namespace that writes it;
 - every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
@@ -78,6 +83,7 @@ from events.catalog import (
     Command,
     FailureDomainSet,
     LeaderElected,
+    LeaderHeartbeat,
     LoadReported,
     Message,
     SetFailureDomain,
@@ -153,6 +159,9 @@ class LeaderBody(Follower):
         what-if replays the run over exactly what this body had seen."""
         self._expiries: dict[str, tuple[int, int]] = {}
         """Broker -> (expiries tried, not again before): soft state, like the timers."""
+        self.alive_ms: int | None = None
+        """When the elected leader last wrote under ``_leader`` (its election included)."""
+        self._beat_ms = -(1 << 62)
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
                        "folded_to")
@@ -188,6 +197,8 @@ class LeaderBody(Follower):
             self._index(event)
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(event, envelope.causation_id)
+        if envelope.key == LEADER_KEY and envelope.epoch == self.epoch:
+            self.alive_ms = max(self.alive_ms or envelope.ts_ms, envelope.ts_ms)
         if isinstance(event, _BROKER_EVENTS):
             self._expiries.pop(envelope.key, None)  # heard from, or gone: a fresh backoff
         if isinstance(event, LeaderElected):
@@ -364,11 +375,15 @@ class LeaderBody(Follower):
 
     # -- ticks -----------------------------------------------------------------------------
     def on_tick(self, now_ms: int) -> Effects:
+        if self.role is Role.FOLLOWER and self._leader_silent(now_ms):
+            self.role = Role.CANDIDATE  # the elected leader never acts: run again
         if self.role is Role.CANDIDATE:
             return self._campaign(now_ms)
-        if not self.leads or not self.config.load_balancer_enabled:
+        if not self.leads:
             return NOTHING
-        parts: list[Effects] = []
+        if not self.config.load_balancer_enabled:
+            return self._heartbeat(now_ms)
+        parts: list[Effects] = [self._heartbeat(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
@@ -388,6 +403,19 @@ class LeaderBody(Follower):
 
     def _split_interval(self) -> int:
         return self.config.load_balancer_split_interval_minutes * 60_000
+
+    def _leader_silent(self, now_ms: int) -> bool:
+        """The elected leader wrote nothing under ``_leader`` for a session timeout of log time."""
+        alive = self.alive_ms
+        return alive is not None and self.outages.available_ms(alive, now_ms) > self.settings.session_timeout_ms
+
+    def _heartbeat(self, now_ms: int) -> Effects:
+        """A ``LeaderHeartbeat`` when this leader wrote nothing under ``_leader`` for a heartbeat."""
+        since = max(self.alive_ms or 0, self._beat_ms)
+        if now_ms - since < self.settings.heartbeat_ms:
+            return NOTHING
+        self._beat_ms = now_ms
+        return Effects(append=((LEADER_KEY, LeaderHeartbeat(leader_id=self.candidate_id)),), epoch=self.my_epoch)
 
     def _campaign(self, now_ms: int) -> Effects:
         if now_ms - self._attempt_ms < self.settings.retry_ms:

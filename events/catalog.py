@@ -240,6 +240,17 @@ class SheddingSkipped(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LeaderHeartbeat(Event):
+    """The elected leader is alive: written under ``_leader`` at its epoch when it wrote nothing
+    there for a heartbeat, so candidates can tell a leader that never acts and replace it."""
+
+    leader_id: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class CommandRejected(Event):
     """``command`` is the rejected command's type name; ``error`` is ``{code, message, ...}``."""
 
@@ -364,7 +375,7 @@ EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
-    CommandRejected,
+    CommandRejected, LeaderHeartbeat,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,

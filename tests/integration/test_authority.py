@@ -307,6 +307,51 @@ def test_a_forged_election_does_not_take_the_live_service_down() -> None:
     assert [a.kind for a in host.view.anomalies] == ["forged"]
 
 
+# -- leader liveness: a leader that never acts is replaced --------------------------------------
+
+def test_an_elected_leader_that_never_acts_is_replaced() -> None:
+    """An election the rules let in (a candidate holding the role's certificate, not one of its
+    own) names a leader that does not exist: the real leader steps down, then runs again once
+    the named one has written nothing for a session timeout, and lookups are answered again."""
+    from actors.runtime.inproc_cluster import build_cluster, wait_ready
+    from actors.runtime.tickets import run_sync
+    from events.catalog import CreateNamespace
+
+    host = build_cluster(3, seed=11, shared_fold=True)
+    assert wait_ready(host, 3)
+    host.call(CreateNamespace(command_id="create", epoch=host.epoch, namespace=NS, bundles=4))
+    epoch = host.epoch
+    seq, _ = run_sync(host.log.head("_leader"))
+    stamper = Stamper(clock_ms=lambda: host.now_ms, signer=host.keyring.identity("leader"))
+    envelopes = [stamper.seal(LeaderElected(leader_id="nobody", epoch=epoch + 1), key="_leader",
+                              seq=seq + 1, epoch=epoch + 1)]
+    _, raws = stamper.sign(envelopes, [encode(e) for e in envelopes])
+    run_sync(host.log.append_raw("_leader", raws))
+    host.advance(2_000)
+    assert (host.epoch, host.client.leader_id, host.leader()) == (epoch + 1, "nobody", None)
+    host.advance(host.settings.session_timeout_ms + 5_000)
+    assert host.epoch == epoch + 2 and host.client.leader_id == "leader"
+    assert host.lookup(f"persistent://{NS}/after-nobody") in {"broker-1", "broker-2", "broker-3"}
+
+
+def test_a_standby_candidate_takes_over_from_a_leader_that_is_gone() -> None:
+    """Before: a candidate that lost an election never ran again, so a cluster whose leader
+    was gone for good had none."""
+    from actors.leader import LeaderBody
+    from actors.runtime.inproc_cluster import build_cluster, wait_ready
+
+    host = build_cluster(3, seed=12, shared_fold=True)
+    host.add(lambda: LeaderBody(host.config, rng=host.rng_for("leader-2"), settings=host.settings,
+                                leader_id="leader-2", name="leader-2"))
+    assert wait_ready(host, 3)
+    first = host.leader()
+    assert first is not None
+    host.crash(first.name)
+    host.advance(host.settings.session_timeout_ms + 5_000)
+    second = host.leader()
+    assert second is not None and second.name != first.name and host.client.leader_id == second.name
+
+
 def test_a_forged_record_under_leader_does_not_block_the_next_election() -> None:
     """The candidate's compare-and-set is on the log's seqs of ``_leader``, which a refused
     record takes too: compared against the records it accepted, a restarted leader lost every

@@ -42,6 +42,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SplitCompleted": (1, ("boundaries", "children", "owner", "parent")),
     "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
+    "LeaderHeartbeat": (1, ("leader_id",)),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -65,8 +66,8 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (16 events) and §2 (10 commands)
-    assert len(EVENTS) == 16
+    # contracts §1 (17 events) and §2 (10 commands)
+    assert len(EVENTS) == 17
     assert len(COMMANDS) == 10
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
