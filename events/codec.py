@@ -91,7 +91,8 @@ def decode(raw: bytes) -> Envelope:
         obj.append(None)
         envelope: Envelope = _new_envelope(Envelope, obj)
     elif type(obj) is list and len(obj) == _N_LEGACY:
-        obj += (None, None)
+        obj.append(None)
+        obj.append(None)
         envelope = _new_envelope(Envelope, obj)
     elif type(obj) is list and len(obj) == _N_FIELDS:
         envelope = _new_envelope(Envelope, obj)
@@ -134,7 +135,7 @@ def _check_envelope(env: Envelope) -> None:
         and type(env[3]) is str and type(env[4]) is int and type(env[5]) is int
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
         and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict and type(env[10]) in _OPTIONAL_STR
-        and type(env[11]) in _OPTIONAL_LIST
+        and (env[11] is None or type(env[11]) is list)
     ):
         if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and _INT64_MIN <= env[6] <= _INT64_MAX:
             return
