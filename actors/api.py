@@ -119,7 +119,10 @@ class Cluster(ActorLife):
         ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
         ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL), ``snapshot_dir``
         (Kafka: the root of the bodies' snapshots on each node's disk; default
-        ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it).
+        ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it),
+        ``signing_dir`` (the keyring every writer signs its appends with, docs/design/authority.md;
+        default ``keys/`` in an embedded log's directory, else ``keys/<cluster>-<id>`` under the
+        snapshot root).
         """
         config = load_config(conf, overrides)
         settings = settings or ActorSettings()
@@ -167,10 +170,11 @@ class Cluster(ActorLife):
         from actors.cluster.inproc_link import InProcLink
         from actors.runtime import build_cluster
         from actors.runtime.heap import HeapSettler
+        from events.signing import Root
 
         host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
                              workload=workload, clients=clients, domains=domains, capacity=capacity,
-                             shared_fold=True, heap=HeapSettler())
+                             shared_fold=True, heap=HeapSettler(), root=Root())
         keep_in = Path(log_dir) if log_dir is not None else None
         return cls(InProcLink.start(host, keep_in=keep_in))
 

@@ -210,6 +210,10 @@ class Follower:
             self.view.apply(record.offset, envelope)  # named there (out_of_range); moves no seq
             return False
         self._folded[stream] = envelope.seq
+        if envelope.key == LEADER_KEY:
+            # The election's compare-and-set is on the log's seqs, which every record under
+            # ``_leader`` takes, a refused one too: else one forgery there blocks every election.
+            self.leader_seq = max(self.leader_seq, envelope.seq)
         self.view.apply(record.offset, envelope)
         if not entitled(envelope, self.view.elected, self.view.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
@@ -223,8 +227,6 @@ class Follower:
             self.by_broker.touch_all(touched(event), self.view.records)
             if self.voided:
                 self._unvoid(touched(event))
-        if envelope.key == LEADER_KEY:
-            self.leader_seq = max(self.leader_seq, envelope.seq)
         if isinstance(event, LeaderElected):
             if event.epoch >= self.epoch:
                 self.epoch, self.leader_id = event.epoch, event.leader_id

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
-from actors.runtime.specs import BodyKind, BodySpec, Clock, LogSpec
+from actors.runtime.specs import BodyKind, BodySpec, Clock, LogSpec, default_snapshot_root
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
@@ -38,8 +38,10 @@ from balancer.errors import InvalidInput, Unavailable, UnknownBroker
 from events.envelope import new_cluster_id
 from events.log.kafka_client import ROLES, KafkaSecurity
 from events.log.kafka_topics import ensure_topic
+from events.signing import issue_file
 
 CLUSTER_FILE = "cluster.json"
+SIGNING_SUBDIR = "keys"
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ class Fleet:
     def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
         if body.name in self.handles:
             raise InvalidInput(f"{body.name!r} is already hosted", value=body.name)
+        signing, identity = self.layout.log.signing_dir, body.identity
+        if signing is not None and identity is not None:
+            issue_file(Path(signing), identity)  # the founder's root certifies each writer once
         extra = {**self.actor_options.get(body.name, {}), **(options or {})}
         handle = spawn(self.host, body, namespace=self.namespace, max_restarts=self.max_restarts,
                        detached=self.detached, options=extra)
@@ -180,6 +185,9 @@ class Launch:
     """The cluster's id (None: the log's own, else a new one; ``RayLink.start`` resolves it)."""
     snapshot_dir: str | None = None
     """Kafka: the root of the bodies' snapshots on each node (``LogSpec.snapshot_dir``)."""
+    signing_dir: str | None = None
+    """The keyring the writers sign with (``LogSpec.signing_dir``); None: ``keys/`` in an
+    embedded log's directory, else ``keys/<cluster>-<cluster id>`` under the snapshot root."""
 
     def _log(self) -> tuple[LogSpec, str | None]:
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
@@ -201,6 +209,7 @@ class Launch:
     def fleet(self) -> Fleet:
         """The layout and its (not yet spawned) fleet; makes the temporary log directory."""
         log, temp_dir = self._log()
+        log = dataclasses.replace(log, signing_dir=self.signing_dir or default_signing_dir(log))
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
@@ -228,6 +237,15 @@ def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, c
     directory = str(Path(log_dir if log_dir is not None else str(made)).resolve())
     Path(directory).mkdir(parents=True, exist_ok=True)
     return LogSpec(directory=directory, fsync=fsync), made
+
+
+def default_signing_dir(log: LogSpec) -> str:
+    """Where a cluster's keyring is kept unless told: beside an embedded log's records (it
+    resumes with its log), else on this node under the snapshot root, per topic and cluster."""
+    if log.directory is not None:
+        return str(Path(log.directory) / SIGNING_SUBDIR)
+    root = os.path.expanduser(log.snapshot_dir) if log.snapshot_dir else default_snapshot_root()
+    return os.path.join(root, SIGNING_SUBDIR, f"{log.cluster}-{log.cluster_id}")
 
 
 def write_cluster_file(directory: str, info: Mapping[str, Any]) -> None:

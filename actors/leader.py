@@ -6,7 +6,12 @@ Invariants:
   once its own election is in the log, follows when another election of an epoch at least its
   own is, and steps down on any newer one; only a leader acts, and everything it sends carries
   its epoch;
-- it writes ``_leader`` (LeaderElected, SheddingSkipped, rejected lookups), ``_cluster``
+- leader liveness: the leader writes under ``_leader`` at least every ``heartbeat_ms`` (a
+  ``LeaderHeartbeat`` when nothing else), and a candidate that lost (or a deposed leader) runs
+  again once the elected leader wrote nothing there for ``session_timeout_ms`` of time the log
+  was available: an election naming a leader that never acts does not leave the cluster without
+  one;
+- it writes ``_leader`` (LeaderElected, LeaderHeartbeat, SheddingSkipped, rejected lookups), ``_cluster``
   (FailureDomainSet) and the key of a broker it expires (BrokerLeft(expired)); every ownership
   change it wants is a command to the namespace that writes it;
 - every decision carries its reasons: shed moves carry ``Decision.to_dict()`` (+ the placement
@@ -88,6 +93,7 @@ from events.catalog import (
     Command,
     FailureDomainSet,
     LeaderElected,
+    LeaderHeartbeat,
     LoadReported,
     Message,
     PauseBalancer,
@@ -167,6 +173,9 @@ class LeaderBody(Holding, Follower):
         self.held = ControlFold()
         """The operator's pause and the recent shedding moves, as the log says."""
         self.control = Control(config)
+        self.alive_ms: int | None = None
+        """When the elected leader last wrote under ``_leader`` (its election included)."""
+        self._beat_ms = -(1 << 62)
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
                        "folded_to", "held")
@@ -207,6 +216,8 @@ class LeaderBody(Holding, Follower):
         self.held.fold(event, envelope.ts_ms)
         if self.control.throttle.in_flight and type(event) in BUNDLE_EVENTS:
             self.control.settle(self.view.records, set())
+        if envelope.key == LEADER_KEY and envelope.epoch == self.epoch:
+            self.alive_ms = max(self.alive_ms or envelope.ts_ms, envelope.ts_ms)
         if isinstance(event, _BROKER_EVENTS):
             self._expiries.pop(envelope.key, None)  # heard from, or gone: a fresh backoff
         if isinstance(event, LeaderElected):
@@ -393,12 +404,16 @@ class LeaderBody(Holding, Follower):
 
     # -- ticks -----------------------------------------------------------------------------
     def on_tick(self, now_ms: int) -> Effects:
+        if self.role is Role.FOLLOWER and self._leader_silent(now_ms):
+            self.role = Role.CANDIDATE  # the elected leader never acts: run again
         if self.role is Role.CANDIDATE:
             return self._campaign(now_ms)
-        if not self.leads or not self.config.load_balancer_enabled:
+        if not self.leads:
             return NOTHING
+        if not self.config.load_balancer_enabled:
+            return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
-        parts: list[Effects] = [self._pause_ended(now_ms), self._start_due(now_ms)]
+        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._start_due(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
@@ -418,6 +433,19 @@ class LeaderBody(Holding, Follower):
 
     def _split_interval(self) -> int:
         return self.config.load_balancer_split_interval_minutes * 60_000
+
+    def _leader_silent(self, now_ms: int) -> bool:
+        """The elected leader wrote nothing under ``_leader`` for a session timeout of log time."""
+        alive = self.alive_ms
+        return alive is not None and self.outages.available_ms(alive, now_ms) > self.settings.session_timeout_ms
+
+    def _heartbeat(self, now_ms: int) -> Effects:
+        """A ``LeaderHeartbeat`` when this leader wrote nothing under ``_leader`` for a heartbeat."""
+        since = max(self.alive_ms or 0, self._beat_ms)
+        if now_ms - since < self.settings.heartbeat_ms:
+            return NOTHING
+        self._beat_ms = now_ms
+        return Effects(append=((LEADER_KEY, LeaderHeartbeat(leader_id=self.candidate_id)),), epoch=self.my_epoch)
 
     def _campaign(self, now_ms: int) -> Effects:
         if now_ms - self._attempt_ms < self.settings.retry_ms:

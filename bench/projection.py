@@ -8,6 +8,11 @@ the headline folds fresh envelopes, as one reader of a log gets them (typing inc
 ``shared`` figure folds envelopes already typed, as every further body folding the same records
 in one process does (the in-process and simulated hosts hand one record to every body).
 
+``signed`` (A2s) folds the same kind of events from a signed log (docs/design/authority.md), as a
+reader in another process than its writers gets them (nothing it signed itself): each append's
+first record verified (Ed25519), every other record checked by its digest; once with one event
+per append, once with appends of 100 (a host's group commit in a storm).
+
 ``python -m bench.projection [--quick] [--json PATH]`` prints the row (and writes it as JSON).
 """
 
@@ -19,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from events import signing
 from events.catalog import (
     BundleAssigned,
     BundleOwned,
@@ -27,6 +33,7 @@ from events.catalog import (
     NamespaceCreated,
     UnloadRequested,
 )
+from events.codec import decode, encode
 from events.envelope import Envelope
 from projections.ownership import OwnershipProjection
 
@@ -91,6 +98,39 @@ def _fresh(events: list[Envelope]) -> list[Envelope]:
     return [Envelope(*envelope) for envelope in events]
 
 
+def signed(events: list[Envelope], per_append: int) -> list[Envelope]:
+    """``events`` as a signed log holds them: per key, appends of ``per_append`` signed by the
+    namespace shard (records of one key keep their order), decoded from their wire bytes."""
+    identity = signing.Root().issue("namespace:0/1")
+    out: list[Envelope] = []
+    pending: dict[str, list[Envelope]] = {}
+
+    def flush(key: str) -> None:
+        unit = pending.pop(key)
+        _, raws = identity.sign_append(unit, [encode(e) for e in unit])
+        out.extend(decode(raw) for raw in raws)
+
+    for envelope in events:
+        pending.setdefault(envelope.key, []).append(envelope)
+        if len(pending[envelope.key]) >= per_append:
+            flush(envelope.key)
+    for key in list(pending):
+        flush(key)
+    signing._SIGNED.clear()  # a reader in another process: it signed none of them
+    signing._CERTS.clear()
+    return out
+
+
+def run_signed(count: int = 20_000, repeats: int = 3) -> dict[str, Any]:
+    events = protocol_events(count)
+    one = min(_fold(signed(events, 1)) for _ in range(repeats))
+    hundred = min(_fold(signed(events, 100)) for _ in range(repeats))
+    plain = min(_fold(_fresh(events)) for _ in range(repeats))
+    return {"id": "A2s", "what": "fold of a signed log (verified)", "events": len(events),
+            "per_append_1_per_s": len(events) / one, "per_append_100_per_s": len(events) / hundred,
+            "unsigned_per_s": len(events) / plain}
+
+
 def run(count: int = 200_000, repeats: int = 3) -> dict[str, Any]:
     events = protocol_events(count)
     fold = min(_fold(_fresh(events)) for _ in range(repeats))
@@ -108,6 +148,12 @@ def render(row: dict[str, Any]) -> str:
             f"ratio {row['events_per_s'] / row['reference_per_s']:.2f} ({row['ratio']:.1f}x slower)")
 
 
+def render_signed(row: dict[str, Any]) -> str:
+    return (f"A2s fold of a signed log, {row['events']:,} events: appends of 1 "
+            f"{row['per_append_1_per_s']:,.0f} ev/s, of 100 {row['per_append_100_per_s']:,.0f} ev/s; "
+            f"the same unsigned {row['unsigned_per_s']:,.0f} ev/s")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.projection", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="50k events instead of 200k")
@@ -115,9 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     row = run(50_000 if args.quick else 200_000)
     print(render(row))
+    row_signed = run_signed(5_000 if args.quick else 20_000)
+    print(render_signed(row_signed))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({"rows": [row]}, out, indent=1)
+            json.dump({"rows": [row, row_signed]}, out, indent=1)
     return 0
 
 

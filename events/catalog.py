@@ -274,6 +274,17 @@ class BalancerResumed(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LeaderHeartbeat(Event):
+    """The elected leader is alive: written under ``_leader`` at its epoch when it wrote nothing
+    there for a heartbeat, so candidates can tell a leader that never acts and replace it."""
+
+    leader_id: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class CommandRejected(Event):
     """``command`` is the rejected command's type name; ``error`` is ``{code, message, ...}``."""
 
@@ -558,7 +569,7 @@ EVENTS: tuple[type[Event], ...] = (
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
     CommandRejected, SourceMessageRejected, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
     ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed, ExecutionFailed, BalancerPaused,
-    BalancerResumed,
+    BalancerResumed, LeaderHeartbeat,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,

@@ -1,10 +1,11 @@
 """Wire format (msgpack), JSON export (orjson) and upcasting of old payload versions.
 
 Invariants:
-- wire format 1: the envelope as an 11-element msgpack array in ``envelope.FIELDS`` order, with
-  ``use_bin_type`` (str and bytes stay distinct); without a cluster id, the first 10 (what every
-  record written before the cluster id existed is, and still reads as); a msgpack map with the
-  same field names is also read, so hand-made or foreign records decode too;
+- wire format 1: the envelope as a msgpack array in ``envelope.FIELDS`` order, with
+  ``use_bin_type`` (str and bytes stay distinct): 12 elements on a signed append's first record,
+  11 without a signature, the first 10 without a cluster id either (what every record written
+  before the cluster id existed is, and still reads as); a msgpack map with the same field names
+  is also read, so hand-made or foreign records decode too;
 - ``decode`` either returns an envelope whose payload matches the *current* version of its type
   (known type, required fields present, no unknown field) or raises ``DecodeError`` whose
   ``details["reason"]`` is one of ``REASONS``; it never returns something half-valid;
@@ -44,7 +45,8 @@ REASONS = (
 )
 
 _N_FIELDS = len(FIELDS)
-_N_LEGACY = _N_FIELDS - 1  # before cluster_id
+_N_STAMPED = _N_FIELDS - 1  # without a signature
+_N_LEGACY = _N_FIELDS - 2  # before cluster_id
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
 _new_envelope = tuple.__new__
@@ -70,8 +72,11 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
 
 def encode(envelope: Envelope) -> bytes:
     """The wire bytes of an envelope."""
-    data: bytes = _packb(envelope if envelope[_N_LEGACY] is not None else envelope[:_N_LEGACY],
-                         use_bin_type=True)
+    if envelope[_N_STAMPED] is not None:
+        data: bytes = _packb(envelope, use_bin_type=True)
+    else:
+        data = _packb(envelope[:_N_STAMPED] if envelope[_N_LEGACY] is not None else envelope[:_N_LEGACY],
+                      use_bin_type=True)
     return data
 
 
@@ -92,10 +97,14 @@ def decode(raw: bytes) -> Envelope:
             raise DecodeError(f"a value past the log format's limits ({MAX_TEXT} bytes a string, "
                               f"{MAX_ITEMS} items a list or map): {exc}", reason="bad_payload") from None
         raise DecodeError(f"not msgpack ({len(raw)} bytes): {detail}", reason="corrupt") from None
-    if type(obj) is list and len(obj) == _N_FIELDS:
+    if type(obj) is list and len(obj) == _N_STAMPED:
+        obj.append(None)
         envelope: Envelope = _new_envelope(Envelope, obj)
     elif type(obj) is list and len(obj) == _N_LEGACY:
         obj.append(None)
+        obj.append(None)
+        envelope = _new_envelope(Envelope, obj)
+    elif type(obj) is list and len(obj) == _N_FIELDS:
         envelope = _new_envelope(Envelope, obj)
     elif isinstance(obj, dict):
         envelope = _from_map(obj)
@@ -112,7 +121,7 @@ def decode_message(raw: bytes) -> Message:
 
 def _describe(obj: Any) -> str:
     if isinstance(obj, list):
-        return f"an array of {len(obj)} elements, expected {_N_LEGACY} or {_N_FIELDS}"
+        return f"an array of {len(obj)} elements, expected {_N_LEGACY} to {_N_FIELDS}"
     return f"a {type(obj).__name__}"
 
 
@@ -125,7 +134,8 @@ def _from_map(obj: dict[Any, Any]) -> Envelope:
 
 
 _OPTIONAL_STR = (str, type(None))
-_INT64_MAX = 2**63 - 1
+_OPTIONAL_LIST = (list, type(None))
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _check_envelope(env: Envelope) -> None:
@@ -135,6 +145,7 @@ def _check_envelope(env: Envelope) -> None:
         and type(env[3]) is str and type(env[4]) is int and type(env[5]) is int
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
         and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict and type(env[10]) in _OPTIONAL_STR
+        and (env[11] is None or type(env[11]) is list)
     ):
         if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and TS_MIN <= env[6] <= TS_MAX:
             return
@@ -149,7 +160,8 @@ def _check_envelope(env: Envelope) -> None:
 
 
 def _field_checks(env: Envelope) -> list[bool]:
-    kinds = (str, str, int, str, int, int, int, _OPTIONAL_STR, _OPTIONAL_STR, dict, _OPTIONAL_STR)
+    kinds = (str, str, int, str, int, int, int, _OPTIONAL_STR, _OPTIONAL_STR, dict, _OPTIONAL_STR,
+             _OPTIONAL_LIST)
     return [
         type(value) in kind if isinstance(kind, tuple) else type(value) is kind
         for value, kind in zip(env, kinds, strict=True)
@@ -205,7 +217,9 @@ def upcast(env: Envelope, target: int) -> Envelope:
             raise DecodeError(f"upcasting {env.type} v{version} failed: {exc}",
                               reason="upcast_failed") from None
         version += 1
-    return env._replace(version=version, payload=payload)
+    current = env._replace(version=version, payload=payload)
+    current.__dict__["stored"] = env.__dict__.get("stored", env)  # what a signature covers
+    return current
 
 
 def _json_default(value: Any) -> Any:

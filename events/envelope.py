@@ -4,7 +4,9 @@ Invariants:
 - fields, in wire order: event_id (uuid str), type, version, key, seq (per key, from 1,
   gap-free), epoch (leader term), ts_ms, causation_id, correlation_id, payload, cluster_id (the
   cluster whose writer stamped it: a log holds one cluster's records; None for records written
-  before it existed, or raw, and then left off the wire and out of the JSON);
+  before it existed, or raw, and then left off the wire and out of the JSON), sig (the writer's
+  signature on the first record of a signed append, ``events.signing``; None on every other
+  record, and then left off the wire and out of the JSON);
 - an ``Envelope`` is immutable; it is a ``NamedTuple`` so that the codec packs it as a msgpack
   array without building an intermediate dict, and rebuilds it with one tuple allocation (A1);
 - ``typed`` is the typed event of the payload (``catalog.view_of``: the payload itself as the
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from events.bounds import check_writable
 from events.catalog import Message, view_of
@@ -34,7 +36,7 @@ IdFactory = Callable[[], str]
 
 FIELDS: tuple[str, ...] = (
     "event_id", "type", "version", "key", "seq", "epoch", "ts_ms",
-    "causation_id", "correlation_id", "payload", "cluster_id",
+    "causation_id", "correlation_id", "payload", "cluster_id", "sig",
 )
 
 
@@ -91,6 +93,7 @@ class _Fields(NamedTuple):
     correlation_id: str | None
     payload: dict[str, Any]
     cluster_id: str | None = None
+    sig: list[Any] | None = None
 
 
 class _Typed:
@@ -106,7 +109,7 @@ class _Typed:
 
 
 class Envelope(_Fields):
-    """The eleven wire fields (``FIELDS``) and, once asked for, the typed message of the payload.
+    """The twelve wire fields (``FIELDS``) and, once asked for, the typed message of the payload.
 
     No ``__slots__``: the instance dict (made on first use only) holds the typed message."""
 
@@ -130,6 +133,8 @@ class Envelope(_Fields):
         fields = dict(zip(FIELDS, self, strict=True))
         if self.cluster_id is None:
             del fields["cluster_id"]
+        if self.sig is None:
+            del fields["sig"]
         return fields
 
 
@@ -153,17 +158,35 @@ def seal(
     )
 
 
+class Signer(Protocol):
+    """What signs an append (``events.signing.Identity``)."""
+
+    name: str
+
+    def sign_append(self, envelopes: Sequence[Envelope], raws: Sequence[bytes]) -> tuple[
+            list[Envelope], list[bytes]]: ...
+
+
 class Stamper:
     """Carries the injected clock and id factory so log adapters stamp envelopes the same way."""
 
-    __slots__ = ("clock_ms", "cluster_id", "new_id")
+    __slots__ = ("clock_ms", "cluster_id", "new_id", "signer")
 
     def __init__(self, clock_ms: Clock = wall_clock_ms, new_id: IdFactory = random_id,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, signer: Signer | None = None) -> None:
         self.clock_ms = clock_ms
         self.new_id = new_id
         self.cluster_id = cluster_id
         """Stamped on every envelope sealed here; a log started with one refuses another's."""
+        self.signer = signer
+        """Signs every append made here (its first record); None: appends are not signed."""
+
+    def sign(self, envelopes: Sequence[Envelope], raws: Sequence[bytes]) -> tuple[
+            Sequence[Envelope], Sequence[bytes]]:
+        """One append's envelopes and wire bytes, signed when this stamper has a signer."""
+        if self.signer is None:
+            return envelopes, raws
+        return self.signer.sign_append(envelopes, raws)
 
     def seal(
         self, message: Message, *, key: str, seq: int, epoch: int,

@@ -7,6 +7,8 @@ Invariants:
   ``duplicate`` (skipped), a jump is a ``gap`` (recorded, then applied: the missing events are
   gone, and refusing the rest would freeze the view); an event whose ``epoch`` is older than one
   already applied for its key is ``stale_epoch`` (skipped: it comes from a fenced leader);
+- one cluster per log: the first stamped record names the log's cluster; a record stamped by
+  another cluster, or not stamped at all after it, is ``unauthorized``;
 - authority: an event counts only when its writer was entitled to it. Namespace events only
   under their namespace's key, ``FailureDomainSet`` only under ``_cluster``, elections only
   under ``_leader``; once the log has an election, an event whose epoch no election before it
@@ -14,6 +16,16 @@ Invariants:
   ``unelected_epoch`` anomaly, until an election comes or its key goes on at a lower epoch);
   either way it raises no key's epoch. A ``force`` therefore counts only from the namespace key at an elected
   epoch. Anything else is an ``unauthorized`` anomaly with its offset and changes no view;
+- who wrote it: in a signed log (``projections.authority``) a record must be the work of an
+  identity the cluster's root certified (else ``forged``) whose role writes it there, then
+  (``events.authority.may_write``; else ``unauthorized``), before anything else is decided;
+- fencing by the newest election: a leader-written record (``events.authority``: ``_leader``,
+  ``_cluster``, a ``BrokerLeft(expired)``) at an epoch below an election read before it, in one
+  ordered stream, is a deposed leader's: ``stale_epoch``, whether or not the new leader has
+  written that key yet; it takes no seq (a forged seq must not hide the real writer's);
+- an owner must be a broker that registered (under its own key) before, once the log has any
+  registration and is read as one ordered stream: a transition naming another as ``dst`` (or a
+  split's ``owner``) is an ``unregistered_owner`` (an ``invalid_transition``) and changes nothing;
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
 - it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
   ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
@@ -41,6 +53,7 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
+from events.authority import leader_written
 from events.catalog import (
     CLUSTER_KEY,
     LEADER_KEY,
@@ -63,6 +76,7 @@ from events.catalog import (
 )
 from events.codec import reason_of
 from events.envelope import Envelope
+from projections.authority import Trust
 from projections.ownership_index import BundleEvent
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
@@ -109,6 +123,13 @@ class OwnershipProjection:
     a log of imports or tests; epochs are then not checked)."""
     cluster_id: str | None = None
     """The cluster of the first stamped record: a record stamped by another is an anomaly."""
+    brokers: set[str] = field(default_factory=set)
+    """Every broker that ever registered under its own key: an owner must be one of them."""
+    leaders: dict[int, str] = field(default_factory=dict)
+    """Epoch -> the leader its election named (a leader writes only at its own epochs)."""
+    trust: Trust | None = None
+    """Who really wrote each record of a signed log (``projections.authority``); None until the
+    first signed record, unless the reader pinned the cluster's root key."""
     ordered: bool = True
     """The log is read as one ordered stream (one partition): an election read later was
     written later. False on several partitions (set by ProjectionRunner and the live host)."""
@@ -124,13 +145,23 @@ class OwnershipProjection:
     def apply(self, offset: int, envelope: Envelope) -> bool:
         """Apply one event at ``offset``; False if it was skipped or is held (see the anomalies)."""
         # The common case (next seq, same epoch) inline; anything else takes the careful path.
-        _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster = envelope  # one unpack, not 6 reads
-        if cluster != self.cluster_id and cluster is not None:
+        _, _, _, key, seq, epoch, ts_ms, _, _, _, cluster, sig = envelope  # one unpack, not 7 reads
+        if cluster != self.cluster_id:
+            if cluster is None:  # a stamped log: every writer of its cluster stamps
+                return self._unauthorized(offset, envelope, "an unstamped record in the log of "
+                                          f"cluster {self.cluster_id!r}")
             if self.cluster_id is not None:
                 return self._unauthorized(offset, envelope, f"a record of cluster {cluster!r} in "
                                           f"the log of cluster {self.cluster_id!r}")
             self.cluster_id = cluster
         elected = self.elected
+        trust = self.trust
+        if trust is not None or sig is not None:
+            if trust is None:
+                trust = self.trust = Trust()
+            verdict = trust.admit(envelope, elected, self.leaders)
+            if verdict is not None:  # forged, or its writer's role does not write it
+                return self._refuse(offset, envelope, *verdict)
         if elected is not None and epoch > elected and key != LEADER_KEY:
             # An epoch no election in the log has established. In one ordered stream that is
             # final; across partitions the election may be read later: held before the seq
@@ -140,6 +171,12 @@ class OwnershipProjection:
                                           f"(newest election: {elected})")
             self._held.setdefault(key, []).append((offset, envelope))
             return False
+        if (elected is not None and epoch < elected and self.ordered
+                and leader_written(key, envelope[1], envelope[9])):
+            # Only a leader writes it, and a newer one was elected before it: a deposed leader's
+            # write, whether or not the new leader has written this key yet. It takes no seq.
+            return self._refuse(offset, envelope, "stale_epoch", f"a deposed leader's write at "
+                                f"epoch {epoch} (newest election: {elected})")
         if key in self._held:
             self._condemn(key, epoch)
         tracker = self.tracker
@@ -179,6 +216,10 @@ class OwnershipProjection:
             incoming = _new_record(OwnershipRecord, (state, dst, src, _NO_CHILDREN, force, ts_ms, version))
         except (TypeError, AttributeError) as exc:
             return self._bad_event(offset, envelope, exc)
+        if dst is not None and self.brokers and dst not in self.brokers and self.ordered:
+            self.tracker.record(offset, envelope, "unregistered_owner",
+                                f"{bundle}: {dst} never registered")
+            return False
         # "The same brokers" (half the transitions of any log) is checked here, not called.
         if (force or rule is True
                 or (rule is same_brokers and dst == current[1] and src == current[2])  # type: ignore[index]
@@ -192,7 +233,11 @@ class OwnershipProjection:
 
     def _apply_other(self, offset: int, envelope: Envelope, event: Message) -> bool:
         if isinstance(event, LeaderElected):
-            return self._elected(offset, envelope)
+            return self._elected(offset, envelope, event)
+        if isinstance(event, BrokerRegistered):
+            if event.broker_id == envelope.key:  # only a broker's own key registers it
+                self.brokers.add(event.broker_id)
+            return False
         handler = _HANDLERS.get(type(event))
         if handler is None:
             # Other events of the key (CommandRejected, ...) took their seq all the same, or
@@ -214,9 +259,10 @@ class OwnershipProjection:
         self.applied += 1
         return True
 
-    def _elected(self, offset: int, envelope: Envelope) -> bool:
+    def _elected(self, offset: int, envelope: Envelope, event: LeaderElected) -> bool:
         if envelope.key != LEADER_KEY:
             return self._unauthorized(offset, envelope, f"elections belong under {LEADER_KEY!r}")
+        self.leaders[envelope.epoch] = event.leader_id
         self.elected = max(self.elected or 0, envelope.epoch)
         for key in list(self._held):
             queue = self._held.pop(key)
@@ -235,7 +281,15 @@ class OwnershipProjection:
                                f"the key went on at epoch {epoch}")
 
     def _unauthorized(self, offset: int, envelope: EnvelopeLike, why: str) -> bool:
-        self.tracker.record(offset, envelope, "unauthorized", f"{envelope.type}: {why}")
+        return self._refuse(offset, envelope, "unauthorized", f"{envelope.type}: {why}")
+
+    def _refuse(self, offset: int, envelope: EnvelopeLike, kind: str, why: str) -> bool:
+        """Name a record its writer was not entitled to, and mark it so that no body folds or
+        reacts to it (``entitled``)."""
+        self.tracker.record(offset, envelope, kind, why)
+        marks = getattr(envelope, "__dict__", None)
+        if marks is not None:
+            marks[REFUSED] = why
         return False
 
     def apply_dead_letter(self, offset: int, key: str | None, why: str) -> None:
@@ -335,6 +389,9 @@ class OwnershipProjection:
             "degraded": dict(self.degraded),
             "elected": self.elected,
             "cluster_id": self.cluster_id,
+            "brokers": sorted(self.brokers),
+            "leaders": {str(epoch): leader for epoch, leader in self.leaders.items()},
+            "trust": None if self.trust is None else self.trust.snapshot(),
             "held": {k: [[o, list(e)] for o, e in q] for k, q in self._held.items()},
         }
 
@@ -352,24 +409,36 @@ class OwnershipProjection:
         projection.degraded = dict(data.get("degraded", {}))
         projection.elected = data.get("elected")
         projection.cluster_id = data.get("cluster_id")
+        projection.brokers = set(data.get("brokers", ()))
+        projection.leaders = {int(e): str(leader) for e, leader in data.get("leaders", {}).items()}
+        trust = data.get("trust")
+        projection.trust = None if trust is None else Trust.restore(trust)
         projection._held = {k: [(int(o), Envelope(*e)) for o, e in q] for k, q in data.get("held", {}).items()}
         return projection
 
     def state_equals(self, other: OwnershipProjection) -> bool:
-        """Same view (records, layouts, policies), whatever the anomaly history."""
+        """Same view (records, layouts, policies, brokers), whatever the anomaly history."""
         return (self.records == other.records and self.failure_domains == other.failure_domains
-                and _layouts(self) == _layouts(other))
+                and self.brokers == other.brokers and _layouts(self) == _layouts(other))
 
 
 _BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
 
 
+REFUSED = "refused"
+"""The mark ``OwnershipProjection`` leaves in an envelope's instance dict when it refuses it for
+its writer (a view folded it first: every view of one process folds one log the same way)."""
+
+
 def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = None) -> bool:
     """Whether the writer of ``envelope`` may have written it (the fold's authority rules, for
-    bodies that react to events): a writer of this cluster (``cluster_id``: the log's), elections
-    only under ``_leader``, a broker's events only under its key, namespace events only under
-    their namespace, and, once the log has an election, no epoch above the newest one."""
-    if envelope.cluster_id is not None and envelope.cluster_id != cluster_id:
+    bodies that react to events, asked after the view folded it): a writer of this cluster
+    (``cluster_id``: the log's), elections only under ``_leader``, a broker's events only under
+    its key, namespace events only under their namespace, once the log has an election no epoch
+    above the newest one, and nothing the view refused for its writer (``REFUSED``)."""
+    if REFUSED in envelope.__dict__:
+        return False
+    if envelope.cluster_id != cluster_id:  # another cluster's, or unstamped in a stamped log
         return False
     key = envelope.key
     try:
@@ -457,6 +526,8 @@ def _split_completed(p: OwnershipProjection, e: SplitCompleted, ts: int) -> str 
     info = p.namespaces.get(namespace)
     if info is None:
         return f"namespace {namespace} does not exist"
+    if p.brokers and e.owner not in p.brokers and p.ordered:
+        return f"{e.parent}: its children's owner {e.owner} never registered"
     problem = p._transition(e.parent, BundleState.DELETED, ts, None, e.owner)
     if problem is not None:
         return problem

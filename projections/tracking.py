@@ -42,8 +42,10 @@ class EnvelopeLike(Protocol):
 class Anomaly:
     """Something the fold refused or noticed: ``kind`` is gap, duplicate, stale_epoch,
     out_of_range, invalid_transition, bad_event (a payload its schema allows but a fold cannot
-    use), dead_letter or retained (a replay of a log whose first records retention dropped: the
-    offset is the first one held)."""
+    use), dead_letter, retained (a replay of a log whose first records retention dropped: the
+    offset is the first one held), or, of who wrote it: forged (not signed by an identity of the
+    log's root, in a signed log), unauthorized (its writer's role or key does not write it),
+    unelected_epoch (held until an election) and unregistered_owner."""
 
     kind: str
     offset: int

@@ -29,7 +29,9 @@ from typing import Any
 from actors.body import Body, Follower
 from actors.client import ClientView
 from actors.cluster.kept import lock_directory
+from actors.deploy import SIGNING_SUBDIR
 from actors.runtime import InProcessHost, Ticket, run_sync
+from actors.runtime.signers import Keyring
 from actors.settings import LEADER, broker_body_name
 from actors.workload import Capacity
 from balancer.errors import (
@@ -44,6 +46,7 @@ from events.catalog import Command
 from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
 from events.log.port import FOUNDING_RECORDS, Record, dropped_note, founding_cluster, refuse_foreign
+from events.signing import keyring_root
 
 LEADER_WAIT_MS = 30_000
 logger = logging.getLogger(__name__)
@@ -238,8 +241,9 @@ def _history(log_dir: Path) -> list[Record]:
 
 def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
     """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
-    log = LocalEventLog(log_dir, group_commit=False,
-                        stamper=Stamper(clock_ms=lambda: host.now_ms, cluster_id=cluster_id))
+    host.keyring = Keyring(keyring_root(log_dir / SIGNING_SUBDIR))  # the root the log resumes with
+    host.stamper = Stamper(clock_ms=lambda: host.now_ms, cluster_id=cluster_id)
+    log = LocalEventLog(log_dir, group_commit=False, stamper=host.stamper)
     read = run_sync(log.read())
     if read.dropped:  # only when the operator retained past these bodies (--ignore inproc:bodies)
         logger.warning("the log in %s: %s; every body folds only what is left", log_dir,

@@ -29,6 +29,7 @@ reorder deliveries, and set ``skew_ms`` per body to skew its clock.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from actors.effects import NOTHING, Effects
 from actors.runtime.executor import execute
 from actors.runtime.heap import HeapSettler
 from actors.runtime.shared_fold import SharedFold, history_for, recipients
+from actors.runtime.signers import Keyring
 from actors.runtime.tickets import Ticket, lookup_topic, run_sync
 from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
@@ -58,6 +60,7 @@ from events.catalog import Command, Event
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
 from events.log.port import DeadLetter, Record
+from events.signing import Root
 from projections.ownership import OwnershipProjection
 
 T = TypeVar("T")
@@ -75,7 +78,7 @@ class InProcessHost:
                  settings: ActorSettings | None = None, start_ms: int = DEFAULT_START_MS,
                  tick_ms: int = 500, command_latency_ms: int = 0, event_latency_ms: int = 0,
                  snapshot_policy: SnapshotPolicy | None = DEFAULT_POLICY, shared_fold: bool = False,
-                 heap: HeapSettler | None = None) -> None:
+                 heap: HeapSettler | None = None, root: Root | None = None) -> None:
         if shared_fold and event_latency_ms:
             raise ValueError(f"event_latency_ms={event_latency_ms}: a shared fold hands every record "
                              "to its bodies at once (0)")
@@ -86,7 +89,14 @@ class InProcessHost:
         self.seed, self.tick_ms = seed, tick_ms
         self.command_latency_ms, self.event_latency_ms = command_latency_ms, event_latency_ms
         self.now_ms = start_ms
-        self.log = MemoryEventLog(stamper=Stamper(clock_ms=lambda: self.now_ms, new_id=counting_ids()))
+        self.keyring = Keyring(root or Root(hashlib.blake2b(f"{seed}".encode(), person=b"bb-sim-root",
+                                                             digest_size=32).digest()))
+        """Each body signs its appends with its own identity (``actors.runtime.signers``). Without
+        a ``root`` one is derived from the seed, so a seed's log is the same bytes every run: fit
+        for a simulation, not for a cluster whose writers must not be impersonated (``Cluster``
+        and the kept clusters pass a random root of their own)."""
+        self.stamper = Stamper(clock_ms=lambda: self.now_ms, new_id=counting_ids())
+        self.log = MemoryEventLog(stamper=self.stamper)
         self.records: list[Record] = []
         self.dead_letters: list[DeadLetter] = []
         """Entries of the log that are no readable event (named in the client's view)."""
@@ -379,12 +389,17 @@ class InProcessHost:
 
     async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
                      effects: Effects) -> LoadBalancerError | None:
+        # One log handle for every body: the append is signed as the body making it (the log
+        # commits it before returning: no other append can take this signer meanwhile).
+        self.stamper.signer = self.keyring.for_body(self.bodies.get(writer))
         try:
             await self.log.append(key, events, epoch=effects.epoch, expected_seq=expected_seq,
                                   causation_id=effects.causation_id)
         except LoadBalancerError as exc:
             self.failed_appends.append((writer, key, exc))
             return exc
+        finally:
+            self.stamper.signer = None
         return None
 
     def log_health(self, writer: str, healthy: bool) -> None:

@@ -79,7 +79,7 @@ class BodyActor:
         logging.basicConfig(level=logging.WARNING)
         self.spec, self.body_spec = spec, body
         writer = body.name if body.transactional else None
-        log = spec.log.open(spec.clock, writer=writer, role=body.kind)
+        log = spec.log.open(spec.clock, writer=writer, role=body.kind, identity=body.identity)
         self.host = LiveHost(body.build(), log, spec.clock, RayTransport(namespace), shards=spec.namespace_shards,
                              tick_s=spec.tick_s, poll_s=spec.poll_s, rebuild=body.build,
                              snapshots=spec.log.snapshots(retain=body.config.embedded_log_retention_enabled))

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from random import Random
 from typing import Literal
 
@@ -32,11 +33,13 @@ from balancer.errors import (
     ForeignCluster,
     InvalidInput,
 )
+from events.authority import identity_name, shard_instance
 from events.envelope import Stamper, new_cluster_id
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_client import KafkaSecurity
 from events.log.local import LocalEventLog
 from events.log.port import EventLog, cluster_of
+from events.signing import load_identity
 
 BodyKind = Literal["namespace", "leader", "broker", "clients"]
 
@@ -99,6 +102,10 @@ class LogSpec:
     runs on, in ``<root>/<cluster>-<cluster id>/`` (None: ``default_snapshot_root()``, resolved
     on that node). A cache, like a Kafka Streams state directory: a body that finds none folds
     the whole topic."""
+    signing_dir: str | None = None
+    """The keyring directory (``events.signing``): each writer's identity file, from which the
+    body that opens the log with ``identity=`` signs its appends (None: appends are not
+    signed). It names where the keys are, never a key; on several nodes it must be on each."""
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.bootstrap is None):
@@ -113,10 +120,14 @@ class LogSpec:
     def kind(self) -> str:
         return "local" if self.directory is not None else "kafka"
 
-    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None) -> EventLog:
+    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None,
+             identity: str | None = None) -> EventLog:
         """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
-        kind of actor whose Kafka credentials it uses (None: the process's own)."""
-        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id)
+        kind of actor whose Kafka credentials it uses (None: the process's own), ``identity``
+        the signing identity its appends are signed as (with ``signing_dir``)."""
+        signer = (load_identity(Path(self.signing_dir), identity)
+                  if self.signing_dir is not None and identity is not None else None)
+        stamper = Stamper(clock_ms=clock.now_ms, cluster_id=self.cluster_id, signer=signer)
         if self.directory is not None:
             return LocalEventLog(self.directory, fsync=self.fsync, stamper=stamper,
                                  segment_bytes=self.segment_bytes)
@@ -191,6 +202,15 @@ class BodySpec:
             assert self.broker_id is not None
             return broker_body_name(self.broker_id)
         return LEADER if self.kind == "leader" else "clients"
+
+    @property
+    def identity(self) -> str | None:
+        """The identity this body signs its appends as (None: it writes nothing)."""
+        if self.kind == "namespace":
+            return identity_name("namespace", shard_instance(self.shard, self.settings.namespace_shards))
+        if self.kind == "broker":
+            return identity_name("broker", self.broker_id)
+        return identity_name("leader", LEADER) if self.kind == "leader" else None
 
     @property
     def transactional(self) -> bool:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from balancer.errors import ForeignCluster, LoadBalancerError, StateConflict, WriterFenced
+from events.authority import genuine_election, leader_write, root_of
 from events.bounds import beyond_reach
 from events.catalog import LEADER_KEY, Message
 from events.codec import encode
@@ -58,13 +59,16 @@ class Heads:
     a ``LeaderElected`` under ``_leader`` established (None while the log has no election).
 
     Epochs rise only through elections: once the log has one, a record at an epoch no election
-    has established raises no key's epoch (so a forged epoch fences no one)."""
+    has established raises no key's epoch (so a forged epoch fences no one). In a signed log
+    (``root``: the root key its first signed record names) only a genuine election raises it
+    (``events.authority.genuine_election``): a forged one would fence every real writer."""
 
-    __slots__ = ("_heads", "elected")
+    __slots__ = ("_heads", "elected", "root")
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, int]] = {}
         self.elected: int | None = None
+        self.root: bytes | None = None
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key, (0, 0))
@@ -74,17 +78,24 @@ class Heads:
         seq, epoch = self.get(key)
         if beyond_reach(seq, epoch, envelope.seq, envelope.epoch):
             return  # it moves no head: the key's next append follows its last record in reach
-        if key == LEADER_KEY and envelope.type == "LeaderElected":
-            self.elected = max(self.elected or 0, envelope.epoch)
+        if self.root is None and envelope[11] is not None:
+            self.root = root_of(envelope)
         new_epoch = envelope.epoch
-        if self.elected is not None and new_epoch > self.elected and key != LEADER_KEY:
+        if (key == LEADER_KEY and envelope.type == "LeaderElected"
+                and genuine_election(envelope, self.root, self.elected)):
+            self.elected = max(self.elected or 0, new_epoch)
+        elif self.elected is not None and new_epoch > self.elected:
             new_epoch = epoch
         self._heads[key] = (max(seq, envelope.seq), max(epoch, new_epoch))
 
     def to_plain(self) -> dict[str, object]:
-        """Plain data (a writer's checkpoint): ``heads`` key -> [seq, epoch], and ``elected``."""
-        return {"heads": {key: [seq, epoch] for key, (seq, epoch) in self._heads.items()},
-                "elected": self.elected}
+        """Plain data (a writer's checkpoint): ``heads`` key -> [seq, epoch], ``elected``, and
+        ``root`` (hex) once the log is signed."""
+        plain: dict[str, object] = {"heads": {key: [seq, epoch] for key, (seq, epoch) in self._heads.items()},
+                                    "elected": self.elected}
+        if self.root is not None:
+            plain["root"] = self.root.hex()
+        return plain
 
     @classmethod
     def from_plain(cls, data: Mapping[str, object]) -> Heads:
@@ -97,6 +108,8 @@ class Heads:
                 raise ValueError(f"head {key!r}: [{seq!r}, {epoch!r}] is no [seq, epoch]")
             out._heads[key] = (seq, epoch)
         out.elected = elected
+        root = data.get("root")
+        out.root = bytes.fromhex(root) if isinstance(root, str) else None
         return out
 
     def observe_raw(self, raw: bytes) -> None:
@@ -113,7 +126,7 @@ class _GroupHeads(Heads):
     def __init__(self, base: Heads) -> None:
         super().__init__()
         self._base = base
-        self.elected = base.elected
+        self.elected, self.root = base.elected, base.root
 
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key) or self._base.get(key)
@@ -132,13 +145,22 @@ class _Pending(NamedTuple):
 _Accepted = tuple[_Pending, list[Envelope], list[Entry]]
 
 
-def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None) -> int:
-    """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead."""
+def check_append(heads: Heads, key: str, epoch: int, expected_seq: int | None, *,
+                 leader_write: bool = False) -> int:
+    """The last seq of ``key`` if an append with ``epoch``/``expected_seq`` may go ahead.
+
+    ``leader_write`` (``events.authority.leader_write``): only a leader writes it, so an epoch
+    below the newest election is a deposed leader's, whatever the key's own history says."""
     seq, newest = heads.get(key)
     if heads.elected is not None and epoch > heads.elected and key != LEADER_KEY:
         raise WriterFenced(
             f"writer for {key!r} has epoch {epoch}, which no election established (newest "
             f"election: {heads.elected})", key=key, epoch=epoch, newest=heads.elected,
+        )
+    if leader_write and heads.elected is not None and epoch < heads.elected:
+        raise WriterFenced(
+            f"leader's write to {key!r} at epoch {epoch}: epoch {heads.elected} was elected since",
+            key=key, epoch=epoch, newest=heads.elected,
         )
     if epoch < newest:
         raise WriterFenced(
@@ -295,12 +317,15 @@ class StoreLog:
             accepted: list[_Accepted] = []
             for p in group:
                 try:
-                    seq = check_append(ahead, p.key, p.epoch, p.expected_seq)
+                    seq = check_append(ahead, p.key, p.epoch, p.expected_seq,
+                                       leader_write=leader_write(p.key, p.messages))
                     envelopes = [self._stamper.seal(m, key=p.key, seq=seq + i, epoch=p.epoch,
                                                     causation_id=p.causation_ids[i - 1],
                                                     correlation_id=p.correlation_id)
                                  for i, m in enumerate(p.messages, start=1)]
-                    entries = [Entry(encode(env), p.key, env.ts_ms) for env in envelopes]
+                    signed, raws = self._stamper.sign(envelopes, [encode(env) for env in envelopes])
+                    envelopes = list(signed)
+                    entries = [Entry(raw, p.key, env.ts_ms) for env, raw in zip(envelopes, raws, strict=True)]
                 except (LoadBalancerError, ValueError, TypeError, OverflowError) as exc:
                     p.future.set_exception(exc)
                     continue

@@ -39,6 +39,7 @@ from aiokafka.errors import (
 )
 
 from balancer.errors import InvalidInput, Unavailable, WriterFenced
+from events.authority import leader_write
 from events.catalog import Message
 from events.codec import encode
 from events.envelope import Envelope, Stamper
@@ -201,7 +202,8 @@ class KafkaEventLog:
                 # against the partition as it is now: other writers' records since the last
                 # read (a broker's reports) refuse it here, instead of landing as a repeated seq.
                 await self._read_heads(partition, self._heads_at[partition])
-            seq = check_append(heads, key, epoch, expected_seq)
+            seq = check_append(heads, key, epoch, expected_seq,
+                               leader_write=leader_write(key, messages))
             envelopes = [
                 self._stamper.seal(m, key=key, seq=seq + i, epoch=epoch,
                                    causation_id=causes[i - 1], correlation_id=correlation_id)
@@ -209,7 +211,9 @@ class KafkaEventLog:
             ]
             if not envelopes:
                 return []
-            offsets = await self._deliver(partition, key, envelopes)
+            signed, raws = self._stamper.sign(envelopes, [encode(env) for env in envelopes])
+            envelopes = list(signed)
+            offsets = await self._deliver(partition, key, envelopes, raws)
             for env in envelopes:
                 self._heads.observe(env)
             self._marks[partition] = (offsets[-1], key, envelopes[-1].seq, envelopes[-1].event_id)
@@ -235,9 +239,11 @@ class KafkaEventLog:
         # transaction markers that make records readable under read_committed.
         self._written[partition] = max(self._written.get(partition, 0), last_offset + 1)
 
-    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope]) -> list[int]:
-        """Write the envelopes once, retrying through outages; returns their offsets."""
-        values = [(encode(env), env.ts_ms) for env in envelopes]
+    async def _deliver(self, partition: int, key: str, envelopes: list[Envelope],
+                       raws: Sequence[bytes]) -> list[int]:
+        """Write the envelopes (``raws``: their wire bytes) once, retrying through outages;
+        returns their offsets."""
+        values = [(raw, env.ts_ms) for env, raw in zip(envelopes, raws, strict=True)]
         loop = asyncio.get_running_loop()
         deadline, backoff, retrying = loop.time() + self.append_timeout_s, 0.1, False
         self._in_doubt.add(partition)  # until this append's outcome is known

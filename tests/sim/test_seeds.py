@@ -36,6 +36,8 @@ STEPS = 500
     pytest.param(344574, "split_storm", id="stale-void-entry-after-a-split-into-itself-344574"),
     pytest.param(608009, "scale_in", id="orphan-reassignment-backed-off-past-the-expiry-limit"),
     pytest.param(5020, "hot_bundle", id="late-shedding-command-over-a-throttle-cap"),
+    pytest.param(2013, "rolling_restart", id="forged-election-fenced-the-store-2013"),
+    pytest.param(2007, "leader_churn", id="forged-election-fenced-the-store-2007"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

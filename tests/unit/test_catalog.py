@@ -56,6 +56,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "ExecutionFailed": (1, ("bundle", "detail", "execution_id", "reason", "state", "waited_ms")),
     "BalancerPaused": (1, ("by", "reason", "since_ms", "until_ms")),
     "BalancerResumed": (1, ("at_ms", "by", "since_ms")),
+    "LeaderHeartbeat": (1, ("leader_id",)),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -81,9 +82,9 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (16 events; the mirror's SourceMessageRejected; 7 of proposals and their
+    # contracts §1 (17 events; the mirror's SourceMessageRejected; 7 of proposals and their
     # executions; the operator's pause and resume) and §2 (10 commands, and pause and resume)
-    assert len(EVENTS) == 26
+    assert len(EVENTS) == 27
     assert len(COMMANDS) == 12
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 

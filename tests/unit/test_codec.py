@@ -60,6 +60,8 @@ def samples() -> list[c.Message]:
         c.SplitBundle(**cmd, namespace="t/n", bundle="HOT", algorithm="flow_or_qps_equally_divide"),
         c.ConfirmRelease(**cmd, bundle=BUNDLE, src="b1"),
         c.ConfirmSplit(**cmd, parent=BUNDLE, children=[], owner="b1", boundaries=[0, 2**30]),
+        # Types added since the first fixture go last: an older fixture is a prefix of today's.
+        c.LeaderHeartbeat(leader_id="broker-1"),
     ]
 
 
@@ -106,14 +108,15 @@ def test_every_type_round_trips() -> None:
         assert again.message() == decode_message(encode(envelope))
 
 
-@pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack"])
+@pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack",
+                                  "catalog_2026_11c.msgpack"])
 def test_bytes_stored_before_stay_readable(name: str) -> None:
     stored = msgpack.unpackb((FIXTURES / name).read_bytes())
-    assert [decode(raw) for raw in stored] == golden_envelopes()
+    assert [decode(raw) for raw in stored] == golden_envelopes()[:len(stored)]
 
 
 def test_bytes_written_today_are_stable() -> None:
-    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11b.msgpack").read_bytes())
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11c.msgpack").read_bytes())
     assert [encode(env) for env in golden_envelopes()] == stored
 
 

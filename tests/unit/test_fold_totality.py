@@ -29,12 +29,15 @@ from hypothesis import strategies as st
 from actors.api import Cluster
 from actors.broker import BrokerBody
 from actors.client import ClientView
+from actors.deploy import SIGNING_SUBDIR
 from actors.leader import LeaderBody
 from actors.namespace import NamespaceBody
+from actors.runtime.signers import Keyring
 from actors.workload import ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
 from balancer.errors import DecodeError
 from events._fields import MAX_TEXT
+from events.authority import identity_name, shard_instance
 from events.catalog import (
     CLUSTER_KEY,
     EVENTS,
@@ -48,6 +51,7 @@ from events.envelope import Envelope
 from events.log.local import LocalEventLog
 from events.log.memory import MemoryEventLog
 from events.log.port import Record
+from events.signing import keyring_root
 from lbctl.main import main
 from lbctl.runstats import RunStats
 from projections.explain import moves_of, render
@@ -72,7 +76,11 @@ NAMES = ("bundle", "usage", "limit", "cpu", "memory", "bandwidth_in", "msg_rate_
 
 
 class History(list[Record]):
-    """The records of a kept run (a short repr: hypothesis prints it with a failing example)."""
+    """The records of a kept run (a short repr: hypothesis prints it with a failing example) and
+    the keyring its writers signed with (``keys``), so a hostile record is signed as the writer
+    of its key would sign it and reaches the folds (an unsigned one is only ``forged``)."""
+
+    keys: Path
 
     def __repr__(self) -> str:
         return f"<the {len(self)} records of a kept run>"
@@ -91,7 +99,9 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
         finally:
             await log.close()
 
-    return History(asyncio.run(read()))
+    out = History(asyncio.run(read()))
+    out.keys = state / "log" / SIGNING_SUBDIR
+    return out
 
 
 def _names(history: list[Record], field: str) -> list[str]:
@@ -165,6 +175,17 @@ def _key(kind: str, payload: dict[str, Any]) -> str:
     return key or CLUSTER_KEY
 
 
+def _writer_of(history: list[Record], key: str) -> str:
+    """The identity that writes ``key`` in a kept run: its broker, the elected leader, or the
+    one namespace shard."""
+    if key.startswith("broker-"):
+        return identity_name("broker", key)
+    if key in (LEADER_KEY, CLUSTER_KEY):
+        leader = [r.envelope.payload["leader_id"] for r in history if r.envelope.type == "LeaderElected"]
+        return identity_name("leader", leader[-1])
+    return identity_name("namespace", shard_instance(0, 1))
+
+
 def _record(history: list[Record], kind: str, payload: dict[str, Any]) -> Record | None:
     """The hostile record as the next record of its key, or None if the codec refuses it."""
     key = _key(kind, payload)
@@ -173,8 +194,13 @@ def _record(history: list[Record], kind: str, payload: dict[str, Any]) -> Record
     last = history[-1].envelope
     if kind == "LeaderElected":
         epoch = payload["epoch"]
-    raw = encode(Envelope("hostile", kind, SCHEMAS[kind].version, key, seq, epoch, last.ts_ms + 1,
-                          None, None, payload, last.cluster_id))
+    envelope = Envelope("hostile", kind, SCHEMAS[kind].version, key, seq, epoch, last.ts_ms + 1,
+                        None, None, payload, last.cluster_id)
+    keys = getattr(history, "keys", None)
+    if keys is not None:
+        signer = Keyring(keyring_root(keys)).identity(_writer_of(history, key))
+        envelope = signer.sign_append([envelope], [encode(envelope)])[0][0]
+    raw = encode(envelope)
     try:
         return Record(0, history[-1].offset + 1, decode(raw))
     except DecodeError:
@@ -198,7 +224,10 @@ def _fresh(records: list[Record]) -> list[Record]:
 
 
 def _named(anomalies: list[Any], offset: int) -> set[str]:
-    return {a.kind for a in anomalies if a.offset == offset}
+    """What the fold named at ``offset``; a payload no fold can use is ``bad_event``, which the
+    fold may have named first by who wrote it (a writer's role refused before the payload is read)."""
+    kinds = {a.kind for a in anomalies if a.offset == offset}
+    return kinds | {"bad_event"} if kinds & {"unauthorized", "unelected_epoch", "out_of_range"} else kinds
 
 
 def fold_projections(records: list[Record], hostile_at: int, unusable: bool) -> None:

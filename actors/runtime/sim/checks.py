@@ -16,9 +16,11 @@ Invariants checked (each names itself in a ``Violation``):
 - ``epochs``: no body's or the client's epoch goes back, LeaderElected epochs strictly rise in
   log order, and a key's envelope epochs never fall in log order;
 - ``replay``: the client's view and every caught-up body's view equal a fold of the log, and that
-  fold refuses nothing (no anomaly);
+  fold refuses nothing (no anomaly) but the hostile faults' records;
 - ``operator_hold`` (at the end): over the whole log, no shedding move started while an
-  operator's pause held and no start exceeded the throttle's caps (``actors.runtime.sim.pauses``).
+  operator's pause held and no start exceeded the throttle's caps (``actors.runtime.sim.pauses``);
+- ``forgery``: the fold of the log names every forged record (an anomaly at its offset) and
+  equals a fold of the log without them (``honest``): who wrote a record decides, not its key.
 
 "Calm" starts when the last thing that stops progress ended: a log outage, a leader's election
 (a new leader gives every broker one session) or a namespace body's restart. Time-based checks
@@ -70,6 +72,8 @@ class Checker:
     grace_ms: int = 20_000
     lookup_ms: int = 60_000
     replay: OwnershipProjection = field(init=False)
+    honest: OwnershipProjection = field(init=False)
+    """A fold of every record but the hostile ones: what the log's legitimate writers wrote."""
     lookups: list[Lookup] = field(default_factory=list)
     down_since: dict[str, int] = field(default_factory=dict)
     """Broker id -> when it was last seen dead (crashed body or not registered)."""
@@ -84,6 +88,7 @@ class Checker:
 
     def __post_init__(self) -> None:
         self.replay = OwnershipProjection(mode=AcceptMode.from_config(self.host.config))
+        self.honest = OwnershipProjection(mode=AcceptMode.from_config(self.host.config))
 
     def disturbed(self) -> None:
         """Something that stops progress just happened (or ended): restart the calm clock."""
@@ -145,7 +150,9 @@ class Checker:
         limit = self.host.settings.session_timeout_ms - self.slack_ms
         for record in new:
             envelope = record.envelope
-            if envelope.type in ("LoadReported", "BrokerRegistered") and record.offset not in self._hostile().offsets:
+            if record.offset in self._hostile().offsets:
+                continue  # a forgery: it expires no one (the fold refuses it)
+            if envelope.type in ("LoadReported", "BrokerRegistered"):
                 self.heard[envelope.key] = envelope.ts_ms
             if envelope.type != "BrokerLeft" or envelope.payload.get("reason") != "expired":
                 continue
@@ -163,8 +170,14 @@ class Checker:
         hostile = self._hostile()
         for record in new:
             applied = self.replay.apply(record.offset, record.envelope)
-            if applied and record.offset in hostile.offsets:
+            if record.offset not in hostile.offsets:
+                self.honest.apply(record.offset, record.envelope)
+            elif applied:
                 return "forgery", f"the fold applied the forged #{record.offset} {record.envelope.type}"
+        if new and hostile.offsets:
+            problem = self._forgeries_ok(hostile, new[0].offset)
+            if problem is not None:
+                return "forgery", problem
         unexpected = self._unexpected(self.replay)
         if unexpected:
             return "replay", f"the log holds an event its fold refuses: {unexpected[0]}"
@@ -175,6 +188,17 @@ class Checker:
             caught_up = self.host._cursor.get(name) == end
             if caught_up and not body.view.state_equals(self.replay):  # type: ignore[attr-defined]
                 return "replay", f"{name}'s live view differs from a fold of the log"
+        return None
+
+    def _forgeries_ok(self, hostile: HostileLog, since: int) -> str | None:
+        """Every forgery from ``since`` on is named, and the view is the honest writers' alone."""
+        named = {a.offset for a in self.replay.anomalies if a.offset >= since}
+        missed = sorted(o for o in hostile.offsets if o >= since and o not in named and o not in hostile.dead)
+        if missed:
+            return f"the forged #{missed[0]} was folded without an anomaly"
+        replay, honest = self.replay, self.honest
+        if not replay.state_equals(honest) or (replay.elected, replay.leaders) != (honest.elected, honest.leaders):
+            return "the fold of the log differs from a fold of its legitimate records"
         return None
 
     def _single_owner(self) -> tuple[str, str] | None:

@@ -1,8 +1,10 @@
-"""Hostile faults of the simulator (issue 19): a corrupt record, a forged event, a zombie writer.
+"""Hostile faults of the simulator: a corrupt record, a forged event, a zombie writer.
 
 Invariants:
 - drawn from their own ``Random(f"{seed}:hostile")``, so the plans of seeds run before these
-  faults existed are unchanged (only these are added);
+  faults existed are unchanged (only these are added); the forgeries under the right key (an
+  impostor of the writer, unsigned or signed by an identity of the wrong role, another root's, a
+  deposed leader) from ``Random(f"{seed}:impostor")``, for the same reason;
 - a corrupt or forged record is written as a hostile process would, straight into the log
   (``append_raw``: well framed, next seqs, any key or epoch); a zombie writes through the normal
   ``append`` at an epoch older than the one the log holds for its key;
@@ -25,15 +27,19 @@ from actors.runtime.sim.host import Fault
 from actors.runtime.tickets import run_sync
 from balancer.errors import WriterFenced
 from events.catalog import (
+    CLUSTER_KEY,
     LEADER_KEY,
+    BrokerLeft,
     BrokerRegistered,
     BundleAssigned,
     BundleOwned,
+    FailureDomainSet,
     LeaderElected,
     Message,
 )
 from events.codec import encode
-from events.envelope import seal
+from events.envelope import Stamper, seal
+from events.signing import Root
 
 if TYPE_CHECKING:
     from actors.runtime.sim.host import SimHost
@@ -41,6 +47,11 @@ if TYPE_CHECKING:
 
 CORRUPT = ("garbage", "string_epoch", "bundles_not_maps", "huge_seq", "huge_epoch")
 FORGED = ("force_from_broker_key", "unelected_epoch", "broker_url", "election_elsewhere")
+IMPOSTORS = ("move", "move_by_broker", "move_by_rogue_shard", "move_by_deposed_leader", "register_owner",
+             "register_owner_by_broker", "elect", "elect_by_broker", "elect_jump_by_candidate", "broker_left",
+             "expire_by_broker", "failure_domain", "failure_domain_by_broker")
+"""Forgeries under the very key, seq and epoch the writer would use: only who wrote them is
+wrong (unsigned, or signed by an identity whose role does not write them)."""
 HUGE = 2**64 - 1
 
 
@@ -66,6 +77,12 @@ def hostile_plan(s: Scenario, rng: Random, steps: int) -> list[Fault]:
         elif roll < 0.016:
             out.append(Fault(step, "zombie", "", rng.randrange(1 << 30)))
     return out
+
+
+def impostor_plan(s: Scenario, rng: Random, steps: int) -> list[Fault]:
+    """A few forgeries under the right keys, spread over the noisy part of the run."""
+    return [Fault(step, "impostor", "", (rng.choice(IMPOSTORS), rng.randrange(1 << 30)))
+            for step in range(20, steps) if rng.random() < 0.01]
 
 
 def _hostile(host: SimHost) -> HostileLog:
@@ -178,4 +195,61 @@ def fire_zombie(host: SimHost, fault: Fault) -> bool:
         return True
     _hostile(host).failures.append(f"a zombie of {ns} at epoch {newest - 1} wrote after epoch {newest}")
     host._ingest()
+    return True
+
+
+def _impostor(host: SimHost, variant: str, pick: int) -> tuple[str, int, list[Message], str | None] | None:
+    """(key, epoch, messages, signer) of one forgery under the right key; signer: None unsigned,
+    ``rogue:<name>`` an identity of another root, else an identity of this cluster's root."""
+    namespaces, brokers = sorted(host.view.namespaces), sorted(host.client.brokers)
+    owned = sorted(host.view.owners().items())
+    if not namespaces or len(brokers) < 2 or not owned:
+        return None
+    bundle, owner = owned[pick % len(owned)]
+    thief = _pick([b for b in brokers if b != owner], pick)
+    ns, epoch = bundle.rsplit("/", 1)[0], host.client.epoch
+    candidate = host.client.leader_id or "leader"
+    move: list[Message] = [BundleAssigned(bundle=bundle, dst=thief, src=owner, reason="admin", force=True),
+                           BundleOwned(bundle=bundle, owner=thief, src=owner)]
+    shard = f"namespace:0/{host.settings.namespace_shards}"
+    domain: list[Message] = [FailureDomainSet(domain="evil", brokers=[thief])]
+    table: dict[str, tuple[str, int, list[Message], str | None]] = {
+        "move": (ns, epoch, move, None),
+        "move_by_broker": (ns, epoch, move, f"broker:{thief}"),
+        "move_by_rogue_shard": (ns, epoch, move, f"rogue:{shard}"),
+        "move_by_deposed_leader": (ns, epoch - 1, move, f"leader:{candidate}"),
+        "register_owner": (owner, epoch, [BrokerRegistered(broker_id=owner, url="pulsar://evil:6650")], None),
+        "register_owner_by_broker": (owner, epoch, [BrokerRegistered(broker_id=owner, url="pulsar://evil:6650")],
+                                     f"broker:{thief}"),
+        "elect": (LEADER_KEY, epoch + 1, [LeaderElected(leader_id="evil", epoch=epoch + 1)], None),
+        "elect_by_broker": (LEADER_KEY, epoch + 1, [LeaderElected(leader_id=thief, epoch=epoch + 1)],
+                            f"broker:{thief}"),
+        "elect_jump_by_candidate": (LEADER_KEY, epoch + 7, [LeaderElected(leader_id=candidate, epoch=epoch + 7)],
+                                    f"leader:{candidate}"),
+        "broker_left": (owner, epoch, [BrokerLeft(broker_id=owner, reason="expired")], None),
+        "expire_by_broker": (owner, epoch, [BrokerLeft(broker_id=owner, reason="expired")], f"broker:{thief}"),
+        "failure_domain": (CLUSTER_KEY, epoch, domain, None),
+        "failure_domain_by_broker": (CLUSTER_KEY, epoch, domain, f"broker:{thief}"),
+    }
+    return table[variant]
+
+
+def fire_impostor(host: SimHost, fault: Fault) -> bool:
+    """Write one forgery under the right key, with its next seqs, as the impostor would."""
+    variant, pick = fault.value
+    forged = _impostor(host, variant, int(pick))
+    if forged is None or forged[1] < 1:
+        return False
+    key, epoch, messages, signer = forged
+    stamper = Stamper(clock_ms=lambda: host.now_ms, new_id=lambda: f"impostor-{host.now_ms}")
+    if signer is not None:
+        rogue, _, name = signer.partition("rogue:")
+        stamper.signer = Root(bytes(32)).issue(name) if not rogue and name else host.keyring.identity(signer)
+    seq, _ = run_sync(host.log.head(key))
+    envelopes = [stamper.seal(m, key=key, seq=seq + i, epoch=epoch) for i, m in enumerate(messages, start=1)]
+    _, values = stamper.sign(envelopes, [encode(e) for e in envelopes])
+    offset = _write(host, key, list(values))
+    hostile = _hostile(host)
+    hostile.offsets.update(range(offset, offset + len(values)))
+    hostile.keys.add(key)
     return True

@@ -21,7 +21,7 @@ from random import Random
 from actors.namespace import NamespaceBody
 from actors.runtime.sim.checks import Checker, Lookup, Violation
 from actors.runtime.sim.host import Fault, SimHost
-from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_zombie
+from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_impostor, fire_zombie
 from actors.runtime.sim.pauses import fire_pause
 from actors.runtime.sim.scenarios import SCENARIOS, Scenario
 from actors.settings import ActorSettings, broker_body_name
@@ -283,6 +283,7 @@ def _hostile(fire: Callable[[SimHost, Fault], bool]) -> Callable[[_Run, Fault], 
 
 
 _FIRE = {"corrupt": _hostile(fire_corrupt), "forge": _hostile(fire_forge), "zombie": _hostile(fire_zombie),
+         "impostor": _hostile(fire_impostor),
          "crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _skew,
          "unload": _unload, "split": _split, "lookup": _lookup, "spike": _spike,
          "unspike": _unspike, "add_broker": _add_broker, "shutdown": _shutdown, "retire": _retire,

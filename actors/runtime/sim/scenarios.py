@@ -21,7 +21,7 @@ from typing import Any
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
 from actors.runtime.sim.host import DeliveryFaults, Fault
-from actors.runtime.sim.hostile import hostile_plan
+from actors.runtime.sim.hostile import hostile_plan, impostor_plan
 from actors.runtime.sim.pauses import pause_plan
 from actors.settings import LEADER, broker_body_name
 
@@ -71,6 +71,7 @@ class Scenario:
         # Their own stream: the plans of seeds run before these faults existed are unchanged.
         faults += hostile_plan(self, Random(f"{seed}:hostile"), steps)
         faults += pause_plan(self, Random(f"{seed}:pause"), steps)
+        faults += impostor_plan(self, Random(f"{seed}:impostor"), steps)
         loud = int(steps * (1 - QUIET))
         kept = [f for f in faults if f.step < loud or f.kind == "restart"]
         return sorted(kept, key=lambda f: (f.step, f.kind, f.target))
