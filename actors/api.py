@@ -373,8 +373,10 @@ class Cluster(ActorLife):
 
     async def balancer_status(self, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
         """idle, executing, paused or stalled, with the figures (``actors.control_status``)."""
-        from actors.control_status import leader_of, status_document
+        from actors.control_status import leader_of, mirrored_status, status_document
 
+        if self.link.kind == "pulsar":
+            return mirrored_status(str(self.link.describe()["pulsar_url"]))
         await self.link.catch_up()
         statuses = await self.link.statuses(timeout_s)
         return status_document(self.config, leader_of(statuses), dict(self.view.cursor.position),

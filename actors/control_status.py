@@ -82,9 +82,20 @@ def _stalled(config: LoadBalancerConfig, control: Mapping[str, Any], lag: int,
     return out
 
 
+def mirrored_status(url: str) -> dict[str, Any]:
+    """The status of a state directory that mirrors a real Pulsar (``lbctl attach``): no leader
+    of the project's runs there, so none can be stalled, paused or throttled."""
+    return {"state": "mirrored", "stalled": [], "leader": None, "paused": None, "throttle": None,
+            "lastCycle": None, "movesLastHour": None, "foldLag": None,
+            "detail": f"Pulsar at {url} balances this cluster (its own shedding, or lbctl attach "
+                      "--mode drive); this state directory mirrors it"}
+
+
 def status_text(document: Mapping[str, Any]) -> str:
     """The status as ``lbctl balancer status`` prints it."""
     state = str(document["state"])
+    if state == "mirrored":
+        return f"state: mirrored\n  {document['detail']}"
     lines = [f"state: {_headline(document)}"]
     for reason in document.get("stalled") or ():
         lines.append(f"  stalled: {reason}")

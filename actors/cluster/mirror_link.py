@@ -94,7 +94,7 @@ class MirrorLink:
         return list((await self.view.log.read()).records)
 
     def describe(self) -> Mapping[str, Any]:
-        return {}
+        return {"pulsar_url": self.url}
 
     def cluster_s(self, ms: int) -> float:
         return ms / 1000

@@ -56,6 +56,8 @@ function renderBalancer(status) {
     head += ` (${status.executing.done} of ${status.executing.of})`;
   } else if (state === "stalled") {
     head += `: ${(status.stalled || []).join("; ")}`;
+  } else if (state === "mirrored") {
+    head += `: ${status.detail}`;
   }
   const parts = [head];
   if (status.throttle) {
