@@ -38,21 +38,14 @@ from events.catalog import (
     TransferPrepared,
     UnloadRequested,
 )
+from projections.ownership import EVENT_TRANSITIONS
 
 MAX_STEPS = 8
 FORCED_COST = 5
 SPLIT_ALGORITHM = "specified_positions_divide"
 """A split mirrored from Pulsar names its children, so its positions are given."""
 
-_MOVES: dict[type[Event], tuple[BundleState, str | None]] = {
-    BundleAssigned: (BundleState.ASSIGNING, "dst"),
-    BundleOwned: (BundleState.OWNED, "owner"),
-    UnloadRequested: (BundleState.RELEASING, None),
-    TransferPrepared: (BundleState.RELEASING, "dst"),
-    BundleReleased: (BundleState.FREE, None),
-    SplitRequested: (BundleState.SPLITTING, None),
-}
-"""The fold's table: event -> the state it moves its bundle to and the field naming dst."""
+_MOVES = EVENT_TRANSITIONS  # the fold's own table: event -> the state it moves to, the dst field
 
 
 class Want(NamedTuple):

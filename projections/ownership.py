@@ -27,7 +27,7 @@ Invariants:
   registration and is read as one ordered stream: a transition naming another as ``dst`` (or a
   split's ``owner``) is an ``unregistered_owner`` (an ``invalid_transition``) and changes nothing;
 - the view is a pure function of the events applied, so a snapshot + tail equals a full replay;
-- it reads typed events (``Envelope.typed``) and dispatches on their classes (``_TRANSITIONS``,
+- it reads typed events (``Envelope.typed``) and dispatches on their classes (``EVENT_TRANSITIONS``,
   ``_HANDLERS``); an envelope whose payload does not fit its class is a ``bad_event``.
 """
 
@@ -191,10 +191,10 @@ class OwnershipProjection:
             if reason_of(exc) == "unknown_type":
                 return False  # not of the catalog: it took its seq all the same (_apply_other)
             return self._bad_event(offset, envelope, exc)
-        step = _TRANSITIONS.get(type(event))
+        step = EVENT_TRANSITIONS.get(type(event))
         if step is None:
             return self._apply_other(offset, envelope, event)
-        moving: BundleEvent = event  # type: ignore[assignment]  # _TRANSITIONS keys are BundleEvents
+        moving: BundleEvent = event  # type: ignore[assignment]  # EVENT_TRANSITIONS keys are BundleEvents
         state, dst_field = step
         try:
             bundle = moving.bundle
@@ -452,7 +452,7 @@ def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = N
     if isinstance(event, _BROKER_EVENTS):
         return event.broker_id == key
     try:
-        if type(event) in _TRANSITIONS:
+        if type(event) in EVENT_TRANSITIONS:
             return str(cast(BundleEvent, event).bundle).rpartition("/")[0] == key
         return type(event) not in _HANDLERS or _owner_key(event) == key
     except (TypeError, AttributeError):
@@ -556,7 +556,7 @@ def _owner_key(event: Message) -> str:
     return event.namespace
 
 
-_TRANSITIONS: dict[type[Message], tuple[BundleState, str | None]] = {
+EVENT_TRANSITIONS: dict[type[Message], tuple[BundleState, str | None]] = {
     # event -> (the state it moves its bundle to, the field naming dst); src is always ``src``,
     # force only BundleAssigned's.
     BundleAssigned: (BundleState.ASSIGNING, "dst"),
@@ -567,4 +567,4 @@ _TRANSITIONS: dict[type[Message], tuple[BundleState, str | None]] = {
     SplitRequested: (BundleState.SPLITTING, None),
 }
 """The events that are one ownership transition each (behaviour §6.2, ARCHITECTURE §3)."""
-assert all(dst is None or dst in SCHEMAS[cls.TYPE].allowed for cls, (_, dst) in _TRANSITIONS.items())
+assert all(dst is None or dst in SCHEMAS[cls.TYPE].allowed for cls, (_, dst) in EVENT_TRANSITIONS.items())
