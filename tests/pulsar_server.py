@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.kafka_server import free_ports
 from tests.pulsar_conf import (
     FAST_START,
     HEAP,
@@ -82,15 +83,6 @@ def java_executable() -> str:
     if not java or not os.access(java, os.X_OK):
         raise PulsarStartError("no `java` found (Pulsar 4.0 needs Java 17+); set JAVA_HOME")
     return java
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct currently-free TCP ports on 127.0.0.1 (all held open while picking)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
 
 
 def tail(path: Path, max_lines: int = 40) -> str:
