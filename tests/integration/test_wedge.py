@@ -24,8 +24,12 @@ from typing import Any
 import msgpack
 import pytest
 
+from actors.deploy import SIGNING_SUBDIR
+from actors.runtime.signers import Keyring
 from events.bounds import TS_MAX
+from events.codec import decode, encode
 from events.log.local import LocalEventLog
+from events.signing import keyring_root
 from lbctl.main import main
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf" / "broker.conf")
@@ -53,6 +57,24 @@ async def _heads(log_dir: Path, *keys: str) -> dict[str, tuple[int, int]]:
         return {key: await log.head(key) for key in keys}
     finally:
         await log.close()
+
+
+async def _signer_of(log_dir: Path, key: str) -> str:
+    """The identity that signed the key's appends (the attacker holds that writer's key: an
+    unsigned record in a signed log is only ``forged``, and never reaches the bounds)."""
+    log = LocalEventLog(log_dir)
+    try:
+        signed = [r.envelope.sig[0] for r in (await log.read()).records
+                  if r.envelope.key == key and r.envelope.sig is not None]
+    finally:
+        await log.close()
+    return str(signed[-1])
+
+
+def _signed(log_dir: Path, key: str, raw: bytes) -> bytes:
+    envelope = decode(raw)
+    signer = Keyring(keyring_root(log_dir / SIGNING_SUBDIR)).identity(asyncio.run(_signer_of(log_dir, key)))
+    return signer.sign_append([envelope], [encode(envelope)])[1][0]
 
 
 async def _append(log_dir: Path, key: str, raw: bytes) -> int:
@@ -89,7 +111,10 @@ def _record(state: Path, case: str) -> tuple[str, bytes]:
 NAMED = {
     "namespace seq 2^63-1": "out_of_range", "broker seq 2^63-1": "out_of_range",
     "time 2^63-1": "dead_letter", "time 9999-12-31": None, "bundle naming no bundle": "bad_event",
-    "election at epoch 2^63-1": "out_of_range",
+    # Signed by the elected leader's own identity, an election of anyone at a jumped epoch is
+    # refused by who may elect (one epoch above the newest, a candidate electing itself) before
+    # its reach is read; the store's elections are fenced the same way.
+    "election at epoch 2^63-1": "unauthorized",
 }
 
 
@@ -107,6 +132,8 @@ def test_one_record_at_the_end_of_a_range_wedges_nothing(
     shutil.copytree(kept, state)
     ns = json.loads((state / "cluster.json").read_text())["namespace"]
     key, raw = _record(state, case)
+    if NAMED[case] != "dead_letter":  # a record that does not decode cannot be signed either
+        raw = _signed(state / "log", key, raw)
     offset = asyncio.run(_append(state / "log", key, raw))
     capsys.readouterr()
     where = ("--state-dir", str(state))
