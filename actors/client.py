@@ -265,7 +265,7 @@ class ClientView(Follower):
         """A fresh fold of the whole log, read back from the log itself; on a retained log, of
         what is left, with a ``retained`` anomaly naming the first offset and every view marked
         degraded (the records before it are gone)."""
-        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
+        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config), ordered=self.view.ordered)
         result = await self.log.read()
         for partition, first in sorted(result.dropped.items()):
             note = dropped_note({partition: first})

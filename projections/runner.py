@@ -221,6 +221,7 @@ async def view_as_of(
 ) -> Projection:
     """Time travel: fold the log from the start up to ``offsets`` (exclusive, per partition) or
     up to the last event with ``ts_ms`` at or before the given time."""
+    projection = _ordered(projection, log)
     position: Offsets = {}
     while True:
         result = await log.read(position, limit=batch)

@@ -162,7 +162,8 @@ class LeaderReplay:
 
     def __init__(self, config: LoadBalancerConfig) -> None:
         self.config = config
-        self.ownership = OwnershipProjection(mode=AcceptMode.from_config(config))
+        # Records come merged across partitions by time (``LogCursor``), not as one stream.
+        self.ownership = OwnershipProjection(mode=AcceptMode.from_config(config), ordered=False)
         self.load = LoadProjection(config)
         self.registry: dict[str, BrokerRegistered] = {}
         self.draining: set[str] = set()

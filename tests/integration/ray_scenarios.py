@@ -77,19 +77,17 @@ async def mark(cluster: Cluster) -> Offsets:
 
 
 async def since(cluster: Cluster, start: Offsets | None = None) -> list[Record]:
-    """Records past ``start`` (all without), load reports and the leader's heartbeats left out
-    (both come on their own clock); in order per partition, and so per key (a Kafka log orders
-    nothing across partitions)."""
+    """Records past ``start`` (all without), the periodic ones (load reports, the leader's
+    heartbeats) left out; in order per partition, and so per key (a Kafka log orders nothing
+    across partitions)."""
     found = (await cluster.view.log.read(start)).records
     return [r for r in found if r.envelope.type not in ("LoadReported", "LeaderHeartbeat")]
 
 
 def replay_upto(found: list[Record], position: Offsets, cluster: Cluster) -> OwnershipProjection:
     """A fresh fold of the records below ``position`` (the prefix a live view has folded)."""
-    projection = OwnershipProjection(mode=AcceptMode.from_config(cluster.config))
-    # Kafka orders nothing across partitions: a registration may be read after the assignment
-    # that names its broker, as every reader of a partitioned log reads it (ClientView does).
-    projection.ordered = len({r.partition for r in found}) <= 1
+    # As the live views read it: several partitions are no one ordered stream.
+    projection = OwnershipProjection(mode=AcceptMode.from_config(cluster.config), ordered=cluster.view.view.ordered)
     for record in found:
         if record.offset < position.get(record.partition, 0):
             projection.apply(record.offset, record.envelope)
