@@ -114,14 +114,14 @@ def apply_acls(secured: Secured) -> None:
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    directory = tmp_path_factory.mktemp("secured")
+@contextlib.contextmanager
+def secured_kafka(directory: Path, prefix: str) -> Iterator[Secured]:
+    """A SASL_SSL Kafka with the roles' ACLs and the cluster's events topic, closed afterwards."""
     setup = SecureSetup(directory / "pki")
     server = KafkaServer(secure=setup)
     server.start()
     try:
-        found = Secured(setup, server, unique("sec"), directory)
+        found = Secured(setup, server, unique(prefix), directory)
         apply_acls(found)
         # The admin creates the events topic (its Create ACL), as `lbctl run` does when missing.
         admin = setup.security(USERS["admin"], cluster=found.name)
@@ -130,6 +130,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         yield found
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    with secured_kafka(tmp_path_factory.mktemp("secured"), "sec") as found:
+        yield found
 
 
 def one_refusal(done: subprocess.CompletedProcess[str], secured: Secured, principal: str) -> str:

@@ -6,7 +6,6 @@ credentials appended namespace-key and ``_leader`` records that the auditor read
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 
@@ -24,14 +23,11 @@ from events.catalog import (
 from events.codec import encode
 from events.envelope import Stamper
 from events.log.kafka import KafkaEventLog
-from events.log.kafka_topics import ensure_topic
 from events.signing import Root
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner
-from tests.integration.ray_scenarios import unique
-from tests.integration.test_security import Secured, apply_acls
-from tests.kafka_secure import USERS, SecureSetup
-from tests.kafka_server import KafkaServer
+from tests.integration.test_security import Secured, secured_kafka
+from tests.kafka_secure import USERS
 
 pytestmark = [pytest.mark.security, pytest.mark.kafka, pytest.mark.timeout(420)]
 
@@ -42,19 +38,8 @@ CLUSTER_ID = "c0ffee00-0000-4000-8000-000000000001"
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    directory = tmp_path_factory.mktemp("forgery")
-    setup = SecureSetup(directory / "pki")
-    server = KafkaServer(secure=setup)
-    server.start()
-    try:
-        found = Secured(setup, server, unique("forge"), directory)
-        apply_acls(found)
-        admin = setup.security(USERS["admin"], cluster=found.name)
-        asyncio.run(ensure_topic(server.bootstrap_servers, f"{found.name}-events", partitions=3,
-                                 replication_factor=1, security=admin))
+    with secured_kafka(tmp_path_factory.mktemp("forgery"), "forge") as found:
         yield found
-    finally:
-        server.close()
 
 
 class RoleWriter:
