@@ -38,6 +38,7 @@ STEPS = 500
     pytest.param(5020, "hot_bundle", id="late-shedding-command-over-a-throttle-cap"),
     pytest.param(2013, "rolling_restart", id="forged-election-fenced-the-store-2013"),
     pytest.param(2007, "leader_churn", id="forged-election-fenced-the-store-2007"),
+    pytest.param(712876, "scale_in", id="six-drops-in-a-row-of-one-bundles-placement"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

@@ -10,9 +10,11 @@ Invariants checked (each names itself in a ``Violation``):
   timeout, counted in time the log was available (less ``slack_ms`` for the leader's ticks);
 - ``expiry``: no bundle stays Owned by a dead broker (crashed, or not registered) for longer
   than the session timeout plus ``grace_ms`` while a leader leads and the log is up;
-- ``lookup``: every lookup is answered (its topic's bundle Owned) within ``lookup_ms`` of calm;
+- ``lookup``: every lookup is answered (its topic's bundle Owned) within ``lookup_ms`` of calm
+  (for a lookup, calm also waits for the last dropped command about its bundle);
 - ``in_flight``: no record stays Assigning, Releasing or Splitting past the in-flight wait plus
-  one monitor interval (behaviour §6.3: the monitor overrides it) plus ``grace_ms`` of calm;
+  one monitor interval (behaviour §6.3: the monitor overrides it) plus ``grace_ms`` of calm
+  (calm of that bundle: after the last dropped command about it);
 - ``epochs``: no body's or the client's epoch goes back, LeaderElected epochs strictly rise in
   log order, and a key's envelope epochs never fall in log order;
 - ``replay``: the client's view and every caught-up body's view equal a fold of the log, and that
@@ -272,7 +274,8 @@ class Checker:
         if calm is None or not self._placeable():
             return None
         for pending in self.lookups:
-            waited = now - max(pending.issued_ms, calm)
+            bundle = view.bundle_of_topic(pending.topic)
+            waited = now - max(pending.issued_ms, calm, self.host.lost.get(bundle, 0))
             if waited > self.lookup_ms:
                 return "lookup", f"lookup of {pending.topic} unanswered for {waited} ms of calm"
         return None
@@ -286,7 +289,7 @@ class Checker:
                  + config.load_balancer_service_unit_state_monitor_interval_in_seconds * 1000 + self.grace_ms)
         for bundle, record in sorted(self.replay.records.items()):
             if record.state.in_flight:
-                waited = self.host.now_ms - max(record.timestamp_ms, calm)
+                waited = self.host.now_ms - max(record.timestamp_ms, calm, self.host.lost.get(bundle, 0))
                 if waited > limit:
                     return "in_flight", f"{bundle} {record.state} (dst={record.dst}, src={record.src}) " \
                                         f"for {waited} ms of calm (limit {limit})"

@@ -90,6 +90,9 @@ class SimHost(InProcessHost):
         self.log_down_until = -1
         self.outages: list[tuple[int, int]] = []
         """(from, until) of every log outage, merged."""
+        self.lost: dict[str, int] = {}
+        """Bundle -> when a command about it was last dropped: the liveness checks count from
+        there, since no retry schedule survives every run of losses a random network deals."""
         self._log_was_available = True
         self._net = Random(f"{seed}:net")
         super().__init__(config, seed=seed, settings=settings, **options)
@@ -124,6 +127,9 @@ class SimHost(InProcessHost):
         what = f"{ticket.command.TYPE} {ticket.command.command_id} -> {ticket.target}"
         if roll < faults.drop:
             self.note(f"drop {what}")
+            bundle = getattr(ticket.command, "bundle", None)
+            if isinstance(bundle, str):
+                self.lost[bundle] = self.now_ms
             return
         if roll < faults.drop + faults.delay:
             due += net.randint(1, max(1, faults.max_delay_ms))
