@@ -310,7 +310,7 @@ class NamespaceBundles:
     @classmethod
     def from_boundaries(cls, namespace: str, boundaries: Iterable[int]) -> NamespaceBundles:
         # A layout is immutable: every fold of one NamespaceCreated (each body folds it) shares
-        # one instance instead of validating 65,537 edges again (issue 23).
+        # one instance instead of validating 65,537 edges again.
         key = (namespace, tuple(boundaries))
         if all(type(e) is int for e in key[1]):  # bools and floats compare equal to ints
             found = _LAYOUTS.get(key)

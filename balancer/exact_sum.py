@@ -1,4 +1,4 @@
-"""Correctly rounded sums of floats that can be kept per change (issue 23).
+"""Correctly rounded sums of floats that can be kept per change.
 
 A placement scores a broker by the sum of its bundles' long-term rates. A left-to-right float sum
 depends on its order, so a kept sum could only be extended at the end and had to be recomputed

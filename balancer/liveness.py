@@ -1,4 +1,4 @@
-"""Broker liveness measured in time the log was available (behaviour §6.3, issue 6).
+"""Broker liveness measured in time the log was available (behaviour §6.3).
 
 A broker proves it lives by appending a load report; the leader expires one it has not heard
 from for a session timeout. While the log (Pulsar: the metadata store) refuses appends, no

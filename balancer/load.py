@@ -173,7 +173,7 @@ class RateAverages:
     """Time averages of the four rates of a bundle (msg/s in/out, bytes/s in/out), each as
     Pulsar's ``TimeAverageMessageData``: the mean of the first ``max_samples`` samples, then an
     EMA with alpha = 1/max_samples. The four are sampled together, so one count serves all
-    (issue 23: four objects per average made a leader's first reports cost 10 objects a bundle)."""
+    (four objects per average made a leader's first reports cost 10 objects a bundle)."""
 
     max_samples: int
     samples: int = 0

@@ -163,7 +163,7 @@ class OwnershipRecord(_RecordFields):
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # The children are a read-only mapping, which pickle cannot take: a snapshot stores a
-        # plain dict and rebuilds the record as it was (issue 23, body snapshots).
+        # plain dict and rebuilds the record as it was (body snapshots).
         children = dict(self[3]) if self[3] else None
         return (_unpickled_record, (self[0], self[1], self[2], children, self[4], self[5], self[6]))
 

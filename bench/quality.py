@@ -293,7 +293,7 @@ def _cycles(r: dict[str, Any]) -> str:
 
 
 # -- markdown (the README's tables) ---------------------------------------------------------
-SLACK = 1.05  # issue 9: no worse than the best Pulsar strategy by more than 5 %
+SLACK = 1.05  # no worse than the best Pulsar strategy by more than 5 %
 COMPARED = {"max_mean": "max/mean", "std": "std", "moved_x": "x min", "cycles": "cycles",
             "flaps": "flaps"}  # row key -> the table's name
 

@@ -1,4 +1,4 @@
-"""Incremental indexes for placement (issue 23): what a placement reads, kept per event.
+"""Incremental indexes for placement: what a placement reads, kept per event.
 
 A plain ``ClusterView`` makes every placement walk every bundle (who owns what, how many bundles
 of a namespace a broker holds, a broker's long-term rate). These indexes keep those answers and

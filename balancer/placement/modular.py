@@ -16,7 +16,7 @@ Invariants, in pipeline order:
     bundle (or the broker leaves), which ``release_reported`` notices at the next placement.
 Every filter keeps ascending id order; a ``Placement`` carries the trail of all steps.
 A view with an index (``balancer.placement.index``, a live leader's) is answered from it and from
-the preallocations kept per broker, with the same answers as the plain walk (issue 23).
+the preallocations kept per broker, with the same answers as the plain walk.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class ModularPlacement:
         """Preallocated bundle -> its broker already holds it in the placing index."""
         self._extra: dict[str, dict[str, int]] = {}
         """Namespace -> broker -> its preallocated bundles it does not hold (``_held``), so a
-        namespace count is a sum, not an intersection (issue 23: a burst of placements made
+        namespace count is a sum, not an intersection (a burst of placements made
         each count cost the broker's bundles)."""
         self._held_in: BundleIndex | None = None
         """The placing index ``_held`` was read from."""
@@ -145,8 +145,8 @@ class ModularPlacement:
 
     def _follow_refreshed(self, index: BundleIndex) -> None:
         """A preallocation's data is the view's copy and shares its averages, which a report
-        updates in place: read again only the preallocated bundles reported since (issue 23:
-        re-summing every broker per report was quadratic in pending preallocations)."""
+        updates in place: read again only the preallocated bundles reported since
+        (re-summing every broker per report was quadratic in pending preallocations)."""
         if index is not self._refreshed_in:
             self._refreshed_in = index
             index.take_refreshed()
