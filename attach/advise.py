@@ -19,6 +19,10 @@ Invariants:
   cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs and decide for the time of
   that run: the time-bound rules (grace period, cool-down, data age) end when Pulsar's do (a run
   that moved nothing cannot be seen; the phase holds until the next one that did);
+- a broker's extensible EMAs (``weightedMaxEMA``, ``msgThroughputEMA``) are the ones its own
+  report carries when the mirror kept them: Pulsar's leader sheds on the EMAs each broker
+  computes (one step per local update, several per published report), so the fold's own, one
+  step per published report, would rank brokers differently when they are close;
 - splits come from the leader's split rule (``split_decisions``, its hit counts kept across
   cycles) and only when the advisor is told to split;
 - pure: time and randomness are passed in; nothing here reads a clock or does I/O.
@@ -26,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from random import Random
 
 from actors.leader_view import Placer, split_decisions
@@ -49,7 +54,7 @@ from balancer.placement.avg import HasPlan
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
 from balancer.split import SplitDecision, SplitHitCounts
-from events.catalog import ExecutionRequested, TransferPrepared, UnloadRequested
+from events.catalog import ExecutionRequested, LoadReported, TransferPrepared, UnloadRequested
 from events.envelope import Envelope
 from projections.shed_replay import LeaderReplay, remember_shed
 
@@ -93,6 +98,8 @@ class Advisor:
             self.folded_to[partition] = offset
         self.replay.fold(offset, envelope)
         event = envelope.typed
+        if isinstance(event, LoadReported):
+            self._take_reported_emas(event)
         moved: TransferPrepared | UnloadRequested | None = None
         when = envelope.ts_ms
         if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
@@ -106,6 +113,16 @@ class Advisor:
         if moved is not None:
             strategy = self.replay.run.strategy
             remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, when)
+
+    def _take_reported_emas(self, event: LoadReported) -> None:
+        info = self.replay.load.brokers.get(str(event.broker_id))
+        reported = event.broker_load.get("pulsar") if isinstance(event.broker_load, dict) else None
+        if info is None or info.load is None or not isinstance(reported, dict):
+            return
+        for theirs, ours in (("weightedMaxEMA", "weighted_max_ema"), ("msgThroughputEMA", "msg_throughput_ema")):
+            value = reported.get(theirs)
+            if isinstance(value, int | float) and math.isfinite(value):
+                setattr(info.load, ours, float(value))
 
     def _pulsar_ran(self, ts_ms: int) -> int:
         """A move of Pulsar's at ``ts_ms``; the time of the run it belongs to: its burst's first

@@ -80,8 +80,10 @@ class Mirrored:
         await self.put(namespace, BundleAssigned(bundle=bundle, dst=broker, reason="lookup"))
         await self.put(namespace, BundleOwned(bundle=bundle, owner=broker))
 
-    async def report(self, broker: str, bundles: dict[str, float], *, limit_mb: float = 100.0) -> None:
-        """A load report: each bundle's inbound throughput in MB/s, the broker's bandwidth."""
+    async def report(self, broker: str, bundles: dict[str, float], *, limit_mb: float = 100.0,
+                     pulsar: dict[str, float] | None = None) -> None:
+        """A load report: each bundle's inbound throughput in MB/s, the broker's bandwidth
+        (``pulsar``: the extensible manager's own figures, as the mirror keeps them)."""
         total = sum(bundles.values())
         load: dict[str, Any] = {
             "cpu": {"usage": 0.0, "limit": 100.0}, "memory": {"usage": 0.0, "limit": 100.0},
@@ -91,6 +93,8 @@ class Mirrored:
             "msg_rate_in": total * 100, "msg_rate_out": 0.0,
             "msg_throughput_in": total * MB, "msg_throughput_out": 0.0,
             "topics": 4 * len(bundles), "bundles": len(bundles), "producers": 1, "consumers": 0}
+        if pulsar is not None:
+            load["pulsar"] = dict(pulsar)
         stats = [{"bundle": b, "msg_rate_in": v * 100, "msg_rate_out": 0.0, "msg_throughput_in": v * MB,
                   "msg_throughput_out": 0.0, "topics": 4, "producers": 1, "consumers": 0}
                  for b, v in sorted(bundles.items())]

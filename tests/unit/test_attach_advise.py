@@ -163,3 +163,21 @@ async def test_advise_cycles_lock_onto_pulsars_runs_and_remember_a_run_at_its_fi
     assert advisor.replay.memory.recently_unloaded[bundles[1]] == t0
     proposal = advisor.decide(t0 + 58_500)
     assert advisor.next_ms == t0 + 120_000 - 1500 and proposal.run_ms == t0 + 58_500
+
+
+async def test_the_advisor_ranks_brokers_on_the_emas_their_reports_carry() -> None:
+    # Pulsar's leader sheds on each broker's own weightedMaxEMA: when the mirror kept it, a
+    # cycle reads it, not an EMA the fold stepped once per published report.
+    m = Mirrored()
+    bundles = await m.cluster(["b1", "b2"], bundles=4, owners={0: "b1", 1: "b1", 2: "b1", 3: "b2"})
+    steering = Steering(m.log, LoadBalancerConfig.from_broker_conf(EXTENSIBLE), "advise", printer=lambda _: None)
+    await steering.start(m.clock())
+    m.clock.advance(60_000)
+    await m.report("b1", {bundles[0]: 30.0, bundles[1]: 20.0, bundles[2]: 10.0},
+                   pulsar={"weightedMaxEMA": 0.2, "msgThroughputEMA": 5.0e7})
+    await m.report("b2", {bundles[3]: 2.0}, pulsar={"weightedMaxEMA": 0.75, "msgThroughputEMA": 2.0e6})
+    proposal = await steering.cycle(m.clock())
+    assert proposal is not None
+    assert proposal.brokers["b1"]["weighted_max_ema"] == 0.2
+    assert proposal.brokers["b2"]["weighted_max_ema"] == 0.75
+    assert all(move.source != "b1" for move in proposal.moves)  # b2 is the loaded one, by Pulsar's EMAs
