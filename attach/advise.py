@@ -18,7 +18,8 @@ Invariants:
   (a ``pulsar`` move an interval or more after the last one, less a half) sets the phase, and
   cycles then run ``PHASE_LEAD_MS`` before each of Pulsar's runs and decide for the time of
   that run: the time-bound rules (grace period, cool-down, data age) end when Pulsar's do (a run
-  that moved nothing cannot be seen; the phase holds until the next one that did);
+  that moved nothing is seen by its ``SheddingSkipped``, which the mirror reads off Pulsar's
+  leader's metrics, ``attach.shedder_runs``);
 - a broker's extensible EMAs (``weightedMaxEMA``, ``msgThroughputEMA``) are the ones its own
   report carries when the mirror kept them: Pulsar's leader sheds on the EMAs each broker
   computes (one step per local update, several per published report), so the fold's own, one
@@ -54,7 +55,13 @@ from balancer.placement.avg import HasPlan
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
 from balancer.split import SplitDecision, SplitHitCounts
-from events.catalog import ExecutionRequested, LoadReported, TransferPrepared, UnloadRequested
+from events.catalog import (
+    ExecutionRequested,
+    LoadReported,
+    SheddingSkipped,
+    TransferPrepared,
+    UnloadRequested,
+)
 from events.envelope import Envelope
 from projections.shed_replay import LeaderReplay, remember_shed
 
@@ -100,6 +107,8 @@ class Advisor:
         event = envelope.typed
         if isinstance(event, LoadReported):
             self._take_reported_emas(event)
+        elif isinstance(event, SheddingSkipped):
+            self._pulsar_ran(envelope.ts_ms)  # a run of Pulsar's that moved nothing keeps the phase too
         moved: TransferPrepared | UnloadRequested | None = None
         when = envelope.ts_ms
         if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:

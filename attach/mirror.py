@@ -61,6 +61,7 @@ from attach.members import Members, leader_id
 from attach.modular import OwnershipPoll
 from attach.positions import Position, parse_causation, rest_causation
 from attach.shadow import Shadow
+from attach.shedder_runs import METRICS_PATH, ShedderRuns
 from attach.source import EXTENSIBLE, MODULAR, PulsarSource
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, MalformedInput
@@ -128,6 +129,7 @@ class Mirror:
         self.modular = OwnershipPoll(self.shadow)
         self.loads = LoadTranslator()
         self.members = Members()
+        self.runs = ShedderRuns()
         self.log: LocalEventLog | None = None
         self.view: ClientView | None = None
         self._lock_fd: int | None = None
@@ -370,10 +372,21 @@ class Mirror:
         brokers = source.brokers()
         self._outbox += self.members.brokers_seen(brokers, scheme=source.scheme, ts_ms=now,
                                                   causation_id=rest_causation(source.brokers_path()))
-        self._outbox += self.members.leader_seen(leader_id(source.leader()), ts_ms=now,
+        leader = leader_id(source.leader())
+        self._outbox += self.members.leader_seen(leader, ts_ms=now,
                                                  causation_id=rest_causation("/admin/v2/brokers/leaderBroker"))
         if self.manager == MODULAR:
             self._poll_modular(brokers, now)
+        elif leader is not None:
+            self._poll_runs(leader, now)
+
+    def _poll_runs(self, leader: str, now: int) -> None:
+        """The runs of Pulsar's shedder that moved nothing, from its leader's metrics."""
+        path = f"{METRICS_PATH} on {leader}"
+        try:
+            self._outbox += self.runs.observe(leader, self.source.metrics(leader), now)
+        except LoadBalancerError as exc:
+            self._outbox += self._refuse(path, leader, exc.message, now)
 
     def _poll_modular(self, brokers: list[str], now: int) -> None:
         owners: dict[str, str] = {}

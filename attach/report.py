@@ -14,6 +14,8 @@ Invariants:
 - each disagreement carries both inputs: the load each broker showed our cycle (the proposal's
   ``brokers``) and the last report of each broker before Pulsar's first move of that cycle (its
   own ``weightedMaxEMA`` included where the mirror kept it);
+- Pulsar's runs that moved nothing (``SheddingSkipped`` under the mirror) count in the cycle
+  whose window holds them, with their reason beside ours; the verdict compares moves only;
 - rates are of what was compared: agreement = matched / (ours + Pulsar's - matched); a cycle
   agrees when both sides made the same moves, none included.
 """
@@ -37,6 +39,7 @@ from events.catalog import (
     ExecutionUnanswered,
     LoadReported,
     ProposalRecorded,
+    SheddingSkipped,
     TransferPrepared,
     UnloadRequested,
 )
@@ -62,6 +65,19 @@ class CycleCompare:
     proposal: Proposal
     pulsar: list[PulsarMove] = field(default_factory=list)
     pulsar_saw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulsar_skips: list[str] = field(default_factory=list)
+    """Why Pulsar's runs in this cycle's window moved nothing (``SheddingSkipped`` the mirror
+    read off Pulsar's leader's metrics)."""
+
+    @property
+    def pulsar_ran(self) -> bool:
+        """Pulsar's shedder was seen to run in this cycle's window (it moved or it skipped)."""
+        return bool(self.pulsar or self.pulsar_skips)
+
+    @property
+    def same_skip(self) -> bool:
+        """Both sides moved nothing, for the same reason."""
+        return not self.ours and not self.pulsar and str(self.proposal.skip) in self.pulsar_skips
 
     @property
     def ours(self) -> list[ProposedMove]:
@@ -124,7 +140,9 @@ class AdviseReport:
                 "agreement": self.agreement,
                 "pulsar_also_ours": 1.0 if not self.pulsars else self.matched / self.pulsars,
                 "ours_also_pulsar": 1.0 if not self.ours else self.matched / self.ours,
-                "pulsar_outside_cycles": len(self.outside)}
+                "pulsar_outside_cycles": len(self.outside),
+                "pulsar_runs_seen": sum(c.pulsar_ran for c in self.cycles),
+                "same_skip_reason": sum(c.same_skip for c in self.cycles)}
 
 
 def _ordered(records: Iterable[Record]) -> list[Record]:
@@ -144,6 +162,10 @@ def advise_report(records: Iterable[Record], mode: str = ADVISE) -> AdviseReport
         event, ts = record.envelope.typed, record.envelope.ts_ms
         if isinstance(event, LoadReported):
             reports[str(event.broker_id)] = {"ts_ms": ts, **dict(event.broker_load)}
+        elif isinstance(event, SheddingSkipped):
+            skipped = _cycle_of(cycles, ts)
+            if skipped is not None:
+                skipped.pulsar_skips.append(str(event.reason))
         elif isinstance(event, ExecutionRequested):
             requested[event.bundle] = event.dst
         elif isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
@@ -251,12 +273,14 @@ def render_advise(report: AdviseReport) -> str:
              f"{s['cycles_agreeing']} agree ({s['cycle_agreement']:.0%}); moves: ours {s['ours']}, "
              f"Pulsar's {s['pulsar']}, same {s['matched']} (agreement {s['agreement']:.0%}; "
              f"destination differs {s['destination_differs']}); Pulsar's moves outside every "
-             f"cycle: {s['pulsar_outside_cycles']}"]
+             f"cycle: {s['pulsar_outside_cycles']}; Pulsar's runs seen in {s['pulsar_runs_seen']} cycles, "
+             f"the same skip reason in {s['same_skip_reason']}"]
     for cycle in report.cycles:
         p = cycle.proposal
         verdict = "agree" if cycle.agrees else "DIFFER"
         lines.append(f"{iso(p.run_ms)} {p.proposal_id} {verdict}: ours [{_moves(cycle.ours)}]"
-                     f"{'' if cycle.ours else ' (' + str(p.skip) + ')'} | Pulsar's [{_moves(cycle.pulsar)}]")
+                     f"{'' if cycle.ours else ' (' + str(p.skip) + ')'} | Pulsar's [{_moves(cycle.pulsar)}]"
+                     f"{_skips(cycle)}")
         if not cycle.agrees:
             for broker in sorted(set(p.brokers) | set(cycle.pulsar_saw)):
                 lines.append(_broker_line(broker, p.brokers.get(broker), cycle.pulsar_saw.get(broker)))
@@ -266,6 +290,13 @@ def render_advise(report: AdviseReport) -> str:
                                   if not isinstance(v, list | dict))
                 lines.append(f"    ours {move.bundle}: {move.reason} {shown}")
     return "\n".join(lines)
+
+
+def _skips(cycle: CycleCompare) -> str:
+    """Pulsar's skip reasons in a cycle's window, as the line shows them."""
+    if cycle.pulsar or not cycle.pulsar_skips:
+        return ""
+    return " (" + ", ".join(cycle.pulsar_skips) + ")"
 
 
 def render_drive(rows: list[ExecutionRow]) -> str:
@@ -290,7 +321,8 @@ def to_json(report: AdviseReport, rows: list[ExecutionRow]) -> dict[str, Any]:
     return {
         "advise": {"summary": report.summary(),
                    "cycles": [{"proposal": c.proposal.to_event().to_payload(), "agrees": c.agrees,
-                               "pulsar": [m.to_dict() for m in c.pulsar], "pulsar_saw": c.pulsar_saw}
+                               "pulsar": [m.to_dict() for m in c.pulsar], "pulsar_saw": c.pulsar_saw,
+                               "pulsar_skips": c.pulsar_skips}
                               for c in report.cycles],
                    "outside": [m.to_dict() for m in report.outside]},
         "drive": [{"execution": r.request.to_payload(), "requested_ms": r.requested_ms,
@@ -320,7 +352,7 @@ def render_html(report: AdviseReport, rows: list[ExecutionRow]) -> str:
                           for b in sorted(set(c.proposal.brokers) | set(c.pulsar_saw)))
         ours = e(_moves(c.ours)) + ("" if c.ours else f" ({e(str(c.proposal.skip))})")
         out.append(f"<tr class='{verdict}'><td>{e(iso(c.proposal.run_ms))}<br>{e(c.proposal.proposal_id)}</td>"
-                   f"<td>{verdict}</td><td>{ours}</td><td>{e(_moves(c.pulsar))}</td><td>{saw}</td></tr>")
+                   f"<td>{verdict}</td><td>{ours}</td><td>{e(_moves(c.pulsar) + _skips(c))}</td><td>{saw}</td></tr>")
     out.append("</table><h1>Drive: executions</h1><table><tr><th>requested</th><th>execution</th>"
                "<th>move</th><th>Pulsar's answer</th><th>outcome</th><th>decision to Owned</th></tr>")
     for r in rows:

@@ -68,6 +68,11 @@ class PulsarSource:
         http = self.http if on is None else AdminHttp(f"{self.scheme}://{on}", self.http.token)
         return http.call("GET", path)
 
+    def metrics(self, on: str) -> str:
+        """The Prometheus text of broker ``on`` (``host:port``)."""
+        found = self.get("/metrics", on=on)
+        return found if isinstance(found, str) else ""
+
     def discover_cluster(self, name: str | None = None) -> str:
         """The cluster's name: ``name`` if given, else the first of ``/admin/v2/clusters``."""
         if name:
