@@ -157,9 +157,11 @@ def promql(api: str, query: str) -> float | None:
 ADMIN_UNLOADS = 'sum(pulsar_lb_unload_broker_breakdown_total{result="Success",reason="Admin"})'
 PULSAR_LINT = ("metric names should be written in 'snake_case' not 'camelCase'",
                "metric names should not contain abbreviated units",
-               'non-counter metrics should not have "_total" suffix')
+               'non-counter metrics should not have "_total" suffix',
+               'non-histogram and non-summary metrics should not have "_count" suffix')
 """What ``promtool check metrics`` says of Pulsar's own names (``directMemory``, ``_ms``, a gauge
-ending ``_total``): kept as Pulsar spells them, so its dashboards find them."""
+ending ``_total``, and with ``exposeBundlesMetricsInPrometheus`` one ending ``_count``): kept as
+Pulsar spells them, so its dashboards find them."""
 
 
 def test_prometheus_counts_the_unloads_the_test_forced(served: Served, prometheus: str) -> None:

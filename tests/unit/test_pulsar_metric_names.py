@@ -17,11 +17,13 @@ import pytest
 
 from tests.classfile import ClassFile, read_class
 from tests.pulsar_server import pulsar_server_libs
+from web.observe.lookups import QUANTILES
 from web.observe.pulsar_names import (
     FAMILIES,
     JAR,
     LATENCY_BUCKETS_MS,
     METRIC_LABEL,
+    NAMESPACE_SERVICE,
     NOT_EXPORTED,
     PulsarFamily,
 )
@@ -56,8 +58,12 @@ def test_the_exporter_adds_cluster_and_renames_brk_to_pulsar() -> None:
     assert 489 in generator.loads["pulsar_"] and 488 in generator.loads["brk_"]
     utils = pulsar_class(GENERATOR_UTILS, JAR.replace("broker", "broker-common"))
     assert 71 in utils.loads['cluster="']  # the default registry's histograms get it too
-    renamed = [f for f in FAMILIES if f.name.startswith("pulsar_")]
-    assert all(f.constant == "brk_" + f.name.removeprefix("pulsar_") for f in renamed)
+    renamed = [f for f in FAMILIES if f.constant.startswith("brk_") and f.kind != "histogram"]
+    assert all(f.name == "pulsar_" + f.constant.removeprefix("brk_") for f in renamed)
+    registry = [f for f in FAMILIES if not f.constant.startswith("brk_")]  # NamespaceService's
+    assert {f.name for f in registry} == {"pulsar_broker_lookup", *(f"pulsar_broker_lookup_{o}_total"
+                                          for o in ("answers", "failures", "redirects"))}
+    assert all(f.name == f.constant + ("_total" if f.kind == "counter" else "") for f in registry)
 
 
 def test_the_metric_label_values_are_pulsars() -> None:
@@ -72,6 +78,11 @@ def test_the_latency_histograms_are_in_milliseconds_with_pulsars_buckets() -> No
     assert set(LATENCY_BUCKETS_MS) - {1.0} <= latency.doubles  # 1.0 is the JVM's dconst_1
     histograms = [f for f in FAMILIES if f.kind == "histogram"]
     assert all(f.name == f.constant + "_ms" for f in histograms)
+
+
+def test_the_lookup_summary_has_pulsars_quantiles() -> None:
+    assert {0.5, 0.99, 0.999} <= pulsar_class(NAMESPACE_SERVICE).doubles  # and 1.0: dconst_1
+    assert QUANTILES == (0.5, 0.99, 0.999, 1.0)
 
 
 def test_what_is_not_exported_is_pulsars_too() -> None:

@@ -149,7 +149,8 @@ async def test_the_page_and_its_assets_are_served_from_the_package(served: tuple
 async def test_every_metric_the_grafana_dashboard_queries_is_exported(served: tuple[Cluster, TestClient]) -> None:
     _, client = served
     text = await (await client.get("/metrics")).text()
-    suffixes = {"counter": ("", "_total"), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    suffixes = {"counter": ("", "_total"), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",),
+                "summary": ("", "_count", "_sum")}
     exported = {name + suffix for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
                 for suffix in suffixes[kind]}  # every family, with or without samples yet
     dashboard = json.loads((ROOT / "compose" / "grafana" / "dashboards" / "bundle-balancer.json").read_text())

@@ -80,7 +80,7 @@ async def test_every_family_not_ours_is_pulsars_with_its_labels(cluster: Cluster
     assert set(pulsars) == {f.name for f in FAMILIES} - {f.name for f in FAMILIES if f.name.startswith("pulsar_bundle_")}
     for name, samples in pulsars.items():
         for labels, _ in samples:
-            assert tuple(sorted(set(labels) - {"le", "__name__"})) in [tuple(sorted(s)) for s in labels_of(name)], (name, labels)
+            assert tuple(sorted(set(labels) - {"le", "quantile", "__name__"})) in [tuple(sorted(s)) for s in labels_of(name)], (name, labels)
     for name, metric in METRIC_VALUE.items():
         values = {labels["metric"] for labels, _ in pulsars.get(name, [])}
         assert values <= {metric} and metric in METRIC_LABEL, (name, values)
@@ -117,6 +117,25 @@ async def test_latencies_measure_the_moves_made_in_process(cluster: Cluster) -> 
         assert series[name + "_count"] == 1 and series[name + "_sum"] > 0, (name, broker, series)
     le = {s["le"] for s, _ in found["brk_lb_unload_latency_ms"][1] if "le" in s}
     assert le == {"1.0", "10.0", "100.0", "200.0", "1000.0", "+Inf"}  # Pulsar's buckets, in ms
+
+
+async def test_lookups_are_counted_and_timed_as_pulsar_does(cluster: Cluster) -> None:
+    async with serve(cluster, 0) as service:
+        before = await scrape(service.url)
+        assert [v for s, v in before["pulsar_broker_lookup"][1] if s["__name__"].endswith("_count")] == [0]
+        path = "/lookup/v2/topic/persistent/public/default/orders"
+        assert (await get(service.url + path))[0] == 200
+        assert (await get(service.url + path + "/bundle"))[0] == 200  # a read, not a lookup
+        assert (await get(service.url + "/lookup/v2/topic/persistent/public/nowhere/t"))[0] == 404
+        found = await scrape(service.url)
+    counts = {name: found[name][1][0][1] for name in ("pulsar_broker_lookup_answers",
+              "pulsar_broker_lookup_failures", "pulsar_broker_lookup_redirects")}
+    assert counts == {"pulsar_broker_lookup_answers": 1, "pulsar_broker_lookup_failures": 1,
+                      "pulsar_broker_lookup_redirects": 0}
+    summary = {(s["__name__"], s.get("quantile")): v for s, v in found["pulsar_broker_lookup"][1]}
+    assert summary["pulsar_broker_lookup_count", None] == 2 and summary["pulsar_broker_lookup_sum", None] > 0
+    assert {q for _, q in summary if q} == {"0.5", "0.99", "0.999", "1.0"}
+    assert summary["pulsar_broker_lookup", "1.0"] > 0  # milliseconds, on the service's clock
 
 
 async def test_per_bundle_series_follow_expose_bundles_metrics(cluster: Cluster) -> None:

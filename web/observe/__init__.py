@@ -8,6 +8,8 @@
 - a Pulsar broker's probes (``web.observe.probes``): ``/status.html``,
   ``/admin/v2/brokers/health`` and ``/admin/v2/brokers/ready``; ``add_routes`` runs before the
   admin paths' so that these are not read as a cluster name;
+- a middleware that counts and times the topic lookups (``web.observe.lookups``) for Pulsar's
+  ``pulsar_broker_lookup*`` metrics;
 - ``GET /``: the dashboard page, its script and style under ``/static/`` (shipped in this
   package: no CDN, no build step, works with no internet);
 - ``/bb/v1/dashboard/...``: its data (``web.observe.dashboard``).
@@ -25,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from actors.api import Cluster
 from web.observe.dashboard import handlers
+from web.observe.lookups import LookupStats, lookup_timer
 from web.observe.metrics import exposition, registry_for
 from web.observe.observer import Observer
 from web.observe.probes import add_probes
@@ -40,7 +43,10 @@ def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "s
     share. ``settings``: broker.conf's ``exposeBundlesMetricsInPrometheus`` and ``statusFilePath``."""
     settings = settings or ObserveSettings()
     observer = Observer(cluster)
-    registry = registry_for(observer, cluster_name, expose_bundles=settings.expose_bundles)
+    lookups = LookupStats()
+    registry = registry_for(observer, cluster_name, expose_bundles=settings.expose_bundles,
+                            lookups=lookups)
+    app.middlewares.append(lookup_timer(lookups))  # inside the guard and the auth check
     app[OBSERVER] = observer
 
     async def metrics(request: web.Request) -> web.Response:

@@ -3,7 +3,8 @@
 Two kinds of families (the full list with each Pulsar source: docs/operations.md#metrics):
 - Pulsar's, letter for letter as a Pulsar 4.0 broker's ``/metrics`` shows them
   (``web.observe.pulsar_names``: ``pulsar_lb_*``, ``pulsar_sunit_state_chn_owned_su_total``,
-  PIP-307's ``brk_lb_*_latency_ms`` histograms, and ``pulsar_bundle_*`` when broker.conf's
+  PIP-307's ``brk_lb_*_latency_ms`` histograms, the lookups' ``pulsar_broker_lookup*``
+  (``web.observe.lookups``), and ``pulsar_bundle_*`` when broker.conf's
   ``exposeBundlesMetricsInPrometheus`` is true), with Pulsar's labels (``cluster``, ``broker``,
   ``metric`` and ``result``/``reason``/``feature``/``stat``/``bundle`` where Pulsar has them);
 - ``bb_*``: what only this project has (the log, folds, anomalies, elections, the balancer).
@@ -13,14 +14,15 @@ no actor anything; every sample is computed at scrape time from that state (a cu
 on a registry of this service's own, so two services in one process never see each other's
 series); every counter has its series from the first scrape, at 0 (each Pulsar breakdown key,
 each event type, command and anomaly kind), and so has every latency histogram for every
-registered broker, so a dashboard panel shows 0, never "No data". Pulsar's names break three
-``promtool check metrics`` lint rules (camelCase ``directMemory``, the ``_ms`` unit, a gauge
-ending ``_total``): they are kept, since Pulsar's dashboards query them as they are.
+registered broker, so a dashboard panel shows 0, never "No data". Pulsar's names break four
+``promtool check metrics`` lint rules (camelCase ``directMemory``, the ``_ms`` unit, gauges ending
+``_total`` or ``_count``): they are kept, since Pulsar's dashboards query them as they are.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -37,6 +39,7 @@ from balancer.errors import LoadBalancerError
 from balancer.load import max_usage
 from events.catalog import COMMANDS, EVENTS
 from web.observe.balancer_metrics import balancer_families
+from web.observe.lookups import LookupStats
 from web.observe.observer import Observer
 from web.observe.pulsar_names import FAMILIES, USAGE
 from web.observe.tally import ASSIGN_KEYS, SPLIT_KEYS, UNLOAD_KEYS
@@ -97,8 +100,10 @@ def pulsar_histogram(name: str, help_text: str) -> HistogramMetricFamily:
 class ClusterCollector(Collector):
     """Every family, built from the observer and the cluster's views at each scrape."""
 
-    def __init__(self, observer: Observer, cluster_name: str, *, expose_bundles: bool = False) -> None:
+    def __init__(self, observer: Observer, cluster_name: str, *, expose_bundles: bool = False,
+                 lookups: LookupStats | None = None) -> None:
         self.observer, self.cluster_name, self.expose_bundles = observer, cluster_name, expose_bundles
+        self.lookups = lookups or LookupStats()
 
     def collect(self) -> Iterator[Metric]:
         yield from self._usage()
@@ -106,6 +111,7 @@ class ClusterCollector(Collector):
         yield from self._splits_and_assigns()
         yield from self._latencies()
         yield from self._owned()
+        yield from self._lookups()
         if self.expose_bundles:
             yield from self._bundles()
         yield from self._ours()
@@ -191,6 +197,22 @@ class ClusterCollector(Collector):
         for status in self.observer.cluster.brokers():
             owned.add_metric([self.cluster_name, status.broker_id, "sunitStateChn"], status.bundles)
         yield owned
+
+    def _lookups(self) -> Iterable[Metric]:
+        """Pulsar's ``NamespaceService`` lookup metrics: counters and a summary in milliseconds."""
+        stats, c = self.lookups, self.cluster_name
+        for outcome in ("answers", "failures", "redirects"):
+            counter = pulsar_counter(f"pulsar_broker_lookup_{outcome}_total", f"Topic lookups: {outcome}")
+            counter.add_metric([c], getattr(stats, outcome))
+            yield counter
+        summary = Metric("pulsar_broker_lookup", "Topic lookup latency (milliseconds, on the "
+                         "service's clock; quantiles over the last minute)", "summary")
+        pulsar_labels("pulsar_broker_lookup", "summary")  # listed in pulsar_names, labels: cluster
+        for quantile, value in stats.quantiles(time.monotonic() * 1000.0):
+            summary.add_sample("pulsar_broker_lookup", {"cluster": c, "quantile": str(quantile)}, value)
+        summary.add_sample("pulsar_broker_lookup_count", {"cluster": c}, stats.count)
+        summary.add_sample("pulsar_broker_lookup_sum", {"cluster": c}, stats.sum_ms)
+        yield summary
 
     def _bundles(self) -> Iterable[Metric]:
         """Pulsar's per-bundle series: the latest stats of every owned bundle, by its owner."""
@@ -278,10 +300,12 @@ def _keys(leaders: list[str], pulsars: Iterable[tuple[str, str]],
     return sorted({*((leader, *key) for leader in leaders for key in pulsars), *seen})
 
 
-def registry_for(observer: Observer, cluster_name: str, *, expose_bundles: bool = False) -> CollectorRegistry:
+def registry_for(observer: Observer, cluster_name: str, *, expose_bundles: bool = False,
+                 lookups: LookupStats | None = None) -> CollectorRegistry:
     """A registry of this service's own holding one ``ClusterCollector``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(observer, cluster_name, expose_bundles=expose_bundles))
+    registry.register(ClusterCollector(observer, cluster_name, expose_bundles=expose_bundles,
+                                       lookups=lookups))
     return registry
 
 

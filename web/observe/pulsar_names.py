@@ -11,7 +11,8 @@ names and their dimensions; ``PrometheusMetricsGenerator.parseMetricsToPrometheu
 (line 452) writes each with ``cluster`` first and ``writeNameReplacingBrkPrefix`` (line 488)
 turns ``brk_`` into ``pulsar_``. PIP-307's latency histograms are Prometheus collectors of the
 default registry (``UnloadManager.LatencyMetric``, unit ``ms``): they keep their ``brk_`` name
-and get ``cluster`` from ``PrometheusMetricsGeneratorUtils.generateSystemMetrics`` (line 71).
+and get ``cluster`` from ``PrometheusMetricsGeneratorUtils.generateSystemMetrics`` (line 71), as
+do ``NamespaceService``'s lookup counters and summary, named ``pulsar_*`` in the source.
 
 Invariants: names and labels here are Pulsar's, letter for letter (``directMemory``, ``_ms``,
 a gauge ending ``_total``), so Pulsar's dashboards and alerts find them; where one name has two
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 JAR = "pulsar-broker-4.0.7.jar"
-SOURCE_ROOT = "pulsar-broker/src/main/java/org/apache/pulsar/broker/loadbalance/"
+SOURCE_ROOT = "pulsar-broker/src/main/java/"
 EXTENSIONS = "org/apache/pulsar/broker/loadbalance/extensions/"
 MODULAR = "org/apache/pulsar/broker/loadbalance/impl/ModularLoadManagerImpl"
 LATENCY_BUCKETS_MS = (1.0, 10.0, 100.0, 200.0, 1000.0)
@@ -39,7 +40,7 @@ class PulsarFamily:
     """As ``/metrics`` shows it (``brk_`` already ``pulsar_`` where Pulsar renames it)."""
     kind: str
     """What this project exposes it as: gauge, counter (Pulsar writes its ``Metrics`` counters
-    as gauges; the sample names are the same) or histogram."""
+    as gauges; the sample names are the same), histogram or summary."""
     labels: tuple[str, ...]
     """Its label names, ``cluster`` included."""
     constant: str
@@ -52,13 +53,18 @@ class PulsarFamily:
     @property
     def source(self) -> str:
         """The cited source file and line, e.g. ``.../models/UnloadCounter.java:117``."""
-        outer = self.cls.split("$")[0]
-        return f"{SOURCE_ROOT}{outer.split('loadbalance/', 1)[1]}.java:{self.line}"
+        return f"{SOURCE_ROOT}{self.cls.split('$')[0]}.java:{self.line}"
 
 
 def _family(name: str, kind: str, labels: str, cls: str, line: int, constant: str | None = None) -> PulsarFamily:
     brk = constant or "brk_" + name.removeprefix("pulsar_")
     return PulsarFamily(name, kind, ("cluster", *labels.split()), brk, cls, line)
+
+
+def _lookup(name: str, kind: str, line: int) -> PulsarFamily:
+    """One of ``NamespaceService``'s lookup metrics: a collector of the default registry named
+    ``pulsar_*`` already (a counter's samples end ``_total``, as Prometheus's client writes them)."""
+    return PulsarFamily(name, kind, ("cluster",), name.removesuffix("_total"), NAMESPACE_SERVICE, line)
 
 
 _LOAD_DATA = EXTENSIONS + "data/BrokerLoadData"
@@ -67,6 +73,7 @@ _SPLIT = EXTENSIONS + "models/SplitCounter"
 _ASSIGN = EXTENSIONS + "models/AssignCounter"
 _LATENCY = EXTENSIONS + "manager/UnloadManager$LatencyMetric"
 _CHANNEL = EXTENSIONS + "channel/ServiceUnitStateChannelImpl"
+NAMESPACE_SERVICE = "org/apache/pulsar/broker/namespace/NamespaceService"
 
 USAGE = ("cpu", "memory", "directMemory", "bandwidth_in", "bandwidth_out")
 """The resources of ``pulsar_lb_<resource>_usage``, in Pulsar's spelling."""
@@ -95,6 +102,11 @@ FAMILIES: tuple[PulsarFamily, ...] = (
     _family("brk_lb_release_latency_ms", "histogram", "broker metric", _LATENCY, 57, "brk_lb_release_latency"),
     # The ownership channel's count of the bundles a broker owns.
     _family("pulsar_sunit_state_chn_owned_su_total", "gauge", "broker metric", _CHANNEL, 1952),
+    # Topic lookups (both managers): NamespaceService's counters and summary (milliseconds).
+    _lookup("pulsar_broker_lookup_redirects_total", "counter", 176),
+    _lookup("pulsar_broker_lookup_failures_total", "counter", 179),
+    _lookup("pulsar_broker_lookup_answers_total", "counter", 182),
+    _lookup("pulsar_broker_lookup", "summary", 185),
     # Per bundle, behind exposeBundlesMetricsInPrometheus (the modular manager's).
     *(_family(f"pulsar_bundle_{n}", "gauge", "broker bundle metric", MODULAR, 1047 + i)
       for i, n in enumerate(("msg_rate_in", "msg_rate_out", "topics_count", "consumer_count",
