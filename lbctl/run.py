@@ -257,7 +257,7 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
             from web.serve import serve
 
             service = await serve(cluster, web.port, host=web.bind_address, auth=web.auth, limits=web.limits,
-                                  cluster_name=web.cluster_name)
+                                  cluster_name=web.cluster_name, observe_settings=web.observe)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)
         if spec.namespace not in cluster.view.view.namespaces:  # a resumed cluster may have it

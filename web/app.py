@@ -2,7 +2,8 @@
 
 Invariants: every route is added by a side's ``add_routes(app, cluster)`` (``web.admin``:
 Pulsar's ``/admin/v2`` and ``/lookup/v2`` paths and the project's ``/bb/v1`` reads;
-``web.observe``, issue 22: ``/metrics`` and the dashboard); the auth middleware, when given,
+``web.observe``: ``/metrics``, the probes and the dashboard, added first so that a probe under
+``/admin/v2/brokers/`` is not read as a cluster name); the auth middleware, when given,
 runs before any handler (``web.auth.PROTECTED`` says which paths it guards), inside the guard
 that answers any error no handler answered with a logged 500 (``web.replies.guard``); a body
 past ``httpMaxRequestSize`` is refused (413) before it is read.
@@ -16,19 +17,22 @@ from actors.api import Cluster
 from web import admin, control, observe
 from web.auth import WebAuth
 from web.limits import WebLimits
+from web.observe.settings import ObserveSettings
 from web.replies import LIMITS, guard
 
 
 def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
                cluster_name: str = admin.DEFAULT_CLUSTER_NAME,
-               limits: WebLimits | None = None) -> web.Application:
+               limits: WebLimits | None = None, observe_settings: ObserveSettings | None = None,
+               ) -> web.Application:
     """The application; ``cluster_name`` is what ``/admin/v2/clusters`` lists (broker.conf's
-    ``clusterName``); ``limits`` what one request may be (its body: aiohttp's 413 past it)."""
+    ``clusterName``); ``limits`` what one request may be (its body: aiohttp's 413 past it);
+    ``observe_settings`` broker.conf's metrics and probe keys."""
     limits = limits or WebLimits()
     middlewares = [guard(), *([auth.middleware()] if auth is not None else [])]
     app = web.Application(middlewares=middlewares, client_max_size=limits.max_body)
     app[LIMITS] = limits
+    observe.add_routes(app, cluster, cluster_name=cluster_name, settings=observe_settings)
     admin.add_routes(app, cluster, cluster_name=cluster_name)
-    observe.add_routes(app, cluster, cluster_name=cluster_name)
     control.add_routes(app, cluster)
     return app

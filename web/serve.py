@@ -24,16 +24,19 @@ from web.admin import DEFAULT_CLUSTER_NAME
 from web.app import create_app
 from web.auth import WebAuth
 from web.limits import WebLimits
+from web.observe.settings import ObserveSettings
 
 
 class WebService:
     """A running (once started) web service over ``cluster``."""
 
     def __init__(self, cluster: Cluster, port: int, host: str, auth: WebAuth | None,
-                 cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None) -> None:
+                 cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None,
+                 observe_settings: ObserveSettings | None = None) -> None:
         self.cluster, self.port, self.host, self.auth = cluster, port, host, auth
         self.cluster_name = cluster_name
         self.limits = limits or WebLimits()
+        self.observe_settings = observe_settings
         self._runner: web.AppRunner | None = None
 
     @property
@@ -41,7 +44,8 @@ class WebService:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> WebService:
-        app = create_app(self.cluster, auth=self.auth, cluster_name=self.cluster_name, limits=self.limits)
+        app = create_app(self.cluster, auth=self.auth, cluster_name=self.cluster_name, limits=self.limits,
+                         observe_settings=self.observe_settings)
         # The request line and each header field: a longer one is refused (400) as it is read.
         runner = web.AppRunner(app, access_log=None, max_line_size=self.limits.max_header,
                                max_field_size=self.limits.max_header)
@@ -76,9 +80,10 @@ class WebService:
 
 
 def serve(cluster: Cluster, port: int, *, host: str = "127.0.0.1", auth: WebAuth | None = None,
-          cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None) -> WebService:
+          cluster_name: str = DEFAULT_CLUSTER_NAME, limits: WebLimits | None = None,
+          observe_settings: ObserveSettings | None = None) -> WebService:
     """The web service over ``cluster``, started when awaited or entered."""
-    return WebService(cluster, port, host, auth, cluster_name, limits)
+    return WebService(cluster, port, host, auth, cluster_name, limits, observe_settings)
 
 
 def _bound_port(runner: web.AppRunner) -> int:

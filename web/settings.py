@@ -1,4 +1,5 @@
-"""What broker.conf says about the web service: ``webServicePort``, the auth keys, the limits.
+"""What broker.conf says about the web service: ``webServicePort``, the auth keys, the limits,
+the metrics and probe keys (``web.observe.settings``).
 
 Invariants: the keys are Pulsar's (``LoadBalancerConfig`` reads the same file and ignores
 them as keys of another component); no ``webServicePort`` means no web service for ``lbctl run``
@@ -16,6 +17,7 @@ from balancer.errors import ConfigError
 from web.admin import DEFAULT_CLUSTER_NAME
 from web.auth import WebAuth
 from web.limits import WebLimits
+from web.observe.settings import ObserveSettings
 
 PULSAR_DEFAULT_PORT = 8080
 LOOPBACK = "127.0.0.1"
@@ -35,13 +37,16 @@ class WebSettings:
     limits: WebLimits = field(default_factory=WebLimits)
     """What one request may be (``httpMaxRequestSize``, ``httpMaxRequestHeaderSize``,
     ``webServiceMaxJsonDepth``)."""
+    observe: ObserveSettings = field(default_factory=ObserveSettings)
+    """``exposeBundlesMetricsInPrometheus`` and ``statusFilePath``."""
 
     @classmethod
     def from_text(cls, text: str) -> WebSettings:
         pairs = broker_conf_pairs(text)
         return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
                    cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME,
-                   bind_address=pairs.get("bindAddress") or LOOPBACK, limits=WebLimits.from_pairs(pairs))
+                   bind_address=pairs.get("bindAddress") or LOOPBACK, limits=WebLimits.from_pairs(pairs),
+                   observe=ObserveSettings.from_pairs(pairs))
 
     @classmethod
     def load(cls, conf: str | None) -> WebSettings:

@@ -2,8 +2,14 @@
 
 ``add_routes(app, cluster)`` adds to an aiohttp application (``web.app.create_app``):
 
-- ``GET /metrics``: the Prometheus text format (``web.observe.metrics``), unauthenticated like
-  Pulsar's default ``authenticateMetricsEndpoint=false``;
+- ``GET /metrics`` and ``/metrics/`` (a Pulsar broker serves both): the Prometheus text format
+  (``web.observe.metrics``), unauthenticated like Pulsar's default
+  ``authenticateMetricsEndpoint=false``;
+- a Pulsar broker's probes (``web.observe.probes``): ``/status.html``,
+  ``/admin/v2/brokers/health`` and ``/admin/v2/brokers/ready``; ``add_routes`` runs before the
+  admin paths' so that these are not read as a cluster name;
+- a middleware that counts and times the topic lookups (``web.observe.lookups``) for Pulsar's
+  ``pulsar_broker_lookup*`` metrics;
 - ``GET /``: the dashboard page, its script and style under ``/static/`` (shipped in this
   package: no CDN, no build step, works with no internet);
 - ``/bb/v1/dashboard/...``: its data (``web.observe.dashboard``).
@@ -21,17 +27,26 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from actors.api import Cluster
 from web.observe.dashboard import handlers
+from web.observe.lookups import LookupStats, lookup_timer
 from web.observe.metrics import exposition, registry_for
 from web.observe.observer import Observer
+from web.observe.probes import add_probes
+from web.observe.settings import ObserveSettings
 
 STATIC = Path(__file__).resolve().parent / "static"
 OBSERVER: web.AppKey[Observer] = web.AppKey("observer", Observer)
 
 
-def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "standalone") -> Observer:
-    """Add ``/metrics``, the dashboard and its feed to ``app``; the observer they share."""
+def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "standalone",
+               settings: ObserveSettings | None = None) -> Observer:
+    """Add ``/metrics``, the probes, the dashboard and its feed to ``app``; the observer they
+    share. ``settings``: broker.conf's ``exposeBundlesMetricsInPrometheus`` and ``statusFilePath``."""
+    settings = settings or ObserveSettings()
     observer = Observer(cluster)
-    registry = registry_for(observer, cluster_name)
+    lookups = LookupStats()
+    registry = registry_for(observer, cluster_name, expose_bundles=settings.expose_bundles,
+                            lookups=lookups)
+    app.middlewares.append(lookup_timer(lookups))  # inside the guard and the auth check
     app[OBSERVER] = observer
 
     async def metrics(request: web.Request) -> web.Response:
@@ -52,6 +67,8 @@ def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "s
     app.cleanup_ctx.append(follow)
     app.on_shutdown.append(release)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics/", metrics)
+    add_probes(app, cluster, observer, settings.status_file_path)
     app.router.add_get("/", index)
     app.router.add_static("/static/", STATIC)
     app.add_routes(handlers(observer))

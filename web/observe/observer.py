@@ -9,6 +9,8 @@ Invariants:
   fold position of each actor (``bb_fold_lag_records``), which only the actor knows: it is asked
   for in the background, at most every ``STATUS_EVERY_S``, never during a scrape, and so is the
   balancer's status (its pause, throttle and last cycle: the leader's own);
+- latencies are timed on this process's monotonic clock as records are taken
+  (``web.observe.latency``), from records stamped after the service started (``live``);
 - the dashboard's history is bounded: ``SERIES`` load samples per broker, ``MOVES`` moves,
   ``ANOMALIES`` anomalies; ``version`` rises with every record taken, and ``changed`` wakes
   whoever waits on it (the server-sent events).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ from events.envelope import Envelope
 from events.log.port import Record
 from events.report_parts import is_continuation
 from projections.load import report_from_payload
+from web.observe.latency import Latencies
 from web.observe.tally import Tally
 
 logger = logging.getLogger(__name__)
@@ -72,6 +76,9 @@ class Observer:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.tally = Tally()
+        self.latencies = Latencies()
+        self.live_from_ms = cluster.now_ms()
+        """Cluster time the service started at: a record stamped from then on is timed."""
         self.series: dict[str, deque[tuple[int, float, float]]] = {}
         """Broker -> (ts_ms, max usage %, msg rate in+out) of its reports, newest last."""
         self.moves: deque[Move] = deque(maxlen=MOVES)
@@ -147,8 +154,11 @@ class Observer:
         """Fold one record (the tally, the series, the moves), then note new anomalies."""
         self.tally.take(record)
         env = record.envelope
-        if not _usable(env):
-            pass  # named by the ownership view: it reaches the dashboard's anomalies below
+        usable = _usable(env)  # an unusable one is named by the ownership view (anomalies below)
+        if usable:
+            self.latencies.take(record, time.monotonic() * 1000.0, env.ts_ms >= self.live_from_ms)
+        if not usable:
+            pass
         elif env.type == "LoadReported":
             self._sample(env.payload, env.ts_ms)
         elif env.type == "BrokerLeft":

@@ -1,8 +1,8 @@
 """The log, counted the way Pulsar's load managers count: what ``/metrics`` exports.
 
-``Tally.take(record)`` folds one log record into counters and latency observations under
+``Tally.take(record)`` folds one log record into counters under
 Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
-``AssignCounter`` and PIP-307's ``UnloadManager`` latencies, docs/operations.md#metrics):
+``AssignCounter``, docs/operations.md#metrics; the latencies are ``web.observe.latency``'s):
 
 - an unload (``UnloadRequested`` or ``TransferPrepared``, counted once per move) is a
   ``Success`` under its decision's reason (an admin unload: ``Admin``; the children a split
@@ -12,10 +12,8 @@ Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
 - counters are attributed to the leader that was elected when the event was logged (the
   ``broker`` label): after an election the new leader's series starts at 0, as in Pulsar, and a
   ``sum()`` over brokers is the cluster's total;
-- latencies are the gaps between a bundle's events in the log's own timestamps (cluster time:
-  on Ray at ``--speed 60`` one wall second is 60 s of cluster time), in seconds;
-- memory is bounded: per-bundle starts are dropped once the bundle settles, and at most
-  ``MAX_PENDING`` unfinished ones are kept (the oldest go first).
+- memory is bounded: a move or a split is forgotten once it settles, and at most
+  ``MAX_PENDING`` unsettled ones are kept (the oldest go first).
 
 A record whose payload no fold can use (``events.usable``) is counted in ``bad_events`` and
 folds nothing. Pure: no clock, no I/O; the exporter owns one and feeds it every record once, in log order.
@@ -25,16 +23,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.errors import DecodeError
 from events.log.port import Record
 
 MAX_PENDING = 10_000
-LATENCY_BUCKETS_S = (0.001, 0.01, 0.1, 0.2, 1.0)
-"""PIP-307's buckets (1, 10, 100, 200, 1000 ms), in seconds."""
-OUR_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 UNLOAD_SUCCESS_REASONS = frozenset({"Overloaded", "Underloaded", "Admin"})
 SPLIT_REASONS = frozenset({"Topics", "Sessions", "MsgRate", "Bandwidth", "Admin"})
@@ -49,44 +43,8 @@ SPLIT_KEYS = (*(("Success", r) for r in ("Topics", "Sessions", "MsgRate", "Bandw
 ASSIGN_KEYS = ("Success", "Failure", "Skip")
 
 
-@dataclass
-class Histogram:
-    """Cumulative-free bucket counts of one series (the exposition makes them cumulative)."""
-
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    observations: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
-
-    def observe(self, value: float) -> None:
-        index = next((i for i, bound in enumerate(self.bounds) if value <= bound), len(self.bounds))
-        self.counts[index] += 1
-        self.total += value
-        self.observations += 1
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        out, running = [], 0
-        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
-            running += count
-            out.append((bound, running))
-        return out
-
-
-@dataclass
-class Pending:
-    """When a bundle's operation started in the log, and who it is measured for."""
-
-    started_ms: int
-    broker: str
-    dst: str | None = None
-
-
 class Tally:
-    """Counters and histograms folded from the log (see the module docstring for meanings)."""
+    """Counters folded from the log (see the module docstring for meanings)."""
 
     def __init__(self) -> None:
         self.appended: Counter[str] = Counter()
@@ -98,11 +56,7 @@ class Tally:
         self.split_breakdown: Counter[tuple[str, str, str]] = Counter()
         self.assign_breakdown: Counter[tuple[str, str]] = Counter()  # broker, result
         self.rejected: Counter[tuple[str, str]] = Counter()  # command, code
-        self.latency: dict[tuple[str, str], Histogram] = {}  # (metric, broker)
-        self._releasing: dict[str, Pending] = {}
-        self._unloading: dict[str, Pending] = {}
-        self._assigning: dict[str, Pending] = {}
-        self._looking_up: dict[str, Pending] = {}
+        self._unloading: dict[str, bool] = {}  # a move counted, not yet settled -> has a destination
         self._split_reasons: dict[str, str] = {}
         self._run: tuple[Any, set[str]] = (None, set())
         self.bad_events = 0
@@ -136,9 +90,9 @@ class Tally:
         if bundle in self._unloading:
             return  # UnloadRequested then TransferPrepared of one move: counted once
         decision = payload.get("decision") or {}
-        dst = payload.get("dst") or decision.get("destination")
-        self._start(self._unloading, bundle, Pending(ts_ms, src, dst))
-        self._start(self._releasing, bundle, Pending(ts_ms, src, dst))
+        if len(self._unloading) >= MAX_PENDING:
+            del self._unloading[next(iter(self._unloading))]  # the oldest: its end was never logged
+        self._unloading[bundle] = bool(payload.get("dst") or decision.get("destination"))
         logged = str(payload.get("reason", "")).lower()
         if logged == "split":
             return  # a split's children: counted as the split (Pulsar's unload counter skips them)
@@ -154,35 +108,18 @@ class Tally:
                 self._run[1].add(src)
                 self.unload_brokers[self.leader] += 1
 
-    def _released(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle = str(payload["bundle"])
-        release = self._releasing.pop(bundle, None)
-        if release is not None:
-            self._observe("release", release.broker, ts_ms - release.started_ms)
-        unload = self._unloading.get(bundle)
-        if unload is not None and unload.dst is None:  # a plain unload ends Free
-            del self._unloading[bundle]
-            self._observe("unload", unload.broker, ts_ms - unload.started_ms)
-
     def _assigned(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle, dst = str(payload["bundle"]), str(payload["dst"])
         if payload.get("src"):  # the destination's half of a transfer
-            self._start(self._assigning, bundle, Pending(ts_ms, dst))
             return
         self.assign_breakdown[self.leader, "Success"] += 1
-        if payload.get("reason") == "lookup":
-            self._start(self._looking_up, bundle, Pending(ts_ms, dst))
+
+    def _released(self, payload: Mapping[str, Any], ts_ms: int) -> None:
+        bundle = str(payload["bundle"])
+        if self._unloading.get(bundle) is False:  # a plain unload ends Free
+            del self._unloading[bundle]
 
     def _owned(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle = str(payload["bundle"])
-        for table, metric in ((self._assigning, "assign"), (self._unloading, "unload"),
-                              (self._looking_up, "bb_lookup")):
-            started = table.pop(bundle, None)
-            if started is not None:
-                self._observe(metric, started.broker, ts_ms - started.started_ms)
-                if metric == "unload":
-                    self._observe("bb_transfer", started.broker, ts_ms - started.started_ms)
-        self._releasing.pop(bundle, None)
+        self._unloading.pop(str(payload["bundle"]), None)
 
     # -- splits, skips, refusals ----------------------------------------------------------------
     def _split_requested(self, payload: Mapping[str, Any], ts_ms: int) -> None:
@@ -208,21 +145,6 @@ class Tally:
             self.split_breakdown[self.leader, "Failure", "Unknown"] += 1
         elif command == "AssignBundle":
             self.assign_breakdown[self.leader, "Failure"] += 1
-
-    # -- helpers ----------------------------------------------------------------------------
-    @staticmethod
-    def _start(table: dict[str, Pending], bundle: str, pending: Pending) -> None:
-        if bundle not in table and len(table) >= MAX_PENDING:
-            del table[next(iter(table))]  # the oldest unfinished start: its end was never logged
-        table[bundle] = pending
-
-    def _observe(self, metric: str, broker: str, elapsed_ms: int) -> None:
-        key = (metric, broker or NO_LEADER)
-        histogram = self.latency.get(key)
-        if histogram is None:
-            bounds = OUR_BUCKETS_S if metric.startswith("bb_") else LATENCY_BUCKETS_S
-            histogram = self.latency[key] = Histogram(bounds)
-        histogram.observe(max(0, elapsed_ms) / 1000.0)
 
 
 _HANDLERS = {
