@@ -15,7 +15,8 @@ becomes one ``LoadReported`` of its broker, with the broker's latest load and la
 bundles (a top-bundles message before any load data of its broker is held until one arrives).
 
 Invariants: pure (no I/O, no clock); a report becomes one event under its broker's key stamped
-with the report's own time (else the message's publish time); a value that is neither format
+with the report's own time (``lastUpdate``, or the extensible manager's ``updatedAt``: the time
+its shedder judges the data by; else the message's publish time); a value that is neither format
 raises ``MalformedInput`` naming where it came from (the mirror names it in a
 ``SourceMessageRejected``); the extensible manager's own figures that the project's load model
 does not read (``weightedMaxEMA``, ``maxResourceUsage``, ``msgThroughputEMA``) ride along under
@@ -80,7 +81,10 @@ def to_event(report: Any, *, where: str, fallback_broker: str) -> tuple[int, Loa
     load.update({ours: float(report.get(theirs, 0.0)) for theirs, ours in _RATES.items()})
     load["topics"] = int(report.get("numTopics", report.get("topics")) or 0)
     load["bundles"] = int(report.get("numBundles", report.get("bundleCount")) or 0)
-    ts = int(report.get("lastUpdate") or report.get("reportedAt") or report.get("updatedAt") or 0)
+    # The extensible manager's shedder judges a broker's data by ``updatedAt`` (its TTL and the
+    # cool-down after an unload); ``reportedAt`` is when the broker last published, up to an
+    # interval older.
+    ts = int(report.get("lastUpdate") or report.get("updatedAt") or report.get("reportedAt") or 0)
     return ts, LoadReported(broker_id=broker, broker_load=load, bundles=bundle_stats(report.get("lastStats")))
 
 

@@ -37,7 +37,7 @@ def test_a_recorded_broker_load_becomes_the_brokers_report_with_pulsars_figures(
     assert event.broker_load["cpu"] == doc["cpu"]
     assert event.broker_load["msg_throughput_in"] == doc["msgThroughputIn"]
     assert event.broker_load["pulsar"]["weightedMaxEMA"] == doc["weightedMaxEMA"]
-    assert appends[0].ts_ms == doc["reportedAt"]
+    assert appends[0].ts_ms == doc["updatedAt"]  # what Pulsar's shedder judges the data by
 
 
 def test_top_bundles_wait_for_their_brokers_load_then_ride_with_it() -> None:
