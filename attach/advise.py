@@ -6,9 +6,9 @@ Invariants:
   ``LeaderElected``), and the same ``SheddingRun`` runs on the same view builder; each cycle
   stamps what it had folded (partition -> last offset);
 - the grace-period memory is what was moved, never what was only proposed: a run starts from the
-  memory folded from the log (the leader's rule, ``remember_shed``) over the moves Pulsar made
-  (reason ``pulsar``: in advise mode Pulsar's own shedder, in drive mode the executions) and the
-  executions requested; so an advised move Pulsar did not make, or a move a cap held back, may
+  memory folded from the log (the leader's rule, ``remember_shed``) over the moves Pulsar's
+  shedder made (reason ``pulsar``, less an operator's, told apart by the leader's unload counts:
+  ``attach.attribution``) and the executions requested; so an advised move Pulsar did not make, or a move a cap held back, may
   be proposed again next cycle;
 - every move of a proposal has a source; transfers in drive mode always have a destination (the
   strategy's, else the project's placement on a view without the source, as the leader picks
@@ -35,6 +35,7 @@ import math
 from random import Random
 
 from actors.leader_view import Placer, split_decisions
+from attach.attribution import Attribution
 from attach.proposals import (
     ADVISE,
     DRIVE,
@@ -58,6 +59,7 @@ from balancer.split import SplitDecision, SplitHitCounts
 from events.catalog import (
     ExecutionRequested,
     LoadReported,
+    ShedderUnloadsCounted,
     SheddingSkipped,
     TransferPrepared,
     UnloadRequested,
@@ -93,6 +95,8 @@ class Advisor:
         self._last_pulsar: int | None = None
         self._burst_ms = 0
         self._placer: tuple[SheddingRun, Placer] | None = None
+        self.shedders: Attribution[TransferPrepared] = Attribution()
+        """Which of Pulsar's moves its shedder made (the others were an operator's)."""
 
     @property
     def strategy(self) -> str:
@@ -109,19 +113,26 @@ class Advisor:
             self._take_reported_emas(event)
         elif isinstance(event, SheddingSkipped):
             self._pulsar_ran(envelope.ts_ms)  # a run of Pulsar's that moved nothing keeps the phase too
-        moved: TransferPrepared | UnloadRequested | None = None
-        when = envelope.ts_ms
         if isinstance(event, TransferPrepared | UnloadRequested) and event.reason == PULSAR_REASON:
-            when = self._pulsar_ran(envelope.ts_ms)
-            moved = TransferPrepared(bundle=event.bundle, src=str(event.src), dst="",
-                                     reason=PULSAR_REASON, decision={"strategy": self.strategy})
+            pulsar = TransferPrepared(bundle=event.bundle, src=str(event.src), dst="",
+                                      reason=PULSAR_REASON, decision={"strategy": self.strategy})
+            self._remember_pulsar(self.shedders.moved(envelope.ts_ms, pulsar))
+        elif isinstance(event, ShedderUnloadsCounted):
+            self._remember_pulsar(self.shedders.counted(event.since_ms, envelope.ts_ms, sum(event.unloaded.values())))
         elif isinstance(event, ExecutionRequested) and event.kind != SPLIT:
-            moved = TransferPrepared(bundle=event.bundle, src=event.src, dst=event.dst or "",
-                                     reason=str(event.decision.get("reason", "")),
-                                     decision={**event.decision, "strategy": self.strategy})
-        if moved is not None:
-            strategy = self.replay.run.strategy
-            remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, when)
+            ours = TransferPrepared(bundle=event.bundle, src=event.src, dst=event.dst or "",
+                                    reason=str(event.decision.get("reason", "")),
+                                    decision={**event.decision, "strategy": self.strategy})
+            self._remember(ours, envelope.ts_ms)
+
+    def _remember_pulsar(self, moves: list[tuple[int, TransferPrepared]]) -> None:
+        """Pulsar's shedder's moves (an operator's are not remembered, as Pulsar does not)."""
+        for ts_ms, move in moves:
+            self._remember(move, self._pulsar_ran(ts_ms))
+
+    def _remember(self, moved: TransferPrepared, when: int) -> None:
+        strategy = self.replay.run.strategy
+        remember_shed(self.replay.memory, strategy.name, strategy.extensible, moved, when)
 
     def _take_reported_emas(self, event: LoadReported) -> None:
         info = self.replay.load.brokers.get(str(event.broker_id))

@@ -15,8 +15,11 @@ Invariants:
   window), and named by the scrape's path in its causation id;
 - the first scrape of a leader is a baseline (its counts are history before the mirror looked),
   as is a scrape whose counts went down (the leader restarted); neither records a run;
-- ``Success`` and ``Failure`` counts record nothing here: a successful run's moves come from the
-  channel, with their bundles, and a failed one left the channel as it was.
+- every scrape with new ``Success`` counts, and the first scrape of a leader, records one
+  ``ShedderUnloadsCounted`` (reason -> bundles the shedder unloaded in the window; empty on the
+  first scrape): the moves themselves come from the channel, with their bundles, and these
+  counts tell Pulsar's shedder's moves from an operator's (``Failure`` records nothing: a
+  failed run left the channel as it was).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 
 from attach.channel import Append
 from attach.positions import rest_causation
-from events.catalog import SheddingSkipped
+from events.catalog import ShedderUnloadsCounted, SheddingSkipped
 
 BREAKDOWN = "pulsar_lb_unload_broker_breakdown_total"
 METRICS_PATH = "/metrics"
@@ -71,15 +74,21 @@ class ShedderRuns:
         before, since = self.counts, self.scraped_ms
         baseline = leader != self.leader or any(counts.get(k, 0.0) < v for k, v in before.items())
         self.leader, self.counts, self.scraped_ms = leader, counts, now_ms
-        if baseline:
-            return []
-        ts = since + (now_ms - since) // 2
         causation = rest_causation(f"{METRICS_PATH} on {leader}")
+        if baseline:
+            counted = ShedderUnloadsCounted(strategy=self.strategy, since_ms=now_ms, unloaded={})
+            return [Append(counted.default_key(), (counted,), now_ms, (causation,))]
+        ts = since + (now_ms - since) // 2
         out: list[Append] = []
+        unloaded: dict[str, int] = {}
         for (result, reason), value in sorted(counts.items()):
-            if result != "Skip":
-                continue
-            for _ in range(int(value - before.get((result, reason), 0.0))):
+            new = int(value - before.get((result, reason), 0.0))
+            if result == "Success" and new > 0:
+                unloaded[reason] = new
+            for _ in range(new if result == "Skip" else 0):
                 event = SheddingSkipped(strategy=self.strategy, reason=reason)
                 out.append(Append(event.default_key(), (event,), ts, (causation,)))
+        if unloaded:
+            counted = ShedderUnloadsCounted(strategy=self.strategy, since_ms=since, unloaded=unloaded)
+            out.append(Append(counted.default_key(), (counted,), now_ms, (causation,)))
         return out

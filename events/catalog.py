@@ -314,6 +314,21 @@ class SourceMessageRejected(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ShedderUnloadsCounted(Event):
+    """A mirrored cluster's leader's unload counters, read: ``unloaded`` is reason -> how many
+    bundles its own shedder unloaded since the read at ``since_ms`` (empty on the first read of
+    a leader, which tells only that the counters can be read). Admin unloads are not counted
+    there, so the moves of that window beyond these counts were not the shedder's."""
+
+    strategy: str
+    since_ms: int
+    unloaded: dict[str, int]
+
+    def default_key(self) -> str:
+        return MIRROR_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProposalRecorded(Event):
     """One decision cycle's moves as a proposal, recorded whether or not anything executes it.
 
@@ -567,7 +582,7 @@ EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
-    CommandRejected, SourceMessageRejected, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
+    CommandRejected, SourceMessageRejected, ShedderUnloadsCounted, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
     ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed, ExecutionFailed, BalancerPaused,
     BalancerResumed, LeaderHeartbeat,
 )

@@ -169,7 +169,18 @@ def _proposal(payload: Mapping[str, Any]) -> str | None:
     return _positions(payload.get("folded"), "folded")
 
 
+def _unloads_counted(payload: Mapping[str, Any]) -> str | None:
+    unloaded = payload.get("unloaded")
+    if type(unloaded) is not dict:
+        return None  # the schema holds the map itself
+    for reason, count in unloaded.items():
+        if type(reason) is not str or type(count) is not int or count < 0:
+            return f"unloaded[{reason!r:.40}] {count!r:.40} is not a count"
+    return None
+
+
 RULES: dict[str, Rule] = {
+    "ShedderUnloadsCounted": _unloads_counted,
     "ProposalRecorded": _proposal,
     "ExecutionRequested": _decision,
     "LoadReported": _load_reported,

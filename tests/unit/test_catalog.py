@@ -43,6 +43,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "SheddingSkipped": (2, ("folded", "reason", "strategy")),
     "CommandRejected": (1, ("command", "command_id", "error", "key")),
     "SourceMessageRejected": (1, ("error", "key", "message_id", "source", "value")),
+    "ShedderUnloadsCounted": (1, ("since_ms", "strategy", "unloaded")),
     "ProposalRecorded": (1, ("brokers", "folded", "mode", "moves", "predicted", "proposal_id",
                              "run_ms", "skip", "strategy")),
     "ExecutionRequested": (1, ("algorithm", "boundaries", "bundle", "decision", "dst",
@@ -82,9 +83,10 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 
 def test_the_contract_lists_are_complete() -> None:
-    # contracts §1 (17 events; the mirror's SourceMessageRejected; 7 of proposals and their
-    # executions; the operator's pause and resume) and §2 (10 commands, and pause and resume)
-    assert len(EVENTS) == 27
+    # contracts §1 (17 events; the mirror's SourceMessageRejected and ShedderUnloadsCounted; 7 of
+    # proposals and their executions; the operator's pause and resume) and §2 (10 commands, and
+    # pause and resume)
+    assert len(EVENTS) == 28
     assert len(COMMANDS) == 12
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 

@@ -88,6 +88,8 @@ def later_samples() -> list[c.Message]:
                          by="lbctl:ops"),
         c.BalancerResumed(since_ms=1_700_000_000_000, at_ms=1_700_000_100_000, by="expired"),
         c.PauseBalancer(command_id="c-9", epoch=4, duration_ms=300_000, reason="incident", by="lbctl:ops"),
+        c.ShedderUnloadsCounted(strategy="TransferShedder", since_ms=1_700_000_000_000,
+                                unloaded={"Underloaded": 2}),
         c.ResumeBalancer(command_id="c-10", epoch=4, by="lbctl:ops"),
     ]
 
