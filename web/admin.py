@@ -4,8 +4,10 @@
     POST   /admin/v2/clusters/{c}/failureDomains/{d}            {"brokers": [...]} -> 204
     GET    /admin/v2/clusters/{c}/failureDomains[/{d}]          {d: {"brokers": [...]}} | {"brokers": [...]}
     DELETE /admin/v2/clusters/{c}/failureDomains/{d}            204
+    GET    /admin/v2/tenants                                    ["tenant", ...]
     GET    /admin/v2/namespaces/{tenant}                        ["tenant/ns", ...]
     PUT    /admin/v2/namespaces/{t}/{n}                         Policies ({"bundles": BundlesData}) -> 204
+    GET    /admin/v2/namespaces/{t}/{n}                         Policies
     GET    /admin/v2/namespaces/{t}/{n}/bundles                 BundlesData
     PUT    /admin/v2/namespaces/{t}/{n}/unload                  204
     PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204
@@ -13,6 +15,7 @@
     POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
     GET    /admin/v2/brokers[/{c}]                              [broker id, ...]
     GET    /admin/v2/brokers/leaderBroker                       BrokerInfo
+    GET    /admin/v2/brokers/health                             "ok" (503 naming what is missing)
     GET    /admin/v2/broker-stats/load-report                   LocalBrokerData
 
 Invariants: each handler is one call on the ``Cluster`` (no verb is re-implemented here) and
@@ -32,7 +35,7 @@ from aiohttp import web
 
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
-from web import lookup, own, shapes
+from web import documents, lookup, own, shapes
 from web.replies import answer, body_json, document, done, refused, text, text_body
 
 DEFAULT_CLUSTER_NAME = "standalone"
@@ -53,8 +56,10 @@ def add_routes(app: web.Application, cluster: Cluster, *,
         ("GET", domains + "/{domain}", routes.domain),
         ("POST", domains + "/{domain}", routes.set_domain),
         ("DELETE", domains + "/{domain}", routes.delete_domain),
+        ("GET", v2 + "/tenants", routes.tenants),
         ("GET", v2 + "/namespaces/{tenant}", routes.namespaces),
         ("PUT", ns, routes.create_namespace),
+        ("GET", ns, routes.policies),
         ("GET", ns + "/bundles", routes.bundles),
         ("PUT", ns + "/unload", routes.unload_namespace),
         ("GET", ns + "/antiAffinity", routes.affinity),
@@ -63,6 +68,7 @@ def add_routes(app: web.Application, cluster: Cluster, *,
         ("PUT", ns + "/{bundle}/unload", routes.unload_bundle),
         ("PUT", ns + "/{bundle}/split", routes.split),
         ("GET", v2 + "/brokers/leaderBroker", routes.leader),
+        ("GET", v2 + "/brokers/health", routes.health),  # before {cluster}: not a cluster's name
         ("GET", v2 + "/brokers", routes.brokers),
         ("GET", v2 + "/brokers/{cluster}", routes.brokers),
         ("GET", v2 + "/broker-stats/load-report", routes.load_report),
@@ -118,13 +124,17 @@ class _Routes:
         return done()
 
     # -- namespaces --------------------------------------------------------------------------------
-    async def namespaces(self, request: web.Request) -> web.Response:
-        tenant = request.match_info["tenant"]
+    async def tenants(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()
-        found = [n for n in self.cluster.namespaces() if n.split("/", 1)[0] == tenant]
-        if not found:
-            return refused(404, f"Tenant {tenant} does not exist (it has no namespace)")
-        return document(found)
+        return document(documents.tenants(self.cluster))
+
+    async def namespaces(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        return document(documents.tenant_namespaces(self.cluster, request.match_info["tenant"]))
+
+    async def policies(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        return document(documents.policies_document(self.cluster, _namespace(request)))
 
     async def create_namespace(self, request: web.Request) -> web.Response:
         policies = await body_json(request, "namespace policies")
@@ -182,6 +192,11 @@ class _Routes:
         await self.cluster.catch_up()
         leader_id, _ = self.cluster.leader()
         return document(shapes.broker_info(leader_id, f"{request.scheme}://{request.host}"))
+
+    async def health(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        documents.check_health(self.cluster)
+        return text("ok")
 
     async def load_report(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()

@@ -1,7 +1,7 @@
 """Pulsar's JSON shapes of what the admin API returns, built from the cluster's own views.
 
 Invariants: field names are those of Pulsar 4.0's data classes (``BundlesData``,
-``FailureDomain``, ``LookupData``, ``BrokerInfo``, ``LocalBrokerData``), which the real
+``FailureDomain``, ``LookupData``, ``BrokerInfo``, ``LocalBrokerData``, ``Policies``), which the real
 ``PulsarAdmin`` client deserialises; hash boundaries print as ``0x%08x``; nothing here reads
 the clock or talks to the cluster: every function is a pure reshaping of values it is given.
 """
@@ -23,6 +23,16 @@ def bundles_data(rows: Sequence[BundleRow]) -> dict[str, Any]:
     ranges = [row.bundle.rsplit("/", 1)[1].split("_") for row in rows]
     boundaries = [low for low, _ in ranges] + ([ranges[-1][1]] if ranges else [])
     return {"boundaries": boundaries, "numBundles": len(rows)}
+
+
+def policies(rows: Sequence[BundleRow], anti_affinity_group: str | None) -> dict[str, Any]:
+    """``Policies`` of a namespace: its ``bundles`` and ``deleted`` (false); ``antiAffinityGroup``
+    (a field of Pulsar's older ``Policies``, a local policy since) when one is set. The policies
+    this project does not hold (retention, quotas, rates, ...) are left out, not shown as unset."""
+    found: dict[str, Any] = {"bundles": bundles_data(rows), "deleted": False}
+    if anti_affinity_group is not None:
+        found["antiAffinityGroup"] = anti_affinity_group
+    return found
 
 
 def failure_domain(brokers: Sequence[str]) -> dict[str, Any]:
