@@ -114,6 +114,11 @@ class ClusterTransport:
         url = next((b.url for b in self.cluster.brokers() if b.broker_id == owner), "")
         return Located(url, self.cluster.ownership().degraded_reason(namespace_of(topic)))
 
+    async def bundle_range(self, topic: str) -> str:
+        cluster = await self._read()
+        cluster.bundles(namespace_of(topic))  # names an unknown namespace
+        return cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1]
+
     async def brokers(self) -> Doc:
         return documents.brokers_document(await self._read())
 

@@ -110,6 +110,9 @@ class HttpTransport:
     async def lookup(self, topic: str, timeout_s: float) -> Located:
         return Located(str((await self._call("GET", _lookup_path(topic)))["brokerUrl"]))
 
+    async def bundle_range(self, topic: str) -> str:
+        return str(await self._call("GET", _lookup_path(topic) + "/bundle"))
+
     async def brokers(self) -> Doc:
         return dict(await self._call("GET", f"{BB}/brokers"))
 

@@ -7,7 +7,7 @@
     lbctl namespaces set-anti-affinity-group NS -g G | get-anti-affinity-group NS | delete-...
     lbctl clusters create-failure-domain [CLUSTER] --domain-name D --broker-list B1,B2
     lbctl clusters list-failure-domains [CLUSTER] | get-failure-domain | delete-failure-domain
-    lbctl topics lookup TOPIC [--table]
+    lbctl topics lookup TOPIC [--table] | bundle-range TOPIC
     lbctl brokers list [CLUSTER] | leader-broker | healthcheck
     lbctl broker-stats load-report [BROKER]
 
@@ -101,6 +101,7 @@ class AdminTransport(Protocol):
     async def set_failure_domain(self, cluster: str | None, domain: str, brokers: list[str]) -> None: ...
     async def delete_failure_domain(self, cluster: str | None, domain: str) -> None: ...
     async def lookup(self, topic: str, timeout_s: float) -> Located: ...
+    async def bundle_range(self, topic: str) -> str: ...
     async def brokers(self) -> Doc: ...
     async def load_report(self, broker: str) -> Doc: ...
     async def healthcheck(self) -> None: ...
@@ -123,6 +124,8 @@ def register(sub: SubParsers, run: Runner) -> None:
                   _lookup)
     lookup.add_argument("topic", help="persistent://tenant/namespace/topic (or tenant/namespace/topic)")
     lookup.add_argument("--table", action="store_true", help="the broker id, a tab, the URL")
+    ranged = verb(topics, run, "bundle-range", "the range of the bundle a topic belongs to", _bundle_range)
+    ranged.add_argument("topic", help="persistent://tenant/namespace/topic (or tenant/namespace/topic)")
     brokers = group(sub, "brokers", "registered brokers")
     listing = verb(brokers, run, "list", "registered brokers with their bundles and load", _list_brokers)
     listing.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
@@ -408,7 +411,7 @@ async def _delete_domain(admin: AdminTransport, args: argparse.Namespace) -> int
 
 async def _lookup(admin: AdminTransport, args: argparse.Namespace) -> int:
     """pulsar-admin's ``CmdTopics`` ``lookup``: the broker URL (``Lookup.lookupTopic``'s string);
-    ``--table`` the broker id, a tab and the URL; ``--json`` both."""
+    ``--table`` the broker id, a tab and the URL; ``--json`` both and the bundle."""
     topic = topic_name(args.topic)
     found = await admin.lookup(topic, args.timeout)
     if found.degraded is not None:
@@ -418,8 +421,17 @@ async def _lookup(admin: AdminTransport, args: argparse.Namespace) -> int:
         return 0
     rows = (await admin.brokers())["brokers"]
     owner = next((r["broker"] for r in rows if r["url"] == found.broker_url), None)
-    emit(args, {"broker": owner, "brokerUrl": found.broker_url},
+    bundle = f"{namespace_of(topic)}/{await admin.bundle_range(topic)}"
+    emit(args, {"broker": owner, "brokerUrl": found.broker_url, "bundle": bundle},
          f"{owner or '-'}\t{found.broker_url}")
+    return 0
+
+
+async def _bundle_range(admin: AdminTransport, args: argparse.Namespace) -> int:
+    """pulsar-admin's ``CmdTopics`` ``bundle-range``: the range (``Lookup.getBundleRange``)."""
+    topic = topic_name(args.topic)
+    found = await admin.bundle_range(topic)
+    emit(args, {"topic": topic, "range": found}, found)
     return 0
 
 

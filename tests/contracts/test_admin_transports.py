@@ -105,7 +105,16 @@ async def test_lookup_prints_the_broker_url_as_pulsar_admin_does(lbctl: Lbctl, c
     assert (await lbctl.ok("topics", "lookup", "orders")).strip() == url
     assert await lbctl.ok("topics", "lookup", TOPIC, "--table") == f"{owner}\t{url}\n"
     found = await lbctl.json("topics", "lookup", TOPIC)
-    assert found == {"broker": owner, "brokerUrl": url}
+    assert found == {"broker": owner, "brokerUrl": url, "bundle": cluster.ownership().bundle_of_topic(TOPIC)}
+
+
+async def test_bundle_range_is_the_topics_bundle_and_assigns_nothing(lbctl: Lbctl, cluster: Cluster) -> None:
+    before = await _appended(cluster)
+    found = await lbctl.ok("topics", "bundle-range", TOPIC)
+    assert found == cluster.ownership().bundle_of_topic(TOPIC).rsplit("/", 1)[1] + "\n"  # as pulsar-admin
+    assert cluster.owner_of(TOPIC) is None and await _appended(cluster) == before  # a read: still unowned
+    assert await lbctl.ok("topics", "bundle-range", "orders") == found
+    assert await lbctl.json("topics", "bundle-range", TOPIC) == {"topic": TOPIC, "range": found.strip()}
 
 
 async def test_a_v1_topic_name_is_looked_up_on_both(lbctl: Lbctl, cluster: Cluster) -> None:
@@ -194,6 +203,8 @@ BAD: dict[str, tuple[list[str], str]] = {
     "not_a_namespace": (["namespaces", "bundles", "nope"], "nope"),
     "lookup_unknown_namespace": (["topics", "lookup", "persistent://public/nope/t"], "public/nope"),
     "not_a_topic": (["topics", "lookup", "persistent://public/t"], "persistent://public/t"),
+    "bundle_range_unknown_namespace": (["topics", "bundle-range", "persistent://public/nope/t"], "public/nope"),
+    "bundle_range_not_a_topic": (["topics", "bundle-range", "public/t"], "public/t"),
     "not_a_topic_domain": (["topics", "lookup", "durable://public/default/t"], "durable://public/default/t"),
     "bad_port": (["namespaces", "unload", NS, "-b", "0x00000000_0x40000000", "-d", "broker-2:99999"],
                  "broker-2:99999"),
