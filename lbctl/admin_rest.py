@@ -11,6 +11,8 @@ Invariants:
   service answers a change once it settled, so "after" is the settled view;
 - the algorithm of a split is the one asked for; without one the service's default applies and
   ``Split.algorithm`` is None (the REST answer does not name it);
+- a lookup answered from a degraded view (the service's ``X-BB-Degraded``) says so, as on the
+  cluster itself;
 - the balancer's pause is recorded as asked by the token's role, as the service reads it.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 
 from lbctl.admin_http import AdminHttp
 from lbctl.admin_verbs import Doc, Located, Move, Split
+from web.replies import DEGRADED_HEADER
 
 V2 = "/admin/v2"
 BB = "/bb/v1"
@@ -108,7 +111,8 @@ class HttpTransport:
         await self._call("DELETE", f"{V2}/clusters/{await self._cluster(cluster)}/failureDomains/{domain}")
 
     async def lookup(self, topic: str, timeout_s: float) -> Located:
-        return Located(str((await self._call("GET", _lookup_path(topic)))["brokerUrl"]))
+        found, headers = await asyncio.to_thread(self.http.exchange, "GET", _lookup_path(topic))
+        return Located(str(found["brokerUrl"]), headers.get(DEGRADED_HEADER.lower()))
 
     async def bundle_range(self, topic: str) -> str:
         return str(await self._call("GET", _lookup_path(topic) + "/bundle"))

@@ -6,8 +6,9 @@
         for a v1 topic name (a namespace with a cluster), where Pulsar's client sends one
 
 Invariants: a lookup is ``Cluster.lookup`` (an owned bundle is a read of the client's view, an
-unowned one is placed by the leader first); the bundle range is a read of the view and assigns
-nothing; an unknown namespace is 404.
+unowned one is placed by the leader first), its answer naming a degraded view of the namespace in
+``X-BB-Degraded``; the bundle range is a read of the view and assigns nothing; an unknown
+namespace is 404.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput
 from web import shapes
-from web.replies import answer, document, text
+from web.replies import answer, degraded, document, text
 
 TOPIC = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
 V1_TOPIC = "/lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}"
@@ -29,7 +30,8 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         topic = _topic(request)
         owner = await cluster.lookup(topic)
         url = next((b.url for b in cluster.brokers() if b.broker_id == owner), "")
-        return document(shapes.lookup_data(url))
+        namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+        return degraded(document(shapes.lookup_data(url)), cluster.ownership().degraded_reason(namespace))
 
     async def bundle(request: web.Request) -> web.Response:
         topic = _topic(request)

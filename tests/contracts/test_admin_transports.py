@@ -117,6 +117,13 @@ async def test_bundle_range_is_the_topics_bundle_and_assigns_nothing(lbctl: Lbct
     assert await lbctl.json("topics", "bundle-range", TOPIC) == {"topic": TOPIC, "range": found.strip()}
 
 
+async def test_a_lookup_from_a_degraded_view_warns(lbctl: Lbctl, cluster: Cluster) -> None:
+    cluster.ownership().apply_dead_letter(7, NS, "bad_json: not an event")  # as a fold meets one
+    code, out, err = await lbctl("topics", "lookup", TOPIC)
+    assert (code, out) == (0, f"pulsar://{cluster.owner_of(TOPIC)}:6650\n")
+    assert err == f"lbctl: warning: the view of {NS} is degraded: offset 7: bad_json: not an event\n"
+
+
 async def test_a_v1_topic_name_is_looked_up_on_both(lbctl: Lbctl, cluster: Cluster) -> None:
     await cluster.create_namespace("public/standalone/legacy", bundles=2)
     url = (await lbctl.ok("topics", "lookup", "persistent://public/standalone/legacy/t")).strip()
