@@ -22,7 +22,8 @@ from actors.effects import Receipt
 from balancer.control import parse_duration
 from balancer.errors import Unavailable
 from events.log.port import Record
-from lbctl.admin_verbs import Doc, Located, Move, Split, namespace_of
+from lbctl.admin_names import namespace_of
+from lbctl.admin_verbs import Doc, Located, Move, Split
 from web import documents
 
 

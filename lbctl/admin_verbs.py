@@ -20,10 +20,11 @@ Invariants:
 - a verb never knows which transport it has: the same arguments give the same output and exit
   status on both (tests/contracts/test_admin_transports.py runs one suite over both); printing is
   ``lbctl.admin_print``'s;
-- names are checked here before any call (a tenant, a namespace, a topic in any of Pulsar's
-  ``TopicName`` forms, a broker as an id or ``host:port``): a bad one is one line naming it, exit
-  2, and nothing is sent; what only the cluster can judge (unknown namespace, bundle or broker, an
-  unsplittable bundle, a transfer to the current owner) arrives as the cluster's own error;
+- names are checked before any call (``lbctl.admin_names``: a tenant, a namespace, a topic in
+  any of Pulsar's ``TopicName`` forms, a broker as an id or ``host:port``): a bad one is one line
+  naming it, exit 2, and nothing is sent; what only the cluster can judge (unknown namespace,
+  bundle or broker, an unsplittable bundle, a transfer to the current owner) arrives as the
+  cluster's own error;
 - read verbs send no command; a verb that moves ownership returns once the move is done, or
   fails with ``Unavailable`` after ``--timeout`` seconds.
 """
@@ -31,7 +32,6 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeAlias
@@ -39,6 +39,14 @@ from typing import Any, Protocol, TypeAlias
 from actors.cluster.kept import FINDING_HELP
 from balancer.bundles import validate_namespace
 from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownFailureDomain
+from lbctl.admin_names import (
+    address,
+    host_port,
+    namespace_of,
+    split_positions,
+    tenant_name,
+    topic_name,
+)
 from lbctl.admin_print import (
     emit,
     emit_lines,
@@ -212,43 +220,7 @@ def verb(verbs: SubParsers, run: Runner, name: str, text: str, handler: Verb) ->
     return parser
 
 
-# -- names, checked before anything is sent -----------------------------------------------------
-
-_NAME = re.compile(r"[-=:.\w]+")
-DOMAINS = ("persistent", "non-persistent")
-
-
-def tenant_name(raw: str) -> str:
-    if not _NAME.fullmatch(raw):
-        raise MalformedInput(f"tenant {raw!r}: expected a name such as public", value=raw)
-    return raw
-
-
-def topic_name(raw: str) -> str:
-    """The full name of a topic in any form Pulsar's ``TopicName`` takes: ``domain://t/n/topic``,
-    the v1 ``domain://t/cluster/n/topic``, ``t/n/topic`` (persistent) or a bare name
-    (``persistent://public/default/NAME``)."""
-    domain, sep, rest = raw.partition("://")
-    if not sep:
-        domain, rest = "persistent", raw if "/" in raw else f"public/default/{raw}"
-    parts = rest.split("/")
-    if domain not in DOMAINS or len(parts) not in ((3, 4) if sep else (3,)) or not all(parts):
-        raise MalformedInput(f"topic {raw!r}: expected persistent://tenant/namespace/topic",
-                             value=raw)
-    validate_namespace("/".join(parts[:-1]))
-    return f"{domain}://{rest}"
-
-
-def namespace_of(topic: str) -> str:
-    return topic.split("://", 1)[1].rsplit("/", 1)[0]
-
-
-def _host_port(raw: str, flag: str) -> tuple[str, int]:
-    host, _, port = raw.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise MalformedInput(f"{flag} {raw!r}: expected a broker id or host:port (port 1-65535)",
-                             value=raw)
-    return host, int(port)
+# -- brokers as Pulsar names them -----------------------------------------------------------
 
 
 async def broker_ids(admin: AdminTransport, given: list[str], flag: str) -> list[str]:
@@ -263,26 +235,15 @@ async def broker_ids(admin: AdminTransport, given: list[str], flag: str) -> list
         if raw in ids or ":" not in raw:
             found.append(raw)
             continue
-        at = _host_port(raw, flag)
-        match = sorted({r["broker"] for r in rows
-                        if at in (_host_port(r["url"].split("://", 1)[-1], "url"),
-                                  _host_port(http_url(r["url"]).split("://", 1)[-1], "url"))})
+        host, port = host_port(raw, flag)
+        at = f"{host}:{port}"
+        match = sorted({r["broker"] for r in rows if at in (address(r["url"]), address(http_url(r["url"])))})
         if len(match) != 1:
             known = ", ".join(f"{r['broker']} ({r['url']})" for r in rows) or "none"
             raise UnknownBroker(f"{flag} {raw!r}: {'no' if not match else 'more than one'} registered broker "
                                 f"listens there; brokers: {known}", value=raw)
         found.append(match[0])
     return found
-
-
-def split_positions(raw: str | None) -> list[int] | None:
-    if raw is None:
-        return None
-    try:
-        return [int(p.strip(), 0) for p in raw.split(",") if p.strip()]
-    except ValueError:
-        raise MalformedInput(f"--split-boundaries {raw!r}: expected integers, e.g. 0x40000000,0x80000000",
-                             value=raw) from None
 
 
 # -- tenants and namespaces ---------------------------------------------------------------------
