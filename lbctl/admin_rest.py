@@ -9,8 +9,8 @@ Invariants:
 - what a change's answer (204) does not carry, the bundle's source before a move and the
   children of a split, is read from ``/bb/v1/namespaces/{ns}/bundles`` before and after; the
   service answers a change once it settled, so "after" is the settled view;
-- the algorithm of a split is the one asked for; without one the service's default applies and
-  ``Split.algorithm`` is None (the REST answer does not name it);
+- a split's owner is its parent's, and its algorithm the one the service names in
+  ``X-BB-Split-Algorithm`` (its default when none was asked for);
 - a lookup answered from a degraded view (the service's ``X-BB-Degraded``) says so, as on the
   cluster itself;
 - the balancer's pause is recorded as asked by the token's role, as the service reads it.
@@ -24,7 +24,7 @@ from typing import Any
 
 from lbctl.admin_http import AdminHttp
 from lbctl.admin_verbs import Doc, Located, Move, Split
-from web.replies import DEGRADED_HEADER
+from web.replies import ALGORITHM_HEADER, DEGRADED_HEADER
 
 V2 = "/admin/v2"
 BB = "/bb/v1"
@@ -68,13 +68,16 @@ class HttpTransport:
                     positions: list[int] | None, unload: bool, timeout_s: float) -> Split:
         before = await self._rows(namespace)
         query = {"unload": str(unload).lower(), **({"splitAlgorithmName": algorithm} if algorithm else {})}
-        await self._call("PUT", f"{V2}/namespaces/{namespace}/{bundle}/split", query=query,
-                         raw=json.dumps(positions) if positions else "")
+        _, headers = await asyncio.to_thread(
+            self.http.exchange, "PUT", f"{V2}/namespaces/{namespace}/{bundle}/split", query=query,
+            raw=json.dumps(positions) if positions else "")
         after = await self._rows(namespace)
         gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
-        parent = f"{namespace}/{gone[0] if gone else bundle}"
-        owner = after[new[0]]["owner"] if new else (after.get(bundle) or {}).get("owner")
-        return Split(parent, [f"{namespace}/{r}" for r in new] or [parent], owner, algorithm)
+        parent = gone[0] if gone else bundle
+        owner = (before.get(parent) or {}).get("owner")  # the split's owner: the parent's
+        used = headers.get(ALGORITHM_HEADER.lower()) or algorithm or "the service's default"
+        return Split(f"{namespace}/{parent}", [f"{namespace}/{r}" for r in new] or [f"{namespace}/{parent}"],
+                     owner, used)
 
     async def unload(self, namespace: str, bundle: str | None, timeout_s: float) -> list[Move]:
         before = await self._rows(namespace)

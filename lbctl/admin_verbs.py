@@ -78,8 +78,8 @@ class Split:
     parent: str
     children: list[str]
     owner: str | None
-    algorithm: str | None
-    """The algorithm the cluster used (None: the transport cannot know; the cluster's default)."""
+    algorithm: str
+    """The algorithm the cluster used (its default when none was asked for)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class AdminTransport(Protocol):
     async def balancer_status(self, timeout_s: float) -> Doc: ...
 
 
+SPECIFIED = "specified_positions_divide"
 Verb = Callable[[AdminTransport, argparse.Namespace], Coroutine[Any, Any, int]]
 Runner = Callable[[Verb, argparse.Namespace], int]
 
@@ -280,13 +281,15 @@ async def _bundles(admin: AdminTransport, args: argparse.Namespace) -> int:
 
 
 async def _split(admin: AdminTransport, args: argparse.Namespace) -> int:
-    done = await admin.split(validate_namespace(args.namespace), args.bundle, args.algorithm,
-                             split_positions(args.split_boundaries), args.unload, args.timeout)
+    positions = split_positions(args.split_boundaries)
+    algorithm = args.algorithm or (SPECIFIED if positions else None)  # Pulsar's rule for -sb alone
+    done = await admin.split(validate_namespace(args.namespace), args.bundle, algorithm, positions,
+                             args.unload, args.timeout)
     if done.children == [done.parent]:
-        text = f"{done.parent}: {done.algorithm or 'the split'} found no boundary; not split (owner {done.owner})"
+        text = f"{done.parent}: {done.algorithm} found no boundary; not split (owner {done.owner or '-'})"
     else:
         names = ", ".join(c.rsplit("/", 1)[1] for c in done.children)
-        text = (f"split {done.parent} into {names} (owner {done.owner})"
+        text = (f"split {done.parent} into {names} (owner {done.owner or '-'})"
                 + ("; children unloaded" if args.unload else ""))
     emit(args, {**asdict(done), "unloaded": args.unload}, text)
     return 0

@@ -12,6 +12,7 @@
     PUT    /admin/v2/namespaces/{t}/{n}/unload                  204
     PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204
     PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/split?unload=&splitAlgorithmName=      [boundaries] -> 204
+           (X-BB-Split-Algorithm: the algorithm that split it)
     POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
     GET    /admin/v2/brokers[/{c}]                              [broker id, ...]
     GET    /admin/v2/brokers/leaderBroker                       BrokerInfo
@@ -36,7 +37,16 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
 from web import documents, lookup, own, shapes
-from web.replies import answer, body_json, document, done, refused, text, text_body
+from web.replies import (
+    ALGORITHM_HEADER,
+    answer,
+    body_json,
+    document,
+    done,
+    refused,
+    text,
+    text_body,
+)
 
 DEFAULT_CLUSTER_NAME = "standalone"
 SPECIFIED = "specified_positions_divide"
@@ -160,9 +170,13 @@ class _Routes:
         positions = _positions(raw)
         algorithm = request.query.get("splitAlgorithmName") or (SPECIFIED if positions else None)
         unload = request.query.get("unload", "false").lower() == "true"
-        await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
-                                        algorithm, positions, unload)
-        return done()
+        receipt = await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
+                                                  algorithm, positions, unload)
+        requested = receipt.first("SplitRequested")
+        answer_ = done()
+        if requested is not None:  # which algorithm split it (the default one if none was named)
+            answer_.headers[ALGORITHM_HEADER] = str(requested["algorithm"])
+        return answer_
 
     async def affinity(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()

@@ -58,6 +58,8 @@ def status_of(error: LoadBalancerError) -> int:
 
 
 ERROR_HEADER = "X-BB-Error"
+ALGORITHM_HEADER = "X-BB-Split-Algorithm"
+"""On a split's 204: the algorithm that split the bundle (the configured default if none was named)."""
 DEGRADED_HEADER = "X-BB-Degraded"
 """On an answer read from a view that a record under it could not be read into: why (Pulsar's
 clients ignore it; ``lbctl --admin-url`` warns as it does on the cluster itself)."""

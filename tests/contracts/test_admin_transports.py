@@ -178,6 +178,28 @@ async def test_create_split_transfer_and_unload(lbctl: Lbctl, cluster: Cluster) 
     assert not [r for r in cluster.bundles("public/orders") if r.state == "Owned"]
 
 
+async def test_a_split_with_unload_names_its_owner_and_the_default_algorithm(lbctl: Lbctl,
+                                                                             cluster: Cluster) -> None:
+    await cluster.lookup(TOPIC)
+    bundle = cluster.ownership().bundle_of_topic(TOPIC)
+    owner = cluster.owner_of(TOPIC)
+    done = await lbctl.json("namespaces", "split-bundle", NS, "-b", bundle.rsplit("/", 1)[1], "-u")
+    assert (done["parent"], done["owner"], done["unloaded"]) == (bundle, owner, True)
+    assert done["algorithm"] == cluster.config.default_namespace_bundle_split_algorithm
+    assert {r.bundle: r.state for r in cluster.bundles(NS)}[done["children"][0]] != "Owned"
+    # -sb alone is specified_positions_divide (Pulsar's rule), which splits only a bundle of two
+    # topics or more: a bundle of one looked-up topic is not split.
+    await cluster.create_namespace("public/sb", bundles=2)
+    topic = "persistent://public/sb/t1"
+    await cluster.lookup(topic)
+    one = cluster.ownership().bundle_of_topic(topic)
+    low = int(one.rsplit("/", 1)[1].split("_")[0], 16)
+    unsplit = await lbctl.ok("namespaces", "split-bundle", "public/sb", "-b", one.rsplit("/", 1)[1],
+                             "-sb", hex(low + 0x1000))
+    assert unsplit.strip() == (f"{one}: specified_positions_divide found no boundary; "
+                               f"not split (owner {cluster.owner_of(topic)})")
+
+
 async def test_failure_domains_take_host_port(lbctl: Lbctl, cluster: Cluster) -> None:
     out = await lbctl.ok("clusters", "create-failure-domain", "--domain-name", "d1",
                          "--broker-list", "broker-1,broker-2:6650")
