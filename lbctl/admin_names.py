@@ -1,5 +1,6 @@
 """The names the admin verbs are given, read as pulsar-admin reads them: a tenant, a topic in any
-of Pulsar's ``TopicName`` forms, a broker's ``host:port``, a split's positions.
+of Pulsar's ``TopicName`` forms, a split's positions (a broker's ``host:port``:
+``web.shapes.broker_at``, which the REST service reads too).
 
 Invariants: pure (no cluster, no service); a name that is not one is ``MalformedInput`` (exit 2)
 naming it as given, before anything is sent; a full topic name is ``domain://tenant/ns/topic``
@@ -43,15 +44,6 @@ def namespace_of(topic: str) -> str:
     return topic.split("://", 1)[1].rsplit("/", 1)[0]
 
 
-def host_port(raw: str, flag: str) -> tuple[str, int]:
-    """``host:port`` as a pair; a missing host or a port outside 1-65535 names ``flag``."""
-    host, _, port = raw.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise MalformedInput(f"{flag} {raw!r}: expected a broker id or host:port (port 1-65535)",
-                             value=raw)
-    return host, int(port)
-
-
 def split_positions(raw: str | None) -> list[int] | None:
     """``-sb``'s comma-separated hash positions (decimal or 0x...)."""
     if raw is None:
@@ -61,8 +53,3 @@ def split_positions(raw: str | None) -> list[int] | None:
     except ValueError:
         raise MalformedInput(f"--split-boundaries {raw!r}: expected integers, e.g. 0x40000000,0x80000000",
                              value=raw) from None
-
-
-def address(url: str) -> str:
-    """The ``host:port`` of a URL such as ``pulsar://host:port``."""
-    return url.split("://", 1)[-1].rstrip("/")

@@ -39,14 +39,7 @@ from typing import Any, Protocol, TypeAlias
 from actors.cluster.kept import FINDING_HELP
 from balancer.bundles import validate_namespace
 from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownFailureDomain
-from lbctl.admin_names import (
-    address,
-    host_port,
-    namespace_of,
-    split_positions,
-    tenant_name,
-    topic_name,
-)
+from lbctl.admin_names import namespace_of, split_positions, tenant_name, topic_name
 from lbctl.admin_print import (
     emit,
     emit_lines,
@@ -56,7 +49,7 @@ from lbctl.admin_print import (
     print_domains,
     warn,
 )
-from web.shapes import http_url, local_broker_data
+from web.shapes import broker_at, local_broker_data
 
 Doc = dict[str, Any]
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -226,25 +219,11 @@ def verb(verbs: SubParsers, run: Runner, name: str, text: str, handler: Verb) ->
 
 async def broker_ids(admin: AdminTransport, given: list[str], flag: str) -> list[str]:
     """Brokers as ids: an id as it is; ``host:port`` (Pulsar's form of a broker's id) as the broker
-    whose broker service or web service listens there."""
+    whose broker service or web service listens there (``web.shapes.broker_at``)."""
     if not any(":" in b for b in given):
-        return given
-    rows = (await admin.brokers())["brokers"]
-    ids = {r["broker"] for r in rows}
-    found = []
-    for raw in given:
-        if raw in ids or ":" not in raw:
-            found.append(raw)
-            continue
-        host, port = host_port(raw, flag)
-        at = f"{host}:{port}"
-        match = sorted({r["broker"] for r in rows if at in (address(r["url"]), address(http_url(r["url"])))})
-        if len(match) != 1:
-            known = ", ".join(f"{r['broker']} ({r['url']})" for r in rows) or "none"
-            raise UnknownBroker(f"{flag} {raw!r}: {'no' if not match else 'more than one'} registered broker "
-                                f"listens there; brokers: {known}", value=raw)
-        found.append(match[0])
-    return found
+        return given  # no call: an unknown id is the cluster's to refuse
+    brokers = [(r["broker"], r["url"]) for r in (await admin.brokers())["brokers"]]
+    return [broker_at(b, brokers, flag) for b in given]
 
 
 # -- tenants and namespaces ---------------------------------------------------------------------

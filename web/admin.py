@@ -10,7 +10,7 @@
     GET    /admin/v2/namespaces/{t}/{n}                         Policies
     GET    /admin/v2/namespaces/{t}/{n}/bundles                 BundlesData
     PUT    /admin/v2/namespaces/{t}/{n}/unload                  204
-    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204
+    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204 (B: id or host:port)
     PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/split?unload=&splitAlgorithmName=      [boundaries] -> 204
            (X-BB-Split-Algorithm: the algorithm that split it)
     POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
@@ -125,7 +125,10 @@ class _Routes:
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
             raise MalformedInput(f"failure domain body {_shown(body)}: expected {{\"brokers\": [ids]}}",
                                  value=_shown(body))
-        await self.cluster.set_failure_domain(request.match_info["domain"], brokers)
+        await self.cluster.catch_up()
+        registered = [(b.broker_id, b.url) for b in self.cluster.brokers()]
+        await self.cluster.set_failure_domain(request.match_info["domain"],
+                                              [shapes.broker_at(b, registered, "broker") for b in brokers])
         return done()
 
     async def delete_domain(self, request: web.Request) -> web.Response:
@@ -162,6 +165,10 @@ class _Routes:
 
     async def unload_bundle(self, request: web.Request) -> web.Response:
         destination = request.query.get("destinationBroker") or None
+        if destination is not None:  # pulsar-admin's -d names a broker by host:port
+            await self.cluster.catch_up()
+            destination = shapes.broker_at(destination, [(b.broker_id, b.url) for b in self.cluster.brokers()],
+                                           "destinationBroker")
         await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination)
         return done()
 

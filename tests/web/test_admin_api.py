@@ -79,7 +79,7 @@ async def test_unload_split_and_anti_affinity(client: TestClient, cluster: Clust
     bundle = cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1]
     owner = cluster.owner_of(topic)
     other = next(b.broker_id for b in cluster.brokers() if b.broker_id != owner)
-    moved = await client.put(f"{NS}/{bundle}/unload?destinationBroker={other}", data="")
+    moved = await client.put(f"{NS}/{bundle}/unload?destinationBroker={other}:8080", data="")  # pulsar-admin -d
     assert moved.status == 204 and cluster.owner_of(topic) == other
     split = await client.put(f"{NS}/{bundle}/split?unload=false&splitAlgorithmName="
                              "range_equally_divide", data="")
@@ -109,6 +109,8 @@ async def test_failure_domains(client: TestClient, cluster: Cluster) -> None:
     ("PUT", NS, "", 409, "public/default"),
     ("PUT", NS + "/0x00000000_0x20000000/unload", "", 404, "0x00000000_0x20000000"),
     ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=nope", "", 412, "nope"),
+    ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=broker-2:0", "", 412, "broker-2:0"),
+    ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=nowhere:8080", "", 412, "nowhere:8080"),
     ("PUT", NS + "/zz/split", "", 412, "zz"),
     ("DELETE", "/admin/v2/clusters/standalone/failureDomains/none", None, 404, "none"),
     ("GET", "/admin/v2/brokers/elsewhere", None, 404, "elsewhere"),
