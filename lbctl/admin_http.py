@@ -53,6 +53,11 @@ class AdminHttp:
     def call(self, method: str, path: str, body: Any = None, *, raw: str | None = None,
              query: dict[str, str] | None = None) -> Any:
         """The answer's JSON (a bare string as is; 204: None)."""
+        return self.exchange(method, path, body, raw=raw, query=query)[0]
+
+    def exchange(self, method: str, path: str, body: Any = None, *, raw: str | None = None,
+                 query: dict[str, str] | None = None) -> tuple[Any, dict[str, str]]:
+        """The answer as ``call`` gives it, and its headers (names in lower case)."""
         target = self.url.rstrip("/") + urllib.parse.quote(path)
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -61,7 +66,7 @@ class AdminHttp:
                                          headers={"Content-Type": "application/json", **self._auth()})
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
-                text = reply.read().decode()
+                text, headers = reply.read().decode(), {k.lower(): v for k, v in reply.headers.items()}
         except urllib.error.HTTPError as exc:
             raise refusal(exc.code, exc.read().decode(errors="replace"), method, path,
                           exc.headers.get(ERROR_HEADER)) from None
@@ -69,11 +74,11 @@ class AdminHttp:
             reason = getattr(exc, "reason", exc)
             raise Unavailable(f"admin service {self.url}: {reason}", value=self.url) from None
         if not text:
-            return None
+            return None, headers
         try:
-            return json.loads(text)
+            return json.loads(text), headers
         except json.JSONDecodeError:
-            return text
+            return text, headers
 
     def _auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}

@@ -1,195 +1,146 @@
-"""The admin verbs of ``lbctl.admin`` over the admin REST API (``lbctl --admin-url URL``): the same
-flags, the same output, through Pulsar's ``/admin/v2`` and ``/lookup/v2`` paths and the project's
-``/bb/v1`` reads of the web service, which answers them with the one ``Cluster``.
+"""``HttpTransport``: the admin operations of ``lbctl.admin_verbs`` over the admin REST service
+(``lbctl --admin-url URL``): Pulsar's ``/admin/v2`` and ``/lookup/v2`` paths, and the project's
+``/bb/v1`` reads where Pulsar's answer lacks what a verb prints.
 
-Invariants: every verb is the REST calls of its name and nothing else (no log, no Ray); its
-output is what the verb prints against the cluster directly, the documents being the same
-builders (``web.documents``); what the REST answer does not carry (the source of a move, the
-children of a split) is read from ``/bb/v1`` before and after; the service's refusals arrive as
-``lbctl.admin_http`` errors, one line each.
+Invariants:
+- each operation is the HTTP calls of its name and nothing else (no log, no Ray); the calls are
+  ``lbctl.admin_http.AdminHttp``'s, made off the event loop (a service in this process keeps
+  answering meanwhile); its refusals arrive as the project's errors, one line each;
+- what a change's answer (204) does not carry, the bundle's source before a move and the
+  children of a split, is read from ``/bb/v1/namespaces/{ns}/bundles`` before and after; the
+  service answers a change once it settled, so "after" is the settled view;
+- a split's owner is its parent's, and its algorithm the one the service names in
+  ``X-BB-Split-Algorithm`` (its default when none was asked for);
+- a lookup answered from a degraded view (the service's ``X-BB-Degraded``) says so, as on the
+  cluster itself;
+- the balancer's pause is recorded as asked by the token's role, as the service reads it.
 """
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
-from balancer.errors import MalformedInput, Unavailable
-from lbctl import control_rest
-from lbctl.admin import emit, emit_domains, print_brokers, print_bundles, split_positions
 from lbctl.admin_http import AdminHttp
+from lbctl.admin_verbs import Doc, Located, Move, Split
+from web.replies import ALGORITHM_HEADER, DEGRADED_HEADER
 
-RestVerb = Callable[[AdminHttp, argparse.Namespace], int]
 V2 = "/admin/v2"
+BB = "/bb/v1"
 
 
-def run_rest(name: str, http: AdminHttp, args: argparse.Namespace) -> int:
-    verb = VERBS.get(name)
-    if verb is None:
-        raise MalformedInput(f"--admin-url: {name.strip('_')} has no REST form", value=name)
-    return verb(http, args)
+class HttpTransport:
+    """``AdminTransport`` over the REST service ``http`` names."""
+
+    def __init__(self, http: AdminHttp) -> None:
+        self.http = http
+
+    async def _call(self, method: str, path: str, body: Any = None, *, raw: str | None = None,
+                    query: dict[str, str] | None = None) -> Any:
+        return await asyncio.to_thread(self.http.call, method, path, body, raw=raw, query=query)
+
+    async def _rows(self, namespace: str) -> dict[str, dict[str, Any]]:
+        document = await self.bundles(namespace)
+        return {row["range"]: row for row in document["bundles"]}
+
+    async def _cluster(self, cluster: str | None) -> str:
+        return str(cluster or (await self._call("GET", f"{V2}/clusters"))[0])
+
+    async def tenants(self) -> list[str]:
+        return list(await self._call("GET", f"{V2}/tenants"))
+
+    async def namespaces(self, tenant: str) -> list[str]:
+        return list(await self._call("GET", f"{V2}/namespaces/{tenant}"))
+
+    async def policies(self, namespace: str) -> Doc:
+        return dict(await self._call("GET", f"{V2}/namespaces/{namespace}"))
+
+    async def create_namespace(self, namespace: str, bundles: int | None) -> int:
+        policies = {"bundles": {"numBundles": bundles}} if bundles else {}
+        await self._call("PUT", f"{V2}/namespaces/{namespace}", policies)
+        return int((await self._call("GET", f"{V2}/namespaces/{namespace}/bundles"))["numBundles"])
+
+    async def bundles(self, namespace: str) -> Doc:
+        return dict(await self._call("GET", f"{BB}/namespaces/{namespace}/bundles"))
+
+    async def split(self, namespace: str, bundle: str, algorithm: str | None,
+                    positions: list[int] | None, unload: bool, timeout_s: float) -> Split:
+        before = await self._rows(namespace)
+        query = {"unload": str(unload).lower(), **({"splitAlgorithmName": algorithm} if algorithm else {})}
+        _, headers = await asyncio.to_thread(
+            self.http.exchange, "PUT", f"{V2}/namespaces/{namespace}/{bundle}/split", query=query,
+            raw=json.dumps(positions) if positions else "")
+        after = await self._rows(namespace)
+        gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
+        parent = gone[0] if gone else bundle
+        owner = (before.get(parent) or {}).get("owner")  # the split's owner: the parent's
+        used = headers.get(ALGORITHM_HEADER.lower()) or algorithm or "the service's default"
+        return Split(f"{namespace}/{parent}", [f"{namespace}/{r}" for r in new] or [f"{namespace}/{parent}"],
+                     owner, used)
+
+    async def unload(self, namespace: str, bundle: str | None, timeout_s: float) -> list[Move]:
+        before = await self._rows(namespace)
+        if bundle is None:
+            await self._call("PUT", f"{V2}/namespaces/{namespace}/unload", raw="")
+            return [Move(f"{namespace}/{r}", row["owner"]) for r, row in before.items() if row["state"] == "Owned"]
+        await self._call("PUT", f"{V2}/namespaces/{namespace}/{bundle}/unload", raw="")
+        return [Move(f"{namespace}/{bundle}", (before.get(bundle) or {}).get("owner"))]
+
+    async def transfer(self, namespace: str, bundle: str, dst: str, timeout_s: float) -> Move:
+        before = await self._rows(namespace)
+        await self._call("PUT", f"{V2}/namespaces/{namespace}/{bundle}/unload",
+                         query={"destinationBroker": dst}, raw="")
+        return Move(f"{namespace}/{bundle}", (before.get(bundle) or {}).get("owner"), dst)
+
+    async def anti_affinity_group(self, namespace: str) -> str | None:
+        return await self._call("GET", f"{V2}/namespaces/{namespace}/antiAffinity") or None
+
+    async def set_anti_affinity_group(self, namespace: str, group: str | None) -> None:
+        if group is None:
+            await self._call("DELETE", f"{V2}/namespaces/{namespace}/antiAffinity")
+        else:
+            await self._call("POST", f"{V2}/namespaces/{namespace}/antiAffinity", raw=group)
+
+    async def failure_domains(self, cluster: str | None) -> dict[str, list[str]]:
+        found = await self._call("GET", f"{V2}/clusters/{await self._cluster(cluster)}/failureDomains")
+        return {d: sorted(v["brokers"]) for d, v in found.items()}
+
+    async def set_failure_domain(self, cluster: str | None, domain: str, brokers: list[str]) -> None:
+        await self._call("POST", f"{V2}/clusters/{await self._cluster(cluster)}/failureDomains/{domain}",
+                         {"brokers": brokers})
+
+    async def delete_failure_domain(self, cluster: str | None, domain: str) -> None:
+        await self._call("DELETE", f"{V2}/clusters/{await self._cluster(cluster)}/failureDomains/{domain}")
+
+    async def lookup(self, topic: str, timeout_s: float) -> Located:
+        found, headers = await asyncio.to_thread(self.http.exchange, "GET", _lookup_path(topic))
+        return Located(str(found["brokerUrl"]), headers.get(DEGRADED_HEADER.lower()))
+
+    async def bundle_range(self, topic: str) -> str:
+        return str(await self._call("GET", _lookup_path(topic) + "/bundle"))
+
+    async def brokers(self) -> Doc:
+        return dict(await self._call("GET", f"{BB}/brokers"))
+
+    async def load_report(self, broker: str) -> Doc:
+        return dict(await self._call("GET", f"{BB}/brokers/{broker}/load-report"))
+
+    async def healthcheck(self) -> None:
+        await self._call("GET", f"{V2}/brokers/health")
+
+    async def pause_balancer(self, duration: str, reason: str) -> Doc:
+        return dict(await self._call("POST", f"{BB}/balancer/pause", {"for": duration, "reason": reason}))
+
+    async def resume_balancer(self) -> Doc | None:
+        resumed = (await self._call("POST", f"{BB}/balancer/resume", {}))["resumed"]
+        return dict(resumed) if resumed is not None else None
+
+    async def balancer_status(self, timeout_s: float) -> Doc:
+        return dict(await self._call("GET", f"{BB}/balancer/status"))
 
 
-def _rows(http: AdminHttp, namespace: str) -> dict[str, dict[str, Any]]:
-    document = http.call("GET", f"/bb/v1/namespaces/{namespace}/bundles")
-    return {row["range"]: row for row in document["bundles"]}
-
-
-def _create(http: AdminHttp, args: argparse.Namespace) -> int:
-    policies = {"bundles": {"numBundles": args.bundles}} if args.bundles else {}
-    http.call("PUT", f"{V2}/namespaces/{args.namespace}", policies)
-    count = http.call("GET", f"{V2}/namespaces/{args.namespace}/bundles")["numBundles"]
-    emit(args, {"namespace": args.namespace, "numBundles": count},
-          f"created {args.namespace} with {count} bundle(s)")
-    return 0
-
-
-def _bundles(http: AdminHttp, args: argparse.Namespace) -> int:
-    print_bundles(args, http.call("GET", f"/bb/v1/namespaces/{args.namespace}/bundles"))
-    return 0
-
-
-def _split(http: AdminHttp, args: argparse.Namespace) -> int:
-    before = _rows(http, args.namespace)
-    query = {"unload": str(args.unload).lower()}
-    if args.algorithm:
-        query["splitAlgorithmName"] = args.algorithm
-    at = split_positions(args.split_boundaries)
-    http.call("PUT", f"{V2}/namespaces/{args.namespace}/{args.bundle}/split", query=query,
-              raw=json.dumps(at) if at else "")
-    after = _rows(http, args.namespace)
-    gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
-    parent = f"{args.namespace}/{gone[0] if gone else args.bundle}"
-    children = [f"{args.namespace}/{r}" for r in new] or [parent]
-    owner = after[new[0]]["owner"] if new else (after.get(args.bundle) or {}).get("owner")
-    if not new:
-        text = f"{parent}: no boundary found; not split (owner {owner})"
-    else:
-        text = (f"split {parent} into {', '.join(new)} (owner {owner})"
-                + ("; children unloaded" if args.unload else ""))
-    emit(args, {"parent": parent, "children": children, "owner": owner,
-                 "algorithm": args.algorithm, "unloaded": args.unload}, text)
-    return 0
-
-
-def _unload(http: AdminHttp, args: argparse.Namespace) -> int:
-    if args.destination is not None and args.bundle is None:
-        raise MalformedInput(f"-d {args.destination}: a destination needs a bundle (-b RANGE)",
-                             value=args.destination)
-    before = _rows(http, args.namespace)
-    if args.bundle is None:
-        http.call("PUT", f"{V2}/namespaces/{args.namespace}/unload", raw="")
-        moved = [{"bundle": f"{args.namespace}/{r}", "src": row["owner"]}
-                 for r, row in before.items() if row["state"] == "Owned"]
-        text = (f"unloaded {len(moved)} bundle(s) of {args.namespace}" if moved
-                else f"nothing to unload: no bundle of {args.namespace} is owned")
-        emit(args, {"unloaded": moved}, text)
-        return 0
-    query = {"destinationBroker": args.destination} if args.destination else None
-    http.call("PUT", f"{V2}/namespaces/{args.namespace}/{args.bundle}/unload", query=query, raw="")
-    bundle, src = f"{args.namespace}/{args.bundle}", (before.get(args.bundle) or {}).get("owner")
-    if args.destination is not None:
-        emit(args, {"bundle": bundle, "src": src, "dst": args.destination},
-              f"transferred {bundle} from {src} to {args.destination}")
-    else:
-        emit(args, {"unloaded": [{"bundle": bundle, "src": src}]}, f"unloaded {bundle} from {src}")
-    return 0
-
-
-def _affinity(http: AdminHttp, args: argparse.Namespace) -> int:
-    http.call("POST", f"{V2}/namespaces/{args.namespace}/antiAffinity", raw=args.group)
-    emit(args, {"namespace": args.namespace, "anti_affinity_group": args.group},
-          f"{args.namespace}: anti-affinity group {args.group}")
-    return 0
-
-
-def _get_affinity(http: AdminHttp, args: argparse.Namespace) -> int:
-    group = http.call("GET", f"{V2}/namespaces/{args.namespace}/antiAffinity") or None
-    emit(args, {"namespace": args.namespace, "antiAffinityGroup": group}, group or "")
-    return 0
-
-
-def _delete_affinity(http: AdminHttp, args: argparse.Namespace) -> int:
-    http.call("DELETE", f"{V2}/namespaces/{args.namespace}/antiAffinity")
-    emit(args, {"namespace": args.namespace, "antiAffinityGroup": None},
-          f"{args.namespace}: no anti-affinity group")
-    return 0
-
-
-def _cluster(http: AdminHttp, args: argparse.Namespace) -> str:
-    return str(args.cluster or http.call("GET", f"{V2}/clusters")[0])
-
-
-def _create_domain(http: AdminHttp, args: argparse.Namespace) -> int:
-    brokers = [b.strip() for b in args.broker_list.split(",") if b.strip()]
-    if not brokers:
-        raise MalformedInput(f"--broker-list {args.broker_list!r}: expected broker ids, e.g. b1,b2",
-                             value=args.broker_list)
-    http.call("POST", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}",
-              {"brokers": brokers})
-    emit(args, {"domain": args.domain_name, "brokers": brokers},
-          f"failure domain {args.domain_name}: {', '.join(brokers)}")
-    return 0
-
-
-def _list_domains(http: AdminHttp, args: argparse.Namespace) -> int:
-    found = http.call("GET", f"{V2}/clusters/{_cluster(http, args)}/failureDomains")
-    emit_domains(args, {d: sorted(v["brokers"]) for d, v in found.items()})
-    return 0
-
-
-def _get_domain(http: AdminHttp, args: argparse.Namespace) -> int:
-    found = http.call("GET", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}")
-    brokers = sorted(found["brokers"])
-    emit(args, {"brokers": brokers}, ", ".join(brokers))
-    return 0
-
-
-def _delete_domain(http: AdminHttp, args: argparse.Namespace) -> int:
-    http.call("DELETE", f"{V2}/clusters/{_cluster(http, args)}/failureDomains/{args.domain_name}")
-    emit(args, {"deleted": args.domain_name}, f"failure domain {args.domain_name} deleted")
-    return 0
-
-
-def _lookup(http: AdminHttp, args: argparse.Namespace) -> int:
-    domain, _, rest = args.topic.partition("://")
-    if not rest or rest.count("/") != 2:
-        raise MalformedInput(f"topic {args.topic!r}: expected persistent://tenant/namespace/topic",
-                             value=args.topic)
-    url = http.call("GET", f"/lookup/v2/topic/{domain}/{rest}")["brokerUrl"]
-    namespace = rest.rsplit("/", 1)[0]
-    bundle_range = http.call("GET", f"/lookup/v2/topic/{domain}/{rest}/bundle")
-    owner = (_rows(http, namespace).get(bundle_range) or {}).get("owner")
-    emit(args, {"broker": owner, "brokerUrl": url, "bundle": f"{namespace}/{bundle_range}"},
-          f"{owner}\t{url}")
-    return 0
-
-
-def _list_brokers(http: AdminHttp, args: argparse.Namespace) -> int:
-    print_brokers(args, http.call("GET", "/bb/v1/brokers"))
-    return 0
-
-
-def _leader(http: AdminHttp, args: argparse.Namespace) -> int:
-    document = http.call("GET", "/bb/v1/brokers")
-    leader_id, epoch = document["leader"], document["epoch"]
-    emit(args, {"brokerId": leader_id, "epoch": epoch}, f"{leader_id or '-'} (epoch {epoch})")
-    return 0
-
-
-def _load_report(http: AdminHttp, args: argparse.Namespace) -> int:
-    broker = args.broker or next(iter(http.call("GET", f"{V2}/brokers")), None)
-    if broker is None:
-        raise Unavailable("no broker is registered")
-    report = http.call("GET", f"/bb/v1/brokers/{broker}/load-report")
-    payload = {k: v for k, v in report.items() if k != "ts_ms"}
-    print(json.dumps(payload, indent=None if args.json else 2, sort_keys=True))
-    return 0
-
-
-VERBS: dict[str, RestVerb] = {f.__name__: f for f in (
-    _create, _bundles, _split, _unload, _affinity, _get_affinity, _delete_affinity, _create_domain,
-    _list_domains, _get_domain, _delete_domain, _lookup, _list_brokers, _leader, _load_report)}
-VERBS.update(control_rest.VERBS)
+def _lookup_path(topic: str) -> str:
+    """Pulsar's lookup path of a full topic name: v2 (tenant/namespace) or v1 (with a cluster)."""
+    domain, rest = topic.split("://", 1)
+    return f"/lookup/v2/{'topic' if rest.count('/') == 2 else 'destination'}/{domain}/{rest}"

@@ -4,15 +4,19 @@
     POST   /admin/v2/clusters/{c}/failureDomains/{d}            {"brokers": [...]} -> 204
     GET    /admin/v2/clusters/{c}/failureDomains[/{d}]          {d: {"brokers": [...]}} | {"brokers": [...]}
     DELETE /admin/v2/clusters/{c}/failureDomains/{d}            204
+    GET    /admin/v2/tenants                                    ["tenant", ...]
     GET    /admin/v2/namespaces/{tenant}                        ["tenant/ns", ...]
     PUT    /admin/v2/namespaces/{t}/{n}                         Policies ({"bundles": BundlesData}) -> 204
+    GET    /admin/v2/namespaces/{t}/{n}                         Policies
     GET    /admin/v2/namespaces/{t}/{n}/bundles                 BundlesData
     PUT    /admin/v2/namespaces/{t}/{n}/unload                  204
-    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204
+    PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/unload[?destinationBroker=B]           204 (B: id or host:port)
     PUT    /admin/v2/namespaces/{t}/{n}/{bundle}/split?unload=&splitAlgorithmName=      [boundaries] -> 204
+           (X-BB-Split-Algorithm: the algorithm that split it)
     POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
     GET    /admin/v2/brokers[/{c}]                              [broker id, ...]
     GET    /admin/v2/brokers/leaderBroker                       BrokerInfo
+    GET    /admin/v2/brokers/health                             "ok" (503 naming what is missing)
     GET    /admin/v2/broker-stats/load-report                   LocalBrokerData
 
 Invariants: each handler is one call on the ``Cluster`` (no verb is re-implemented here) and
@@ -32,8 +36,17 @@ from aiohttp import web
 
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
-from web import lookup, own, shapes
-from web.replies import answer, body_json, document, done, refused, text, text_body
+from web import documents, lookup, own, shapes
+from web.replies import (
+    ALGORITHM_HEADER,
+    answer,
+    body_json,
+    document,
+    done,
+    refused,
+    text,
+    text_body,
+)
 
 DEFAULT_CLUSTER_NAME = "standalone"
 SPECIFIED = "specified_positions_divide"
@@ -53,8 +66,10 @@ def add_routes(app: web.Application, cluster: Cluster, *,
         ("GET", domains + "/{domain}", routes.domain),
         ("POST", domains + "/{domain}", routes.set_domain),
         ("DELETE", domains + "/{domain}", routes.delete_domain),
+        ("GET", v2 + "/tenants", routes.tenants),
         ("GET", v2 + "/namespaces/{tenant}", routes.namespaces),
         ("PUT", ns, routes.create_namespace),
+        ("GET", ns, routes.policies),
         ("GET", ns + "/bundles", routes.bundles),
         ("PUT", ns + "/unload", routes.unload_namespace),
         ("GET", ns + "/antiAffinity", routes.affinity),
@@ -63,6 +78,7 @@ def add_routes(app: web.Application, cluster: Cluster, *,
         ("PUT", ns + "/{bundle}/unload", routes.unload_bundle),
         ("PUT", ns + "/{bundle}/split", routes.split),
         ("GET", v2 + "/brokers/leaderBroker", routes.leader),
+        ("GET", v2 + "/brokers/health", routes.health),  # before {cluster}: not a cluster's name
         ("GET", v2 + "/brokers", routes.brokers),
         ("GET", v2 + "/brokers/{cluster}", routes.brokers),
         ("GET", v2 + "/broker-stats/load-report", routes.load_report),
@@ -109,7 +125,10 @@ class _Routes:
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
             raise MalformedInput(f"failure domain body {_shown(body)}: expected {{\"brokers\": [ids]}}",
                                  value=_shown(body))
-        await self.cluster.set_failure_domain(request.match_info["domain"], brokers)
+        await self.cluster.catch_up()
+        registered = [(b.broker_id, b.url) for b in self.cluster.brokers()]
+        await self.cluster.set_failure_domain(request.match_info["domain"],
+                                              [shapes.broker_at(b, registered, "broker") for b in brokers])
         return done()
 
     async def delete_domain(self, request: web.Request) -> web.Response:
@@ -118,13 +137,17 @@ class _Routes:
         return done()
 
     # -- namespaces --------------------------------------------------------------------------------
-    async def namespaces(self, request: web.Request) -> web.Response:
-        tenant = request.match_info["tenant"]
+    async def tenants(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()
-        found = [n for n in self.cluster.namespaces() if n.split("/", 1)[0] == tenant]
-        if not found:
-            return refused(404, f"Tenant {tenant} does not exist (it has no namespace)")
-        return document(found)
+        return document(documents.tenants(self.cluster))
+
+    async def namespaces(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        return document(documents.tenant_namespaces(self.cluster, request.match_info["tenant"]))
+
+    async def policies(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        return document(documents.policies_document(self.cluster, _namespace(request)))
 
     async def create_namespace(self, request: web.Request) -> web.Response:
         policies = await body_json(request, "namespace policies")
@@ -142,6 +165,10 @@ class _Routes:
 
     async def unload_bundle(self, request: web.Request) -> web.Response:
         destination = request.query.get("destinationBroker") or None
+        if destination is not None:  # pulsar-admin's -d names a broker by host:port
+            await self.cluster.catch_up()
+            destination = shapes.broker_at(destination, [(b.broker_id, b.url) for b in self.cluster.brokers()],
+                                           "destinationBroker")
         await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination)
         return done()
 
@@ -150,9 +177,13 @@ class _Routes:
         positions = _positions(raw)
         algorithm = request.query.get("splitAlgorithmName") or (SPECIFIED if positions else None)
         unload = request.query.get("unload", "false").lower() == "true"
-        await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
-                                        algorithm, positions, unload)
-        return done()
+        receipt = await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
+                                                  algorithm, positions, unload)
+        requested = receipt.first("SplitRequested")
+        answer_ = done()
+        if requested is not None:  # which algorithm split it (the default one if none was named)
+            answer_.headers[ALGORITHM_HEADER] = str(requested["algorithm"])
+        return answer_
 
     async def affinity(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()
@@ -182,6 +213,11 @@ class _Routes:
         await self.cluster.catch_up()
         leader_id, _ = self.cluster.leader()
         return document(shapes.broker_info(leader_id, f"{request.scheme}://{request.host}"))
+
+    async def health(self, request: web.Request) -> web.Response:
+        await self.cluster.catch_up()
+        documents.check_health(self.cluster)
+        return text("ok")
 
     async def load_report(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()

@@ -2,10 +2,13 @@
 
     GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}          LookupData
     GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle   "0xLLLLLLLL_0xUUUUUUUU"
+    GET /lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}[/bundle]   the same,
+        for a v1 topic name (a namespace with a cluster), where Pulsar's client sends one
 
 Invariants: a lookup is ``Cluster.lookup`` (an owned bundle is a read of the client's view, an
-unowned one is placed by the leader first); the bundle range is a read of the view and assigns
-nothing; an unknown namespace is 404.
+unowned one is placed by the leader first), its answer naming a degraded view of the namespace in
+``X-BB-Degraded``; the bundle range is a read of the view and assigns nothing; an unknown
+namespace is 404.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput
 from web import shapes
-from web.replies import answer, document, text
+from web.replies import answer, degraded, document, text
 
 TOPIC = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+V1_TOPIC = "/lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}"
 DOMAINS = ("persistent", "non-persistent")
 
 
@@ -26,7 +30,8 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         topic = _topic(request)
         owner = await cluster.lookup(topic)
         url = next((b.url for b in cluster.brokers() if b.broker_id == owner), "")
-        return document(shapes.lookup_data(url))
+        namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+        return degraded(document(shapes.lookup_data(url)), cluster.ownership().degraded_reason(namespace))
 
     async def bundle(request: web.Request) -> web.Response:
         topic = _topic(request)
@@ -34,8 +39,9 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         cluster.bundles(topic.split("://", 1)[1].rsplit("/", 1)[0])  # names an unknown namespace
         return text(cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1])
 
-    app.router.add_get(TOPIC + "/bundle", answer(bundle))
-    app.router.add_get(TOPIC, answer(lookup))
+    for path in (TOPIC, V1_TOPIC):
+        app.router.add_get(path + "/bundle", answer(bundle))
+        app.router.add_get(path, answer(lookup))
 
 
 def _topic(request: web.Request) -> str:
@@ -43,4 +49,5 @@ def _topic(request: web.Request) -> str:
     if info["domain"] not in DOMAINS:
         raise MalformedInput(f"topic domain {info['domain']!r}: expected persistent or "
                              "non-persistent", value=info["domain"])
-    return f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}"
+    cluster = f"{info['cluster']}/" if "cluster" in info else ""
+    return f"{info['domain']}://{info['tenant']}/{cluster}{info['namespace']}/{info['topic']}"

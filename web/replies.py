@@ -13,7 +13,8 @@ Invariants:
 - a change that succeeded is 204 without a body, as Pulsar's admin answers it;
 - a refusal from one of the project's errors also names its code in the ``X-BB-Error`` header
   (Pulsar's clients ignore it), so ``lbctl --admin-url`` raises the same error, and exits with
-  the same status, as ``lbctl`` on the cluster itself.
+  the same status, as ``lbctl`` on the cluster itself; an answer from a degraded view says so in
+  ``X-BB-Degraded``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,20 @@ def status_of(error: LoadBalancerError) -> int:
 
 
 ERROR_HEADER = "X-BB-Error"
+ALGORITHM_HEADER = "X-BB-Split-Algorithm"
+"""On a split's 204: the algorithm that split the bundle (the configured default if none was named)."""
+DEGRADED_HEADER = "X-BB-Degraded"
+"""On an answer read from a view that a record under it could not be read into: why (Pulsar's
+clients ignore it; ``lbctl --admin-url`` warns as it does on the cluster itself)."""
+
+
+def degraded(response: web.Response, reason: str | None) -> web.Response:
+    """``response``, naming ``reason`` in ``DEGRADED_HEADER`` when there is one (printable ASCII,
+    cut short: a header carries one line)."""
+    if reason is not None:
+        shown = "".join(c if " " <= c <= "~" else "?" for c in reason)
+        response.headers[DEGRADED_HEADER] = shown if len(shown) <= 200 else f"{shown[:200]}..."
+    return response
 
 
 def refused(status: int, reason: str, code: str | None = None) -> web.Response:

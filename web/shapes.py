@@ -1,9 +1,10 @@
 """Pulsar's JSON shapes of what the admin API returns, built from the cluster's own views.
 
 Invariants: field names are those of Pulsar 4.0's data classes (``BundlesData``,
-``FailureDomain``, ``LookupData``, ``BrokerInfo``, ``LocalBrokerData``), which the real
+``FailureDomain``, ``LookupData``, ``BrokerInfo``, ``LocalBrokerData``, ``Policies``), which the real
 ``PulsarAdmin`` client deserialises; hash boundaries print as ``0x%08x``; nothing here reads
-the clock or talks to the cluster: every function is a pure reshaping of values it is given.
+the clock or talks to the cluster: every function is a pure reshaping of values it is given
+(``broker_at`` a pure reading of a broker's name against the brokers it is given).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from balancer.errors import MalformedInput, UnknownBroker
 from projections.ownership import BundleRow
 
 
@@ -25,6 +27,16 @@ def bundles_data(rows: Sequence[BundleRow]) -> dict[str, Any]:
     return {"boundaries": boundaries, "numBundles": len(rows)}
 
 
+def policies(rows: Sequence[BundleRow], anti_affinity_group: str | None) -> dict[str, Any]:
+    """``Policies`` of a namespace: its ``bundles`` and ``deleted`` (false); ``antiAffinityGroup``
+    (a field of Pulsar's older ``Policies``, a local policy since) when one is set. The policies
+    this project does not hold (retention, quotas, rates, ...) are left out, not shown as unset."""
+    found: dict[str, Any] = {"bundles": bundles_data(rows), "deleted": False}
+    if anti_affinity_group is not None:
+        found["antiAffinityGroup"] = anti_affinity_group
+    return found
+
+
 def failure_domain(brokers: Sequence[str]) -> dict[str, Any]:
     return {"brokers": sorted(brokers)}
 
@@ -33,6 +45,31 @@ def http_url(broker_url: str) -> str:
     """A broker's HTTP address from its ``pulsar://host:port`` one (Pulsar's default 8080)."""
     host = broker_url.split("://", 1)[-1].rsplit(":", 1)[0]
     return f"http://{host}:8080"
+
+
+def broker_at(given: str, brokers: Sequence[tuple[str, str]], what: str) -> str:
+    """The id of the broker ``given`` names: an id as it is (an unknown one is the cluster's to
+    refuse); ``host:port``, Pulsar's form of a broker's id, as the one broker of ``brokers``
+    (id, url) whose broker service or web service listens there. A malformed ``host:port``, or one
+    where no broker or several listen, is one error naming ``what`` and the value."""
+    ids = [b for b, _ in brokers]
+    if given in ids or ":" not in given:
+        return given
+    host, _, port = given.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise MalformedInput(f"{what} {given!r}: expected a broker id or host:port (port 1-65535)",
+                             value=given)
+    at = f"{host}:{int(port)}"
+    found = sorted({b for b, url in brokers if at in (_address(url), _address(http_url(url)))})
+    if len(found) != 1:
+        known = ", ".join(f"{b} ({url})" for b, url in brokers) or "none"
+        raise UnknownBroker(f"{what} {given!r}: {'no' if not found else 'more than one'} registered "
+                            f"broker listens there; brokers: {known}", value=given)
+    return found[0]
+
+
+def _address(url: str) -> str:
+    return url.split("://", 1)[-1].rstrip("/")
 
 
 def lookup_data(broker_url: str) -> dict[str, Any]:

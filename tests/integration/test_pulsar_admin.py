@@ -192,9 +192,9 @@ def readme_walkthrough(via: list[str], url: str) -> None:
     assert again.returncode == 2 and dst in again.stderr and len(again.stderr.splitlines()) == 1
     assert "split " in ok("namespaces", "split-bundle", DEFAULT, "-bt", "LARGEST", "-san",
                           "topic_count_equally_divide", "-u")
-    assert ok("topics", "lookup", "persistent://public/default/topic-00001").startswith("broker-")
+    assert ok("topics", "lookup", "persistent://public/default/topic-00001").startswith("pulsar://broker-")
     assert "leader: leader" in ok("brokers", "list")
-    assert json.loads(ok("broker-stats", "load-report", "--json"))["broker_id"] == "broker-1"
+    assert json.loads(ok("broker-stats", "load-report", "--json"))["pulsarServiceUrl"] == "pulsar://broker-1:6650"
     assert f"{owned['range']}: " in ok("explain", f"{DEFAULT}/{owned['range']}")
     ok("namespaces", "create", "public/rest", "-b", "2")
     owned = json.loads(ok("topics", "lookup", "persistent://public/rest/t1", "--json"))["bundle"]

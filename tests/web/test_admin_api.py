@@ -16,7 +16,7 @@ from actors.api import Cluster
 from balancer.errors import NamespaceExists, StateConflict
 from lbctl.admin_http import refusal
 from web.app import create_app
-from web.replies import ERROR_HEADER
+from web.replies import ALGORITHM_HEADER, ERROR_HEADER
 
 NS = "/admin/v2/namespaces/public/default"
 
@@ -47,6 +47,22 @@ async def test_reads_match_the_cluster_view(client: TestClient, cluster: Cluster
     assert leader["brokerId"] == cluster.leader().leader_id
 
 
+async def test_tenants_policies_health_and_a_v1_lookup(client: TestClient, cluster: Cluster) -> None:
+    assert await (await client.get("/admin/v2/tenants")).json() == ["public"]
+    assert await (await client.get(NS)).json() == {"bundles": await (await client.get(NS + "/bundles")).json(),
+                                                   "deleted": False}
+    health = await client.get("/admin/v2/brokers/health")  # not read as a cluster named "health"
+    assert (health.status, await health.text()) == (200, "ok")
+    unknown = await client.get("/admin/v2/namespaces/nope")
+    assert unknown.status == 404 and "nope" in (await unknown.json())["reason"]
+    await cluster.create_namespace("public/standalone/legacy", bundles=2)
+    v1 = "/lookup/v2/destination/persistent/public/standalone/legacy/t"
+    found = await (await client.get(v1)).json()
+    assert found["brokerUrl"] == f"pulsar://{cluster.owner_of('persistent://public/standalone/legacy/t')}:6650"
+    ranged = await (await client.get(v1 + "/bundle")).text()
+    assert ranged == cluster.ownership().bundle_of_topic("persistent://public/standalone/legacy/t").rsplit("/", 1)[1]
+
+
 async def test_lookup_places_the_bundle_and_names_its_range(client: TestClient, cluster: Cluster) -> None:
     topic = "persistent://public/default/orders"
     found = await (await client.get("/lookup/v2/topic/persistent/public/default/orders")).json()
@@ -63,11 +79,12 @@ async def test_unload_split_and_anti_affinity(client: TestClient, cluster: Clust
     bundle = cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1]
     owner = cluster.owner_of(topic)
     other = next(b.broker_id for b in cluster.brokers() if b.broker_id != owner)
-    moved = await client.put(f"{NS}/{bundle}/unload?destinationBroker={other}", data="")
+    moved = await client.put(f"{NS}/{bundle}/unload?destinationBroker={other}:8080", data="")  # pulsar-admin -d
     assert moved.status == 204 and cluster.owner_of(topic) == other
     split = await client.put(f"{NS}/{bundle}/split?unload=false&splitAlgorithmName="
                              "range_equally_divide", data="")
     assert split.status == 204 and len(cluster.bundles("public/default")) == 5
+    assert split.headers[ALGORITHM_HEADER] == "range_equally_divide"
     assert (await client.post(NS + "/antiAffinity", data="g1")).status == 204
     assert await (await client.get(NS + "/antiAffinity")).text() == "g1"
     assert cluster.anti_affinity_group("public/default") == "g1"
@@ -92,6 +109,8 @@ async def test_failure_domains(client: TestClient, cluster: Cluster) -> None:
     ("PUT", NS, "", 409, "public/default"),
     ("PUT", NS + "/0x00000000_0x20000000/unload", "", 404, "0x00000000_0x20000000"),
     ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=nope", "", 412, "nope"),
+    ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=broker-2:0", "", 412, "broker-2:0"),
+    ("PUT", NS + "/0x00000000_0x40000000/unload?destinationBroker=nowhere:8080", "", 412, "nowhere:8080"),
     ("PUT", NS + "/zz/split", "", 412, "zz"),
     ("DELETE", "/admin/v2/clusters/standalone/failureDomains/none", None, 404, "none"),
     ("GET", "/admin/v2/brokers/elsewhere", None, 404, "elsewhere"),
