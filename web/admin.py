@@ -16,7 +16,7 @@
     POST|GET|DELETE /admin/v2/namespaces/{t}/{n}/antiAffinity   the group, as a bare string
     GET    /admin/v2/brokers[/{c}]                              [broker id, ...]
     GET    /admin/v2/brokers/leaderBroker                       BrokerInfo
-    GET    /admin/v2/brokers/health                             "ok" (503 naming what is missing)
+    GET    /admin/v2/brokers/health                             (``web.observe.probes``: a broker's probe)
     GET    /admin/v2/broker-stats/load-report                   LocalBrokerData
 
 Invariants: each handler is one call on the ``Cluster`` (no verb is re-implemented here) and
@@ -78,7 +78,6 @@ def add_routes(app: web.Application, cluster: Cluster, *,
         ("PUT", ns + "/{bundle}/unload", routes.unload_bundle),
         ("PUT", ns + "/{bundle}/split", routes.split),
         ("GET", v2 + "/brokers/leaderBroker", routes.leader),
-        ("GET", v2 + "/brokers/health", routes.health),  # before {cluster}: not a cluster's name
         ("GET", v2 + "/brokers", routes.brokers),
         ("GET", v2 + "/brokers/{cluster}", routes.brokers),
         ("GET", v2 + "/broker-stats/load-report", routes.load_report),
@@ -213,11 +212,6 @@ class _Routes:
         await self.cluster.catch_up()
         leader_id, _ = self.cluster.leader()
         return document(shapes.broker_info(leader_id, f"{request.scheme}://{request.host}"))
-
-    async def health(self, request: web.Request) -> web.Response:
-        await self.cluster.catch_up()
-        documents.check_health(self.cluster)
-        return text("ok")
 
     async def load_report(self, request: web.Request) -> web.Response:
         await self.cluster.catch_up()

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from actors.api import Cluster
 from balancer.errors import Unavailable
+from web.documents import check_health
 from web.observe.observer import Observer
 from web.replies import refused, text
 
@@ -59,10 +60,12 @@ def add_probes(app: web.Application, cluster: Cluster, observer: Observer,
         except (TimeoutError, OSError, Unavailable) as exc:
             return refused(503, f"health check: the cluster's log did not answer within "
                                 f"{HEALTH_TIMEOUT_S:g} s ({type(exc).__name__})")
+        try:
+            check_health(cluster)  # a leader elected and a broker registered
+        except Unavailable as exc:
+            return refused(503, f"health check: {exc.message}")
         registered = [status.broker_id for status in cluster.brokers()]
-        broker = request.query.get("brokerId") or (registered[0] if registered else None)
-        if broker is None:
-            return refused(503, "health check: no broker is registered")
+        broker = request.query.get("brokerId") or registered[0]
         if broker not in registered:
             return refused(404, f"broker {broker[:120]} is not registered")
         return text("ok")
