@@ -13,7 +13,8 @@ Invariants:
   that is not a super-user) with the form and one line saying why, and sets no cookie;
 - the cookie holds the token and the session's end, signed (HMAC-SHA256) with a key this service
   made at start-up (a restarted service asks for a new login); it is ``HttpOnly``,
-  ``SameSite=Strict``, ``Path=/``, ``Secure`` when the request came over TLS, and lives until the
+  ``SameSite=Strict``, ``Path=/``, ``Secure`` when the request came over TLS (``over_tls``: its
+  own, or a proxy's ``X-Forwarded-Proto: https``), and lives until the
   token's own ``exp`` or ``max_age_s``, whichever comes first;
 - a request with the cookie is authenticated again on every request (``WebAuth`` middleware): a
   session past its end, a bad signature or a token that no longer verifies is 401;
@@ -94,9 +95,15 @@ class Sessions:
         return hmac.new(self.key, body.encode(), hashlib.sha256).digest()
 
 
+def over_tls(request: web.Request) -> bool:
+    """Whether the browser reached the service over TLS: its own, or a TLS-terminating proxy's
+    (``X-Forwarded-Proto: https``; operations.md puts one in front to serve it further)."""
+    return request.secure or request.headers.get("X-Forwarded-Proto", "").strip().lower() == "https"
+
+
 def same_origin(request: web.Request) -> bool:
     """Whether the request's ``Origin`` (else ``Referer``) names this service's own origin."""
-    own = f"{request.scheme}://{request.host}".lower()
+    own = f"{'https' if over_tls(request) else 'http'}://{request.host}".lower()
     origin = request.headers.get("Origin")
     if origin is None:
         referer = urllib.parse.urlsplit(request.headers.get("Referer", ""))
@@ -148,7 +155,7 @@ def add_routes(app: web.Application, auth: WebAuth | None, sessions: Sessions | 
                               "session was started.", status=403)
         response = web.HTTPSeeOther("/")
         response.set_cookie(COOKIE, value, max_age=lives, path="/", httponly=True,
-                            samesite="Strict", secure=request.secure)
+                            samesite="Strict", secure=over_tls(request))
         raise response
 
     async def logout(request: web.Request) -> web.StreamResponse:

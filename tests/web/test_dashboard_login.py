@@ -175,3 +175,11 @@ async def test_without_authentication_the_login_form_leads_to_the_page(cluster: 
         assert (form.status, form.headers["Location"]) == (303, "/")
         page = await client.get("/")
         assert page.status == 200 and "Log out" not in await page.text()
+
+
+async def test_behind_a_tls_proxy_the_cookie_is_secure(client: TestClient, key: Path) -> None:
+    host = client.make_url("").host, client.make_url("").port
+    reply = await client.post("/login", data={"token": token(key, "admin")}, allow_redirects=False,
+                              headers={"Origin": f"https://{host[0]}:{host[1]}", "X-Forwarded-Proto": "https"})
+    assert reply.status == 303
+    assert "; secure" in cookie_header(reply).lower()
