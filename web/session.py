@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from web.auth import WebAuth
 
 COOKIE = "bb_session"
+LOGIN_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                 "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'"}
+"""Never cached, never framed by another site (no clickjacking of the form), posted only here."""
 DEFAULT_MAX_AGE_S = 8 * 3600
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -175,8 +178,7 @@ def login_page(message: str, *, status: int, notice: bool = False) -> web.Respon
     kind = "notice" if notice else "error"
     shown = f'<p class="{kind}" role="alert" id="login-message">{html.escape(message)}</p>' if message else ""
     body = LOGIN_HTML.replace("<!--message-->", shown)
-    return web.Response(text=body, status=status, content_type="text/html",
-                        headers={"Cache-Control": "no-store"})
+    return web.Response(text=body, status=status, content_type="text/html", headers=LOGIN_HEADERS)
 
 
 LOGIN_HTML = """<!doctype html>

@@ -37,6 +37,8 @@ async def test_the_page_comes_drawn_with_its_state(client: TestClient) -> None:
     reply = await client.get("/")
     body = await reply.text()
     assert reply.status == 200 and reply.headers["Cache-Control"] == "no-store"
+    policy = reply.headers["Content-Security-Policy"]  # no script but its own, never framed
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
     for broker in ("broker-1", "broker-2", "broker-3"):
         assert f'data-broker="{broker}"' in body
     assert body.count('class="bundle') >= 1 and 'data-namespace="public/default"' in body
@@ -99,8 +101,9 @@ def test_the_why_not_panel_gives_the_skips_with_the_numbers_and_the_threshold() 
     assert (entry["rule"]["key"], entry["rule"]["value"]) == ("loadBalancerBrokerLoadTargetStd", 0.25)
     lines = page.why_not_lines(entry)
     assert lines[0].startswith("TransferShedder: skipped 596 runs in a row as Balanced")
-    assert "highest broker-1 50.5 %, lowest broker-2 24.2 %" in lines[1]
-    assert "exceeds 25 %" in lines[2] and "(loadBalancerBrokerLoadTargetStd=0.25)" in lines[2]
+    assert lines[1] == "Balanced: no broker met the rule below"
+    assert "highest broker-1 50.5 %, lowest broker-2 24.2 %" in lines[2]
+    assert "exceeds 25 %" in lines[3] and "(loadBalancerBrokerLoadTargetStd=0.25)" in lines[3]
 
     # A move of one of its runs ends the streak; an admin's move does not.
     why.take("TransferPrepared", {"decision": {"strategy": "TransferShedder"}}, 1, usage)

@@ -43,7 +43,7 @@ def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "s
 
     async def index(request: web.Request) -> web.Response:
         return web.Response(text=page.render(state(observer), request.get(ROLE)), content_type="text/html",
-                            headers={"Cache-Control": "no-store"})
+                            headers=page.HEADERS)
 
     async def follow(app: web.Application) -> AsyncIterator[None]:
         observer.start()

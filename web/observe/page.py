@@ -28,6 +28,11 @@ MIN_BUNDLE_PX = 8
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
            "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#d62728")
 UNOWNED = "#c9ced6"
+HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+           "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                      "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"}
+"""The page's and the login form's headers: never cached (it holds the cluster's state), never
+framed by another site, and no script but the service's own."""
 BUNDLE_CELL = ' class="bundle"'
 
 
@@ -84,6 +89,8 @@ def why_not_lines(entry: Mapping[str, Any]) -> list[str]:
     """The panel's lines for one strategy (the script writes the same ones)."""
     lines = [f"{entry['strategy']}: skipped {entry['runs']} run{'s' if entry['runs'] != 1 else ''} in a row "
              f"as {entry['reason']} (since {iso(entry['since_ms'])}, last {iso(entry['last_ms'])})"]
+    if entry["meaning"]:
+        lines.append(f"{entry['reason']}: {entry['meaning']}")
     figures = entry["figures"]
     if figures:
         lines.append(f"highest {figures['highest']['broker']} {figures['highest']['percent']:.1f} %, "
@@ -112,6 +119,7 @@ def _namespace(ns: Mapping[str, Any], colours: Mapping[str, str]) -> str:
         classes = "bundle" + ("" if b["state"] == "Owned" else " inflight")
         cells.append(f'<div class="{classes}" data-bundle="{_e(b["bundle"])}" data-owner="{_e(b["owner"] or "")}"'
                      f' title="{_e(b["bundle"])}&#10;{_e(b["state"])} {_e(b["owner"] or "")}"'
+                     f' tabindex="0" role="button" aria-label="{_e(b["bundle"])}, {_e(b["state"])} {_e(b["owner"] or "")}"'
                      f' style="flex:{share:.6f} 1 0;min-width:{MIN_BUNDLE_PX}px;'
                      f'background:{colours.get(b["owner"] or "", UNOWNED)}"></div>')
     return (f'<div class="ns-name">{_e(ns["name"])} ({len(ns["bundles"])} bundles)</div>'

@@ -75,6 +75,20 @@ class WhyNot:
                 if self.strategies[name].runs]
 
 
+MEANINGS = {
+    "Balanced": "no broker met the rule below",
+    "HitCount": "the rule below held for too few runs in a row (loadBalancerSheddingConditionHitCountThreshold)",
+    "NoBundles": "a broker met the rule below but had no bundle worth moving (minimum throughput or rate)",
+    "CoolDown": "a broker lost bundles too recently (loadBalanceSheddingDelayInSeconds)",
+    "OutDatedData": "the brokers' load reports are too old to act on",
+    "NoLoadData": "a broker has no load report yet",
+    "NoBrokers": "fewer than two brokers to move load between",
+    "Paused": "an operator paused the balancer (lbctl balancer status)",
+    "Unknown": "the run failed (the leader's log says why)",
+}
+"""What each skip reason means, in the panel's words."""
+
+
 def explain(strategy: str, skips: Skips, config: LoadBalancerConfig) -> dict[str, Any]:
     """The panel's entry for one strategy: the figures and the rule in words."""
     usage = skips.usage
@@ -87,7 +101,8 @@ def explain(strategy: str, skips: Skips, config: LoadBalancerConfig) -> dict[str
                    "lowest": {"broker": low, "percent": round(usage[low], 1)},
                    "mean_percent": round(statistics.fmean(values), 1),
                    "std_percent": round(statistics.pstdev(values), 1)}
-    return {"strategy": strategy, "reason": skips.reason, "runs": skips.runs, "since_ms": skips.since_ms,
+    return {"strategy": strategy, "reason": skips.reason, "meaning": MEANINGS.get(skips.reason, ""),
+            "runs": skips.runs, "since_ms": skips.since_ms,
             "last_ms": skips.last_ms, "last_move_ms": skips.last_move_ms, "totals": dict(skips.totals),
             "usage": {b: round(v, 1) for b, v in sorted(usage.items())}, "figures": figures,
             "rule": rule(strategy, config, values), "line_percent": threshold_line(strategy, config, values)}

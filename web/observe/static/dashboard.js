@@ -148,6 +148,7 @@ function whyNotLines(entry) {
   const runs = `${entry.runs} run${entry.runs === 1 ? "" : "s"}`;
   const lines = [`${entry.strategy}: skipped ${runs} in a row as ${entry.reason} ` +
                  `(since ${iso(entry.since_ms)}, last ${iso(entry.last_ms)})`];
+  if (entry.meaning) lines.push(`${entry.reason}: ${entry.meaning}`);
   const f = entry.figures;
   if (f && f.highest) {
     lines.push(`highest ${f.highest.broker} ${f.highest.percent.toFixed(1)} %, lowest ${f.lowest.broker} ` +
@@ -186,7 +187,8 @@ function renderRanges(state) {
     const strip = el("div", {class: "strip", "data-namespace": ns.name});
     for (const b of ns.bundles) {
       const part = el("div", {class: "bundle", "data-bundle": b.bundle, "data-owner": b.owner || "",
-                              title: `${b.bundle}\n${b.state} ${b.owner || ""}`});
+                              title: `${b.bundle}\n${b.state} ${b.owner || ""}`, tabindex: "0",
+                              role: "button", "aria-label": `${b.bundle}, ${b.state} ${b.owner || ""}`});
       part.style.flex = `${(100 * (b.upper - b.lower) / HASH_SPACE).toFixed(6)} 1 0`;
       part.style.minWidth = `${MIN_BUNDLE_PX}px`;
       part.style.background = colourOf(b.owner);
@@ -245,7 +247,7 @@ function figure(key, value) {
   if (typeof value === "object") {
     return Object.entries(value).map(([k, v]) => `${k} ${figure(key, v)}`).join(", ");
   }
-  if (/throughput|need/.test(key)) return bytesPerSecond(value);
+  if (/throughput|need|marked/.test(key)) return bytesPerSecond(value);
   if (/rate_threshold|throughput_threshold/.test(key)) return `${round(value)} %`;
   if (/rate/.test(key)) return `${round(value)} msg/s`;
   if (FRACTION.test(key) && Math.abs(value) <= 2) return `${(100 * value).toFixed(1)} %`;
@@ -345,10 +347,18 @@ function connect() {
   };
 }
 
-// Clicks are delegated: the strip and the moves are redrawn on every push.
+// Clicks (and Enter on a focused bundle) are delegated: the strip and the moves are redrawn on
+// every push.
 document.addEventListener("click", event => {
   const target = event.target.closest(".strip .bundle, tr.move");
   if (target && target.dataset.bundle) explain(target.dataset.bundle);
+});
+document.addEventListener("keydown", event => {
+  const target = event.target.closest(".strip .bundle");
+  if (target && (event.key === "Enter" || event.key === " ")) {
+    event.preventDefault();
+    explain(target.dataset.bundle);
+  }
 });
 
 const initial = document.getElementById("initial-state");
