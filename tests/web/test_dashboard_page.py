@@ -105,6 +105,14 @@ def test_the_why_not_panel_gives_the_skips_with_the_numbers_and_the_threshold() 
     assert "highest broker-1 50.5 %, lowest broker-2 24.2 %" in lines[2]
     assert "exceeds 25 %" in lines[3] and "(loadBalancerBrokerLoadTargetStd=0.25)" in lines[3]
 
+    # The running shedder's own figures of its last run, from the balancer's status.
+    status = {"lastCycle": {"atMs": 60_000 * 596, "outcome": "Balanced", "moves": 0,
+                            "inputs": {"avg": 0.3735, "std": 0.1315, "target_std": 0.25, "brokers": 2,
+                                       "hit_count": 0}}}
+    [told] = why.panel(config, status)
+    assert told["shedder"] == "avg 37.4 %, std 13.2 %, target std 25.0 %, brokers 2, hit count 0"
+    assert "the shedder's own figures at its last run (smoothed): avg 37.4 %" in " ".join(page.why_not_lines(told))
+
     # A move of one of its runs ends the streak; an admin's move does not.
     why.take("TransferPrepared", {"decision": {"strategy": "TransferShedder"}}, 1, usage)
     assert why.panel(config)[0]["runs"] == 596

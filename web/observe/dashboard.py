@@ -48,7 +48,7 @@ def state(observer: Observer) -> dict[str, Any]:
         "anomalies": {"counts": dict(observer.anomaly_counts),
                       "recent": list(reversed(observer.recent_anomalies))},
         "balancer": observer.balancer,  # the status fetched in the background; None: none yet
-        "why_not": observer.why_not.panel(cluster.config),
+        "why_not": observer.why_not.panel(cluster.config, observer.balancer),
         "threshold": _threshold(observer),
         "totals": {"unloads": sum(observer.tally.unload_bundles.values()),
                    "splits": sum(observer.tally.splits.values()),

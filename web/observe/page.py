@@ -96,6 +96,8 @@ def why_not_lines(entry: Mapping[str, Any]) -> list[str]:
         lines.append(f"highest {figures['highest']['broker']} {figures['highest']['percent']:.1f} %, "
                      f"lowest {figures['lowest']['broker']} {figures['lowest']['percent']:.1f} %, "
                      f"mean {figures['mean_percent']:.1f} %, spread (std) {figures['std_percent']:.1f} %")
+    if entry.get("shedder"):
+        lines.append(f"the shedder's own figures at its last run (smoothed): {entry['shedder']}")
     rule = entry["rule"]
     lines.append(f"it {rule['text']} ({rule['key']}={rule['value']})")
     return lines

@@ -12,6 +12,8 @@ Invariants:
 - the usages are the brokers' latest reports when the skip was logged (the max over CPU, memory,
   direct memory and bandwidth, in percent): the dashboard's figures, which the strategies smooth
   (an EMA, resource weights) before comparing; the panel says so;
+- the running strategy's own figures (its smoothed averages, spread, thresholds) come from the
+  balancer's status (the leader's last cycle, ``panel(config, status)``), for the skip they match;
 - ``threshold_line`` is the usage above which the strategy calls a broker overloaded (None where
   its rule is not a usage level: rates, scores), for the charts' threshold line;
 - pure: no clock, no I/O; memory is one entry per strategy.
@@ -67,12 +69,21 @@ class WhyNot:
                 skips = self.strategies.setdefault(str(strategy), Skips())
                 skips.runs, skips.reason, skips.last_move_ms = 0, "", ts_ms
 
-    def panel(self, config: LoadBalancerConfig) -> list[dict[str, Any]]:
-        """One entry per strategy that skipped, the configured one first."""
+    def panel(self, config: LoadBalancerConfig,
+              status: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One entry per strategy that skipped, the configured one first; ``status``: the
+        balancer's (``Cluster.balancer_status``), whose last cycle carries the running
+        strategy's own figures of its last run."""
         configured = config.load_balancer_load_shedding_strategy
         order = sorted(self.strategies, key=lambda name: (name != configured, name))
-        return [explain(name, self.strategies[name], config) for name in order
-                if self.strategies[name].runs]
+        entries = [explain(name, self.strategies[name], config) for name in order
+                   if self.strategies[name].runs]
+        last = (status or {}).get("lastCycle") or {}
+        for entry in entries:
+            if entry["strategy"] == configured and last.get("outcome") == entry["reason"] \
+                    and int(last.get("atMs") or 0) >= entry["since_ms"] and last.get("inputs"):
+                entry["shedder"] = figures_text(last["inputs"])
+        return entries
 
 
 MEANINGS = {
@@ -101,7 +112,7 @@ def explain(strategy: str, skips: Skips, config: LoadBalancerConfig) -> dict[str
                    "lowest": {"broker": low, "percent": round(usage[low], 1)},
                    "mean_percent": round(statistics.fmean(values), 1),
                    "std_percent": round(statistics.pstdev(values), 1)}
-    return {"strategy": strategy, "reason": skips.reason, "meaning": MEANINGS.get(skips.reason, ""),
+    return {"strategy": strategy, "reason": skips.reason, "meaning": MEANINGS.get(skips.reason, ""), "shedder": "",
             "runs": skips.runs, "since_ms": skips.since_ms,
             "last_ms": skips.last_ms, "last_move_ms": skips.last_move_ms, "totals": dict(skips.totals),
             "usage": {b: round(v, 1) for b, v in sorted(usage.items())}, "figures": figures,
@@ -157,3 +168,29 @@ def threshold_line(strategy: str, config: LoadBalancerConfig, values: list[float
         return round(max(config.load_balancer_broker_overloaded_threshold_percentage,
                          mean + config.load_balancer_broker_load_target_std * 100), 1)
     return None
+
+
+FRACTIONS = frozenset({"avg", "average", "std", "target_std", "threshold", "mean_utilisation",
+                       "max_ratio", "min_ratio", "tolerance", "trigger"})
+"""Figures of the strategies' runs that are fractions of a broker's capacity (shown in %)."""
+
+
+def figures_text(inputs: Mapping[str, Any]) -> str:
+    """A run's figures in words, rounded, fractions in percent: ``avg 37.4 %, std 13.2 %, ...``."""
+    return ", ".join(f"{key.replace('_', ' ')} {_figure(key, value)}" for key, value in inputs.items())
+
+
+def _figure(key: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, Mapping):
+        return "(" + ", ".join(f"{k} {_figure(key, v)}" for k, v in sorted(value.items())) + ")"
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) if value else "none"
+    if not isinstance(value, int | float):
+        return str(value)
+    if key in FRACTIONS:
+        return f"{value * 100:.1f} %"
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3g}"

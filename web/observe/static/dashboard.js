@@ -155,6 +155,7 @@ function whyNotLines(entry) {
                `${f.lowest.percent.toFixed(1)} %, mean ${f.mean_percent.toFixed(1)} %, spread (std) ` +
                `${f.std_percent.toFixed(1)} %`);
   }
+  if (entry.shedder) lines.push(`the shedder's own figures at its last run (smoothed): ${entry.shedder}`);
   lines.push(`it ${entry.rule.text} (${entry.rule.key}=${entry.rule.value})`);
   return lines;
 }
@@ -269,14 +270,25 @@ function words(key) {
   return key.replace(/_/g, " ");
 }
 
+// The CLI's word for a move of the explain: a transfer names its destination, an unload leaves
+// it to placement; other events (an assignment, a split) by their own name.
+function kindOf(move) {
+  if (move.kind) return move.kind;
+  if (move.event === "UnloadRequested" || move.event === "TransferPrepared") return move.dst ? "transfer" : "unload";
+  if (move.event === "BundleAssigned") return "assign";
+  if (move.event && move.event.startsWith("Split")) return "split";
+  return move.event || "-";
+}
+
 function explainRow(move, i) {
   const d = move.decision || {};
-  const kind = move.dst ? "transfer" : "unload";
+  const kind = kindOf(move);
   const row = el("tr", {class: "explain-move", "data-event": move.event});
   const inputs = Object.entries(d.inputs || {}).map(([k, v]) => `${words(k)} ${figure(k, v)}`).join("; ");
   row.append(el("td", {}, `${i + 1}`), el("td", {}, iso(move.ts_ms)),
              el("td", {title: move.event}, kind), el("td", {}, move.src || "-"),
-             el("td", {}, move.dst || "(placement)"), el("td", {}, d.strategy || "-"),
+             el("td", {}, move.dst || (kind === "split" ? "-" : "(placement)")),
+             el("td", {}, d.strategy || move.origin || "-"),
              el("td", {}, d.reason || move.reason), el("td", {class: "figures"}, inputs || "-"));
   return row;
 }
