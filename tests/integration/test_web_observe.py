@@ -298,6 +298,7 @@ def test_with_auth_on_the_dashboard_takes_a_login_then_works(secured: Served, br
         page(browser, shed + ".click()")
         until("the shedder's figures in the explain", lambda: page(
             browser, "return document.querySelectorAll('#explain tr.placement').length > 0"), 30)
+    browser.set_window_size(1280, 1280)
     browser.execute_script("window.scrollTo(0, 0)")
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
