@@ -548,13 +548,13 @@ class LeaderBody(Holding, Follower):
         started = self._start_due(now_ms)
         if self.control.alive(queued):  # else each was dropped: no destination but its owner
             self.control.last.at_ms, self.control.last.outcome = now_ms, "moves"
-            self.control.last.moves = len(queued)
+            self.control.last.moves, self.control.last.inputs = len(queued), dict(result.inputs)
             return started
         if result.skip is not None:
             skip = str(result.skip)
         else:  # decisions without a destination other than their owner, or none at all
             skip = str(Reason.NO_BROKERS if result.decisions else Reason.BALANCED)
-        return combine([started, self._skipped(now_ms, skip)])  # earlier runs' moves may start
+        return combine([started, self._skipped(now_ms, skip, result.inputs)])  # earlier runs' moves may start
 
     def _auto_split(self, now_ms: int) -> Effects:
         if self.held.paused(now_ms) is not None:

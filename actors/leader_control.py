@@ -47,9 +47,12 @@ class LastCycle:
     at_ms: int | None = None
     outcome: str = ""
     moves: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """The strategy's own figures of that run (``ShedResult.inputs``: its averages, spread,
+    thresholds); empty when the run is only known from the log."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"atMs": self.at_ms, "outcome": self.outcome, "moves": self.moves}
+        return {"atMs": self.at_ms, "outcome": self.outcome, "moves": self.moves, "inputs": self.inputs}
 
 
 @dataclass

@@ -12,6 +12,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from actors.effects import NOTHING, Effects, Receipt, appending, combine, unanswered
 from actors.leader_control import Control, ControlFold
 from balancer.config import LoadBalancerConfig
@@ -64,9 +67,10 @@ class Holding:
         return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
-    def _skipped(self, now_ms: int, skip: str) -> Effects:
+    def _skipped(self, now_ms: int, skip: str, inputs: Mapping[str, Any] | None = None) -> Effects:
         self.control.throttle.queue.clear()  # nothing to do now: what waited was for older load
         self.control.last.at_ms, self.control.last.outcome, self.control.last.moves = now_ms, skip, 0
+        self.control.last.inputs = dict(inputs or {})  # the status says why with the run's figures
         event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
         return appending(LEADER_KEY, [event], epoch=self.my_epoch)
 

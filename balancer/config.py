@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -456,11 +456,14 @@ class LoadBalancerConfig:
         return dataclasses.replace(self, **parsed, ignored=self.ignored + ignored,
                                    deprecated=self.deprecated + deprecated)
 
-    def notice(self) -> str | None:
-        """One line on what was read but not used (None if nothing), for the CLI to print."""
+    def notice(self, applied: Collection[str] = ()) -> str | None:
+        """One line on what was read but not used (None if nothing), for the CLI to print;
+        ``applied``: keys of other components that the caller does apply (not "ignored")."""
         parts = []
-        if self.ignored:
-            parts.append(f"{len(self.ignored)} keys outside load balancing ignored")
+        ignored = [key for key in self.ignored if key not in applied]
+        if ignored:
+            parts.append(f"{len(ignored)} {'key' if len(ignored) == 1 else 'keys'} outside load "
+                         "balancing ignored")
         if self.deprecated:
             parts.append(f"deprecated: {', '.join(sorted(set(self.deprecated)))}")
         return "; ".join(parts) or None

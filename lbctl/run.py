@@ -183,13 +183,21 @@ def _handle(args: argparse.Namespace) -> int:
         # The operator's own namespace, not admin input: the cap makes room for it (no auto-split
         # grows a namespace already at its cap, as before).
         config = config.with_overrides({"loadBalancerNamespaceMaximumBundles": args.bundles})
-    notice = config.notice()  # keys of other broker components ignored, deprecated ones named
+    web = web_settings(spec, args.web_service_port)  # bad port or auth keys: before any start
+    # Keys of other broker components ignored, deprecated ones named; the web service's own keys
+    # are applied while it runs, so they are not counted then.
+    notice = config.notice(applied=web_applied_keys() if web.port is not None else ())
     if notice is not None:
         print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
-    web = web_settings(spec, args.web_service_port)  # bad port or auth keys: before any start
     if args.plot is not None:
         check_plot_path(args.plot)
     return asyncio.run(run(spec, config, args, web))
+
+
+def web_applied_keys() -> frozenset[str]:
+    from web.settings import APPLIED_KEYS
+
+    return APPLIED_KEYS
 
 
 def web_settings(spec: ClusterSpec, port: int | None) -> WebSettings:

@@ -6,10 +6,13 @@ provider, ``AuthenticationProviderToken``), ``tokenSecretKey`` (HS256) or ``toke
 and ``superUserRoles``.
 
 Invariants:
-- only paths under ``PROTECTED`` are checked; ``/metrics`` and the dashboard's page and assets
-  are open (Pulsar's ``authenticateMetricsEndpoint=false``);
-- with authentication on, a request without ``Authorization: Bearer <jwt>``, or with one that
-  does not verify (signature, algorithm, expiry), is 401 and reaches no handler;
+- only paths under ``PROTECTED`` and the dashboard's page (``/``) are checked; ``/metrics``,
+  the login form and the page's assets are open (Pulsar's ``authenticateMetricsEndpoint=false``);
+- with authentication on, a request without ``Authorization: Bearer <jwt>`` or the dashboard's
+  session cookie (``web.session``), or with one that does not verify (signature, algorithm,
+  expiry, the session's end), is 401 and reaches no handler; the page itself sends the browser
+  to ``/login`` instead; a state-changing request authenticated by the cookie alone must come
+  from the service's own origin (403 otherwise: no cross-site request forgery);
 - the token's role claim is the role; with authorisation on, a role not in ``superUserRoles`` is
   403: this project has no tenants and no grants, so only super-users may administer or look up;
 - every refusal has Pulsar's error body, ``{"reason": "..."}``, naming what was wrong.
@@ -28,9 +31,13 @@ from aiohttp.typedefs import Middleware
 
 from balancer.errors import ConfigError
 from web.keys import public_key, read_key
+from web.session import COOKIE, SAFE_METHODS, SessionRefused, Sessions, cross_site, same_origin
 
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
 PROTECTED = ("/admin/", "/lookup/", "/bb/")
+PAGE = "/"
+"""The dashboard's page: authenticated like ``PROTECTED``, but a browser without a session is sent
+to the login form rather than answered 401."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ROLE = web.RequestKey("role", str)
 """The authenticated role of a request (absent when the service checks no token)."""
@@ -90,12 +97,22 @@ class WebAuth:
             raise jwt.InvalidTokenError(f"no {self.auth_claim!r} claim")
         return role
 
-    def middleware(self) -> Middleware:
+    def middleware(self, sessions: Sessions | None = None) -> Middleware:
+        """The check of every request; ``sessions`` (``web.session``) also admits the
+        dashboard's session cookie."""
+
         @web.middleware
         async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-            if not request.path.startswith(PROTECTED):
+            page = request.path == PAGE
+            if not request.path.startswith(PROTECTED) and not page:
                 return await handler(request)
-            role = self._authenticate(request)
+            try:
+                role = self._authenticate(request, sessions)
+            except web.HTTPUnauthorized:
+                if page and sessions is not None:
+                    ended = "?ended=1" if request.cookies.get(COOKIE) else ""
+                    raise web.HTTPSeeOther(f"/login{ended}") from None
+                raise
             if self.authorization_enabled and role not in self.super_user_roles:
                 raise refusal(web.HTTPForbidden, f"role {role!r} is not authorized for "
                               f"{request.method} {request.path} (superUserRoles only)")
@@ -104,14 +121,26 @@ class WebAuth:
 
         return check
 
-    def _authenticate(self, request: web.Request) -> str:
+    def _authenticate(self, request: web.Request, sessions: Sessions | None) -> str:
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise refusal(web.HTTPUnauthorized, "Authentication required: no bearer token in "
-                          "the Authorization header")
+        if header or sessions is None or not request.cookies.get(COOKIE):
+            if scheme.lower() != "bearer" or not token.strip():
+                raise refusal(web.HTTPUnauthorized, "Authentication required: no bearer token in "
+                              "the Authorization header" + ("" if sessions is None else
+                                                            " and no dashboard session (log in at /login)"))
+            return self._verified(token.strip())
         try:
-            return self.role_of(token.strip())
+            token = sessions.token_of(request.cookies[COOKIE])
+        except SessionRefused as exc:
+            raise refusal(web.HTTPUnauthorized, f"Authentication required: {exc}") from None
+        if request.method not in SAFE_METHODS and not same_origin(request):
+            raise cross_site(request)
+        return self._verified(token)
+
+    def _verified(self, token: str) -> str:
+        try:
+            return self.role_of(token)
         except jwt.InvalidTokenError as exc:
             raise refusal(web.HTTPUnauthorized, f"Authentication required: the token does not "
                           f"verify ({exc})") from None

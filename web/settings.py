@@ -21,6 +21,12 @@ from web.observe.settings import ObserveSettings
 
 PULSAR_DEFAULT_PORT = 8080
 LOOPBACK = "127.0.0.1"
+APPLIED_KEYS = frozenset({
+    "webServicePort", "clusterName", "bindAddress", "httpMaxRequestSize", "httpMaxRequestHeaderSize",
+    "authenticationEnabled", "authenticationProviders", "tokenSecretKey", "tokenPublicKey",
+    "tokenPublicAlg", "tokenAuthClaim", "authorizationEnabled", "superUserRoles"})
+"""The keys of other broker components that a running web service applies: while it runs they
+are not "outside load balancing ignored" (``LoadBalancerConfig.notice``)."""
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,17 @@
-"""``lbctl run --web-service-port`` seen the way an operator sees it (issue 22): a real Prometheus
-server scrapes ``/metrics`` and answers PromQL, ``promtool`` checks the exposition, and headless
-Chromium opens the dashboard, sees every broker and a move appear, and saves a screenshot.
+"""``lbctl run --web-service-port`` seen the way an operator sees it: a real Prometheus server
+scrapes ``/metrics`` and answers PromQL, ``promtool`` checks the exposition, and headless Chromium
+opens the dashboard, with token authentication off and on (logging in with a token first): the
+first paint already shows the cluster, every broker's chart has its axes and the shedder's
+threshold, a move appears as it happens under the CLI's word, a split's tiny bundle can be
+clicked, explain is a table, the "why not" panel gives the skips with their numbers.
 
-One cluster for the module: ``lbctl run --keep`` in a subprocess, its workload running; unloads
-are forced through the same service's admin REST API (Pulsar's unload path, as a user would). The
-tools come from ``make web-tools`` (Debian's prometheus, chromium, chromium-driver); a missing
-one fails its test naming the program and the command that installs it.
+One cluster per case: ``lbctl run --keep`` in a subprocess, its workload running; moves and splits
+are forced through the same service's admin REST API (Pulsar's paths, as a user would). The tools
+come from ``make web-tools`` (Debian's prometheus, chromium, chromium-driver); a missing one fails
+its test naming the program and the command that installs it.
 
-``BB_DASHBOARD_PNG=docs/img/dashboard.png`` keeps the browser's screenshot there (the README's).
+``BB_DASHBOARD_PNG=docs/img/dashboard.png`` keeps the screenshot of the dashboard with
+authentication on, after the login, there (the README's and docs/operations.md's).
 """
 
 from __future__ import annotations
@@ -53,23 +57,26 @@ def tool(name: str) -> str:
 class Served:
     url: str
     host: str
+    token: str | None = None
+    """A super-user's token when the service checks tokens."""
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(_get(f"{self.url}/bb/v1/dashboard/state", self.headers()) or "{}")
 
     def transfer(self, avoid: set[str] | None = None) -> tuple[str, str, str]:
         """Transfer an owned bundle to another broker through the admin REST API (Pulsar's
         ``PUT .../{bundle}/unload?destinationBroker=``); (bundle id, from, to). The cluster sheds
         load meanwhile: a bundle that moved between the look and the unload (409) is looked at again."""
         for attempt in range(5):
-            state = json.loads(_get(f"{self.url}/bb/v1/dashboard/state") or "{}")
-            owned = next(b for b in state["namespaces"][0]["bundles"]
+            owned = next(b for b in self.state()["namespaces"][0]["bundles"]
                          if b["state"] == "Owned" and b["bundle"] not in (avoid or set()))
             dst = next(b for b in BROKERS if b != owned["owner"])
             bundle_range = owned["bundle"].rsplit("/", 1)[1]
-            request = urllib.request.Request(
-                f"{self.url}/admin/v2/namespaces/{NS}/{bundle_range}/unload?destinationBroker={dst}",
-                method="PUT")
             try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    assert response.status == 204
+                self.put(f"/admin/v2/namespaces/{NS}/{bundle_range}/unload?destinationBroker={dst}")
                 return owned["bundle"], owned["owner"], dst
             except urllib.error.HTTPError as exc:
                 if exc.code != 409 or attempt == 4:
@@ -77,27 +84,82 @@ class Served:
                 time.sleep(1)
         raise AssertionError("unreachable")
 
+    def split_off_a_sliver(self, avoid: str) -> str:
+        """Split an owned bundle 256 hash positions above its lower end: the new lower child is
+        1/2^24 of the hash space (a 0 px slice of a proportional strip); its id."""
+        for attempt in range(5):
+            owned = next(b for b in self.state()["namespaces"][0]["bundles"]
+                         if b["state"] == "Owned" and b["bundle"] != avoid)
+            try:
+                self.put(f"/admin/v2/namespaces/{NS}/{owned['bundle'].rsplit('/', 1)[1]}/split"
+                         "?unload=false&splitAlgorithmName=specified_positions_divide",
+                         [owned["lower"] + 256])
+                return f"{NS}/0x{owned['lower']:08x}_0x{owned['lower'] + 256:08x}"
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409 or attempt == 4:
+                    raise
+                time.sleep(1)
+        raise AssertionError("unreachable")
+
+    def put(self, path: str, body: Any = None) -> None:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method="PUT",
+                                         headers={**self.headers(), "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.status == 204
+
+
+def start_run(host: str, tmp: Path, conf: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``lbctl run --web-service-port 0 --keep`` (in process: a virtual clock at --speed 60; Ray:
+    an actor per body) until it prints ``kept:``; the process and the service's URL."""
+    err = tmp / "run.err"
+    run = subprocess.Popen([LBCTL, "run", "--host", host, "--web-service-port", "0", "--keep",
+                            "--minutes", "10", "--speed", "60", "--topics", "300", "--bundles", "8",
+                            "--plain", "--state-dir", str(tmp / "state"),
+                            *(["--conf", str(conf)] if conf is not None else [])],
+                           stdout=subprocess.PIPE, stderr=err.open("w"), text=True, cwd=ROOT,
+                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    out = read_until_kept(run, timeout_s=300)
+    if "kept:" not in out:
+        run.kill()
+        raise AssertionError(out + err.read_text()[-3000:])
+    return run, next(line.split()[-1] for line in out.splitlines() if line.startswith("web service:"))
+
+
+def stop_run(run: subprocess.Popen[str]) -> None:
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=90) == 0
+
 
 @pytest.fixture(scope="module", params=["inproc", pytest.param("ray", marks=pytest.mark.ray)])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """``lbctl run --web-service-port 0 --keep`` on each host (in process: a virtual clock at
-    --speed 60; Ray: an actor per body): the cluster, its workload and the service stay up until
-    SIGTERM."""
-    tmp = tmp_path_factory.mktemp("web")
-    err = tmp / "run.err"
-    run = subprocess.Popen([LBCTL, "run", "--host", request.param, "--web-service-port", "0", "--keep",
-                            "--minutes", "10", "--speed", "60", "--topics", "300", "--bundles", "8",
-                            "--plain", "--state-dir", str(tmp / "state")], stdout=subprocess.PIPE,
-                           stderr=err.open("w"), text=True, cwd=ROOT,
-                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    """The cluster, its workload and its open service (no authentication) on each host."""
+    run, url = start_run(request.param, tmp_path_factory.mktemp("web"))
     try:
-        out = read_until_kept(run, timeout_s=300)
-        assert "kept:" in out, out + err.read_text()[-3000:]
-        url = next(line.split()[-1] for line in out.splitlines() if line.startswith("web service:"))
         yield Served(url, request.param)
     finally:
-        run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=90) == 0
+        stop_run(run)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The same on the in-process host with Pulsar's token authentication and authorisation on
+    (broker.conf's keys, an HS256 key made by ``lbctl tokens``); its super-user's token."""
+    tmp = tmp_path_factory.mktemp("secured")
+    key = tmp / "secret.key"
+    subprocess.run([LBCTL, "tokens", "create-secret-key", "--output", str(key)], check=True)
+    token = subprocess.run([LBCTL, "tokens", "create", "-sk", f"file://{key}", "-s", "admin"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    conf = tmp / "broker.conf"
+    conf.write_text((ROOT / "conf" / "broker.conf").read_text() + "authenticationEnabled=true\n"
+                    "authorizationEnabled=true\nsuperUserRoles=admin\nauthenticationProviders="
+                    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n"
+                    f"tokenSecretKey=file://{key}\n")
+    run, url = start_run("inproc", tmp, conf)
+    try:
+        yield Served(url, "inproc", token)
+    finally:
+        stop_run(run)
 
 
 def until(what: str, probe: Callable[[], Any], timeout_s: float = 90.0) -> Any:
@@ -139,9 +201,9 @@ def prometheus(served: Served, tmp_path: Path) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def _get(url: str) -> str | None:
+def _get(url: str, headers: dict[str, str] | None = None) -> str | None:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as response:
             return str(response.read().decode())
     except OSError:
         return None
@@ -211,32 +273,115 @@ def browser() -> Iterator[Any]:
 
 def test_the_dashboard_shows_every_broker_and_a_move_as_it_happens(served: Served, browser: Any,
                                                                    tmp_path: Path) -> None:
+    browser.get(served.url + "/")
+    first_paint(browser, tmp_path)
+    walk_the_dashboard(served, browser)
+    shot = tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    assert_not_blank(shot)
+
+
+def test_with_auth_on_the_dashboard_takes_a_login_then_works(secured: Served, browser: Any,
+                                                             tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    # The page redraws with every push: read it in the page, in one script, never a stale node.
-    def page(script: str, *args: str) -> Any:
-        return browser.execute_script(script, *args)
+    assert secured.token is not None
+    browser.get(secured.url + "/")
+    until("the login form", lambda: browser.current_url.endswith("/login"))
 
-    browser.get(served.url + "/")
-    until("every broker on the page", lambda: sorted(page(
-        "return [...document.querySelectorAll('.broker')].map(e => e.dataset.broker)")) == list(BROKERS))
-    until("the live feed", lambda: page("return document.getElementById('link').textContent") == "live")
-    bundle, src, dst = served.transfer()
-    rows = "return [...document.querySelectorAll('tr.move')].filter(r => r.dataset.bundle === arguments[0]).map(r => r.textContent)"
-    until(f"the move of {bundle} from {src} to {dst}", lambda: any(
-        src in row and dst in row and "admin" in row for row in page(rows, bundle)), 60)
-    strip = "const e = document.querySelector(`.strip .bundle[data-bundle='${arguments[0]}']`);"
-    until("a click on the bundle in the strip", lambda: page(f"{strip} if (e) e.click(); return !!e", bundle))
-    until("the explain of the bundle", lambda: f"TransferPrepared: {src} -> {dst} reason admin"
-          in browser.find_element(By.ID, "explain").text)
+    def log_in(given: str) -> None:
+        field = browser.find_element(By.ID, "token")
+        field.clear()
+        field.send_keys(given)
+        browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
 
+    log_in("not-a-token")
+    assert "does not verify" in browser.find_element(By.ID, "login-message").text
+    assert browser.get_cookies() == []  # a refused token starts no session
+    log_in("token:" + secured.token)  # client.conf's authParams form
+    first_paint(browser, tmp_path)
+    cookie = next(c for c in browser.get_cookies() if c["name"] == "bb_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    assert browser.execute_script("return document.cookie") == ""  # no script can read it
+    walk_the_dashboard(secured, browser)
+    # The docs' picture: scrolled to the top, with the explain of a shedder's transfer (its
+    # figures and placement scores) when the run made one by now, else of the forced one.
+    shed = "return [...document.querySelectorAll('tr.move')].find(r => r.cells[5].textContent === 'Overloaded')"
+    if page(browser, shed + " !== undefined"):
+        page(browser, shed + ".click()")
+        until("the shedder's figures in the explain", lambda: page(
+            browser, "return document.querySelectorAll('#explain tr.placement').length > 0"), 30)
+    browser.set_window_size(1280, 1280)
+    browser.execute_script("window.scrollTo(0, 0)")
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     assert_not_blank(shot)
     keep = os.environ.get("BB_DASHBOARD_PNG")
-    if keep and served.host == "inproc":
+    if keep:
         (ROOT / keep).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, ROOT / keep)
+
+    browser.find_element(By.CSS_SELECTOR, "#logout button").click()
+    until("the login form after logging out", lambda: browser.current_url.endswith("/login"))
+    assert browser.get_cookies() == []
+    browser.get(secured.url + "/bb/v1/dashboard/state")
+    assert "Authentication required" in browser.find_element(By.TAG_NAME, "body").text
+
+
+def page(browser: Any, script: str, *args: str) -> Any:
+    """Read the page in the page, in one script: it redraws with every push (no stale node)."""
+    return browser.execute_script(script, *args)
+
+
+def first_paint(browser: Any, tmp_path: Path) -> None:
+    """As loaded, before any event of the feed: the brokers the service knows, their charts and
+    the strip are drawn (on Ray its view may not have every registration yet: then the feed
+    brings the rest)."""
+    cards = "return [...document.querySelectorAll('.broker')].map(e => e.dataset.broker)"
+    assert set(page(browser, cards)) & set(BROKERS)
+    assert page(browser, "return document.querySelectorAll('.strip .bundle').length") >= 8
+    shot = tmp_path / "first-paint.png"
+    assert browser.save_screenshot(str(shot))
+    assert_not_blank(shot)
+    until("every broker on the page", lambda: sorted(page(browser, cards)) == list(BROKERS))
+
+
+def walk_the_dashboard(served: Served, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    until("the live feed", lambda: page(browser, "return document.getElementById('link').textContent") == "live")
+    ticks = "return [...document.querySelectorAll('.broker svg.usage .tick')].map(t => t.textContent)"
+    until("the charts' axes", lambda: {"0%", "50%", "100%"} <= set(page(browser, ticks)))
+    threshold = "return [...document.querySelectorAll('.broker svg.usage .threshold-label')].map(t => t.textContent)"
+    until("the shedder's threshold on every chart", lambda: len(page(browser, threshold)) == len(BROKERS)
+          and all("ThresholdShedder threshold" in t for t in page(browser, threshold)))
+    why = "return [...document.querySelectorAll('#whynot .whynot')].map(e => e.textContent)"
+    until("the skips in the why-not panel", lambda: any(
+        "skipped" in t and "highest" in t and "loadBalancerBrokerThresholdShedderPercentage=10" in t
+        for t in page(browser, why)))
+
+    bundle, src, dst = served.transfer()
+    rows = ("return [...document.querySelectorAll('tr.move')].filter(r => r.dataset.bundle === arguments[0])"
+            ".map(r => [...r.cells].map(c => c.textContent))")
+    until(f"the transfer of {bundle} from {src} to {dst}", lambda: any(
+        row[1:] == ["transfer", bundle, src, dst, "admin"] for row in page(browser, rows, bundle)), 60)
+
+    sliver = served.split_off_a_sliver(avoid=bundle)
+    strip = "return document.querySelector(`.strip .bundle[data-bundle='${arguments[0]}']`)"
+    until(f"the split's sliver {sliver} in the strip", lambda: page(browser, strip, sliver))
+    widths = "return [...document.querySelectorAll('.strip .bundle')].map(e => e.getBoundingClientRect().width)"
+    assert min(page(browser, widths)) >= 7.5  # every bundle can be clicked, the sliver too
+    until("a click on the sliver", lambda: page(browser, f"const e = ({strip[7:]}); if (e) e.click(); return !!e",
+                                                sliver))
+    until("the sliver's explain", lambda: sliver in browser.find_element(By.ID, "explain-bundle").text
+          and "version" in browser.find_element(By.ID, "explain").text)
+
+    until("a click on the transferred bundle", lambda: page(
+        browser, f"const e = ({strip[7:]}); if (e) e.click(); return !!e", bundle))
+    explained = ("return [...document.querySelectorAll('#explain tr.explain-move')]"
+                 ".map(r => [...r.cells].map(c => c.textContent))")
+    until("the explain table of the transfer", lambda: any(
+        row[2:5] == ["transfer", src, dst] and row[6].lower() == "admin" for row in page(browser, explained)))
 
 
 def assert_not_blank(png: Path) -> None:

@@ -101,6 +101,10 @@ def test_a_real_pulsar_broker_conf_loads() -> None:
                                       "metadataStoreUrl", "webServicePort"]
     assert config.notice() == ("5 keys outside load balancing ignored; deprecated: "
                                "loadBalancerBrokerComfortLoadLevelPercentage, loadBalancerPlacementStrategy")
+    # A running web service applies its own keys (webServicePort, clusterName): not "ignored".
+    applied = config.notice(applied={"webServicePort", "clusterName", "brokerServicePort", "metadataStoreUrl"})
+    assert applied == ("1 key outside load balancing ignored; deprecated: "
+                       "loadBalancerBrokerComfortLoadLevelPercentage, loadBalancerPlacementStrategy")
 
 
 def test_a_misspelled_key_is_still_refused_with_the_closest_one() -> None:

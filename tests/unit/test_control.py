@@ -165,6 +165,9 @@ def test_moves_over_a_cap_wait_in_the_queue_that_status_shows() -> None:
     control = leader.status()["control"]
     assert control["throttle"]["startedLastMinute"] == 1
     assert control["lastCycle"]["outcome"] == "moves"
+    # The run's own figures ride along (the dashboard's "why not" shows them for a skip).
+    assert {"average", "threshold"} <= set(control["lastCycle"]["inputs"])
+    assert control["lastCycle"]["inputs"]["threshold"] == 0.02
 
 
 # -- lbctl ------------------------------------------------------------------------------------

@@ -30,11 +30,12 @@ def get(url: str) -> object:
 
 def test_kept_inproc_service_stays_until_sigterm(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text(CONF.read_text() + "webServicePort=0\nclusterName=east\n")
+    conf.write_text(CONF.read_text() + "webServicePort=0\nclusterName=east\nbrokerServicePort=6650\n")
+    err = tmp_path / "run.err"
     run = subprocess.Popen([LBCTL, "run", "--host", "inproc", "--speed", "0", "--minutes", "1",
                             "--topics", "50", "--bundles", "2", "--conf", str(conf), "--keep",
                             "--plain", "--state-dir", str(tmp_path / "state")],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+                           stdout=subprocess.PIPE, stderr=err.open("w"), text=True, cwd=ROOT)
     assert run.stdout is not None
     try:
         url = next(line.split()[-1] for line in run.stdout if line.startswith("web service: "))
@@ -47,6 +48,8 @@ def test_kept_inproc_service_stays_until_sigterm(tmp_path: Path) -> None:
     finally:
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == 0
+    # The web service applies webServicePort and clusterName: only brokerServicePort is ignored.
+    assert "1 key outside load balancing ignored" in err.read_text()
     spec = json.loads((tmp_path / "state" / "cluster.json").read_text())
     assert spec["host"] == "inproc" and spec["web_service_url"] is None  # the log stays, not the service
     shown = subprocess.run([LBCTL, "namespaces", "bundles", "public/default", "--state-dir",

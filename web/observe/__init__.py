@@ -10,8 +10,9 @@
   admin paths' so that these are not read as a cluster name;
 - a middleware that counts and times the topic lookups (``web.observe.lookups``) for Pulsar's
   ``pulsar_broker_lookup*`` metrics;
-- ``GET /``: the dashboard page, its script and style under ``/static/`` (shipped in this
-  package: no CDN, no build step, works with no internet);
+- ``GET /``: the dashboard page, drawn by the server from the current state
+  (``web.observe.page``), its script and style under ``/static/`` (shipped in this package: no
+  CDN, no build step, works with no internet);
 - ``/bb/v1/dashboard/...``: its data (``web.observe.dashboard``).
 
 One ``Observer`` per application follows the log from the app's start-up to its clean-up.
@@ -26,7 +27,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from actors.api import Cluster
-from web.observe.dashboard import handlers
+from web.auth import ROLE
+from web.observe import page
+from web.observe.dashboard import handlers, state
 from web.observe.lookups import LookupStats, lookup_timer
 from web.observe.metrics import exposition, registry_for
 from web.observe.observer import Observer
@@ -53,8 +56,9 @@ def add_routes(app: web.Application, cluster: Cluster, *, cluster_name: str = "s
         return web.Response(body=exposition(registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def index(request: web.Request) -> web.FileResponse:
-        return web.FileResponse(STATIC / "index.html")
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text=page.render(state(observer), request.get(ROLE)), content_type="text/html",
+                            headers=page.HEADERS)
 
     async def follow(app: web.Application) -> AsyncIterator[None]:
         observer.start()

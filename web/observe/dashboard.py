@@ -1,6 +1,7 @@
 """The live dashboard's data: one JSON state, pushed as server-sent events, and a bundle's story.
 
-- ``GET /bb/v1/dashboard/state``: the state once (what the page draws);
+- ``GET /bb/v1/dashboard/state``: the state once (what the page draws; the page itself comes with
+  it drawn, ``web.observe.page``);
 - ``GET /bb/v1/dashboard/events``: ``text/event-stream``; a ``state`` event at once and after
   every change of the log (at most every ``PUSH_EVERY_S``), a comment line as a heartbeat when
   nothing changed for ``HEARTBEAT_S``; the page's ``EventSource`` reconnects by itself; every
@@ -24,6 +25,7 @@ from aiohttp import web
 from balancer.bundles import HashRange
 from balancer.errors import LoadBalancerError
 from web.observe.observer import Observer
+from web.observe.whynot import rule, threshold_line
 
 PUSH_EVERY_S = 0.5
 HEARTBEAT_S = 10.0
@@ -42,14 +44,32 @@ def state(observer: Observer) -> dict[str, Any]:
         "leader": {"id": leader.leader_id, "epoch": leader.epoch},
         "brokers": brokers,
         "namespaces": [{"name": ns, "bundles": _ranges(observer, ns)} for ns in cluster.namespaces()],
-        "moves": [m.to_dict() for m in reversed(observer.moves)],
+        "moves": [_named(m.to_dict()) for m in reversed(observer.moves)],
         "anomalies": {"counts": dict(observer.anomaly_counts),
                       "recent": list(reversed(observer.recent_anomalies))},
         "balancer": observer.balancer,  # the status fetched in the background; None: none yet
+        "why_not": observer.why_not.panel(cluster.config, observer.balancer),
+        "threshold": _threshold(observer),
         "totals": {"unloads": sum(observer.tally.unload_bundles.values()),
                    "splits": sum(observer.tally.splits.values()),
                    "records": observer.version},
     }
+
+
+def _named(move: dict[str, Any]) -> dict[str, Any]:
+    """A move under the CLI's word: one with a destination is a transfer."""
+    if move["kind"] == "unload" and move["dst"]:
+        move["kind"] = "transfer"
+    return move
+
+
+def _threshold(observer: Observer) -> dict[str, Any]:
+    """The configured shedder's overload line for the charts (percent; None: not a usage level)."""
+    config = observer.cluster.config
+    strategy = config.load_balancer_load_shedding_strategy
+    values = [samples[-1][1] for samples in observer.series.values() if samples]
+    return {"strategy": strategy, "percent": threshold_line(strategy, config, values),
+            "key": rule(strategy, config, values)["key"]}
 
 
 def _ranges(observer: Observer, namespace: str) -> list[dict[str, Any]]:

@@ -36,6 +36,8 @@ from events.report_parts import is_continuation
 from projections.load import report_from_payload
 from web.observe.latency import Latencies
 from web.observe.tally import Tally
+from web.observe.whynot import MOVES as SHED_MOVES
+from web.observe.whynot import WhyNot
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ MOVES = 40
 ANOMALIES = 20
 STATUS_EVERY_S = 2.0
 MOVE_TYPES = ("UnloadRequested", "TransferPrepared", "SplitRequested", "BundleAssigned")
+WHY_NOT_TYPES = ("SheddingSkipped", *SHED_MOVES)
 
 
 def _usable(env: Envelope) -> bool:
@@ -82,6 +85,8 @@ class Observer:
         self.series: dict[str, deque[tuple[int, float, float]]] = {}
         """Broker -> (ts_ms, max usage %, msg rate in+out) of its reports, newest last."""
         self.moves: deque[Move] = deque(maxlen=MOVES)
+        self.why_not = WhyNot()
+        """Each shedding strategy's last skips (the dashboard's "why not" panel)."""
         self.anomaly_counts: Counter[str] = Counter()
         self.recent_anomalies: deque[dict[str, Any]] = deque(maxlen=ANOMALIES)
         self.actor_positions: dict[str, int] = {}
@@ -154,17 +159,20 @@ class Observer:
         """Fold one record (the tally, the series, the moves), then note new anomalies."""
         self.tally.take(record)
         env = record.envelope
-        usable = _usable(env)  # an unusable one is named by the ownership view (anomalies below)
+        usable = _usable(env)
         if usable:
             self.latencies.take(record, time.monotonic() * 1000.0, env.ts_ms >= self.live_from_ms)
         if not usable:
-            pass
+            pass  # named by the ownership view: it reaches the dashboard's anomalies below
         elif env.type == "LoadReported":
             self._sample(env.payload, env.ts_ms)
         elif env.type == "BrokerLeft":
             self.series.pop(str(env.payload["broker_id"]), None)
         elif env.type in MOVE_TYPES:
             self._note_move(env.type, env.payload, env.ts_ms)
+        if usable and env.type in WHY_NOT_TYPES:
+            latest = {broker: samples[-1][1] for broker, samples in self.series.items() if samples}
+            self.why_not.take(env.type, env.payload, env.ts_ms, latest)
         self._note_anomalies()
         self.version += 1
         changed, self._changed = self._changed, asyncio.Event()
