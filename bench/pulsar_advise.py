@@ -14,7 +14,7 @@ Pulsar's UniformLoadShedder on the modular manager: it reads each broker's messa
 throughput, which do tell the brokers apart on one machine.
 
     python -m bench.pulsar_advise [--manager extensible|modular] [--minutes N] [--html FILE]
-                                  [--json PATH] [--web-url URL --service-url URL]
+                                  [--json PATH] [--keep DIR] [--web-url URL --service-url URL]
 
 Given URLs, the cluster must already shed by itself.
 """
@@ -97,10 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
     parser.add_argument("--web-url", default=None, help="a running cluster that sheds by itself")
     parser.add_argument("--service-url", default=None, help="its pulsar:// URL")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="keep the run's state directory here (every lbctl verb reads it)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-advise-") as tmp, \
             shedding_cluster(args.manager, args.web_url, args.service_url) as cluster:
-        records = read_log(run(cluster, args.minutes, Path(tmp)))
+        work = Path(args.keep) if args.keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        records = read_log(run(cluster, args.minutes, work))
     report = advise_report(records)
     print(render_advise(report))
     if args.html:
