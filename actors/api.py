@@ -35,7 +35,7 @@ import dataclasses
 import itertools
 import os
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -44,7 +44,8 @@ from actors.client import BrokerStatus, ClientView, LeaderStatus
 from actors.cluster.kept import ClusterSpec, open_kept
 from actors.cluster.life import TIMEOUT_S, ActorLife
 from actors.cluster.link import Link, LinkClock, LinkFleet, LinkTransport
-from actors.cluster.options import ConfSource, Starting, broker_ids, load_config
+from actors.cluster.options import ConfSource, Starting, load_config
+from actors.cluster.waiting import Waiting
 from actors.cluster_conf import ClusterConf
 from actors.effects import Receipt
 from actors.precheck import check_input
@@ -61,7 +62,6 @@ from balancer.errors import (
     UnknownFailureDomain,
     UnknownNamespace,
 )
-from balancer.ownership import BundleState
 from events.catalog import (
     Command,
     CreateNamespace,
@@ -81,7 +81,7 @@ from projections.ownership import BundleRow, OwnershipProjection, namespace_of_t
 C = TypeVar("C", bound=Command)
 
 
-class Cluster(ActorLife):
+class Cluster(ActorLife, Waiting):
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
 
     def __init__(self, link: Link) -> None:
@@ -171,16 +171,10 @@ class Cluster(ActorLife):
                           workload: Workload | None, clients: bool, domains: Mapping[str, str] | None,
                           capacity: Capacity | None, seed: int,
                           log_dir: str | os.PathLike[str] | None) -> Cluster:
-        from actors.cluster.inproc_link import InProcLink
-        from actors.runtime import build_cluster
-        from actors.runtime.heap import HeapSettler
-        from events.signing import Root
+        from actors.cluster.hosts import start_inproc
 
-        host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
-                             workload=workload, clients=clients, domains=domains, capacity=capacity,
-                             shared_fold=True, heap=HeapSettler(), root=Root())
-        keep_in = Path(log_dir) if log_dir is not None else None
-        return cls(InProcLink.start(host, keep_in=keep_in))
+        return cls(start_inproc(config, settings, brokers, workload, clients, domains, capacity, seed,
+                                log_dir))
 
     @classmethod
     async def connect(cls, conf: str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
@@ -189,7 +183,8 @@ class Cluster(ActorLife):
         """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray cluster), by
         its embedded log directory (``ray.json`` there names Ray), by Ray address +
         namespace, or by the state directory ``lbctl run --keep`` recorded (``state_dir``: an
-        in-process cluster restarts from its log in this process). The log and the config are
+        in-process cluster is folded from its log in this process, and its bodies restart from
+        it when a command needs them). The log and the config are
         the actors' own."""
         if state_dir is not None:
             return cls(await open_kept(Path(state_dir)))
@@ -388,35 +383,11 @@ class Cluster(ActorLife):
         return status_document(self.config, leader_of(statuses), dict(self.view.cursor.position),
                                sorted(self.view.brokers))
 
-    async def _shown(self, predicate: Callable[[], bool], what: str) -> None:
-        """Until the view shows what a verb appended (a log may serve a record moments after its
-        append, e.g. Kafka's transactions): the verb's invariant, returned once in the view."""
-        if not await self.clock.wait_for(predicate, TIMEOUT_S):
-            raise Unavailable(f"{what}: appended, not in the client's view after {TIMEOUT_S:g} s")
-
     @staticmethod
     def _bundle_id(namespace: str, bundle: str) -> str:
         if bundle.startswith(f"{namespace}/"):
             return bundle
         return f"{namespace}/{HashRange.parse(bundle).name}"
-
-    async def _settle(self, bundles: Sequence[str], timeout_s: float) -> None:
-        def settled() -> bool:
-            return not any(self.view.ownership.state(b).in_flight for b in bundles)
-
-        if not await self.clock.wait_for(settled, timeout_s):
-            raise Unavailable(f"{', '.join(bundles)} still in flight after {timeout_s}s",
-                              value=list(bundles))
-
-    async def _settle_namespace(self, namespace: str, parent: str, timeout_s: float) -> None:
-        def settled() -> bool:
-            view = self.view.ownership
-            if view.state(parent) is BundleState.SPLITTING:
-                return False
-            return not any(BundleState(row.state).in_flight for row in view.bundles(namespace))
-
-        if not await self.clock.wait_for(settled, timeout_s):
-            raise Unavailable(f"the split of {parent} did not settle within {timeout_s}s", value=parent)
 
     # -- views -------------------------------------------------------------------------------
     def ownership(self) -> OwnershipProjection:
@@ -464,48 +435,6 @@ class Cluster(ActorLife):
         """A fresh fold of the whole log, read back from the log itself (on a retained embedded
         log: of what is left, with a ``retained`` anomaly naming the first offset held)."""
         return await self.view.replay()
-
-    # -- waiting on the cluster -------------------------------------------------------------
-    async def wait_ready(self, brokers: int, timeout_s: float = TIMEOUT_S) -> None:
-        """Until a leader is elected and ``brokers`` brokers are registered, looking every 200 ms
-        of cluster time (on the virtual clock, the moment a run starts from is part of its seed)."""
-        deadline = self.clock.clock_s() + timeout_s
-        while len(self.view.brokers) < brokers or self.view.epoch == 0:
-            if self.clock.clock_s() > deadline:
-                raise Unavailable(f"{len(self.view.brokers)} of {brokers} broker(s) registered and "
-                                  f"leader epoch {self.view.epoch} after {timeout_s:g} s")
-            await self.clock.sleep(200)
-
-    async def catch_up(self) -> None:
-        """Fold everything the log holds now into the view (reads the log, sends nothing)."""
-        await self.transport.catch_up()
-
-    def poll(self) -> list[Record]:
-        """Every record folded since the last ``poll`` (from when this client was made), in order."""
-        out: list[Record] = []
-        while not self._polled.empty():
-            out.append(self._polled.get_nowait())
-        return out
-
-    async def sleep(self, ms: int) -> None:
-        """Let ``ms`` of cluster time pass (in process: at once; on Ray: ``ms / speed`` wall)."""
-        await self.clock.sleep(ms)
-
-    async def next_record(self, match: Callable[[Record], bool], *, timeout_s: float = TIMEOUT_S,
-                          what: str = "the cluster") -> Record:
-        """The first record, from the next ``poll`` on, that ``match``es (``match`` sees every
-        record once, in order, so it may keep state); ``Unavailable`` naming ``what`` once
-        ``timeout_s`` of the link's clock have passed."""
-        deadline = self.clock.clock_s() + timeout_s
-        while True:
-            for record in self.poll():
-                if match(record):
-                    return record
-            if self.clock.clock_s() >= deadline:
-                clock = "cluster time" if self.virtual else "wall time"
-                raise Unavailable(f"{what}: not done after {timeout_s:g} s of {clock} "
-                                  "(it was accepted; see `lbctl log tail`)")
-            await self.clock.sleep(100)
 
     async def explain(self, bundle: str) -> list[MoveRecord]:
         """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""

@@ -122,19 +122,17 @@ def read_spec(directory: Path) -> ClusterSpec:
 
 
 async def open_kept(directory: Path) -> Link:
-    """The link to the cluster recorded under ``directory``: an in-process one restarts from its
-    log here; a Ray one is attached to (by its deployment file or its log directory)."""
+    """The link to the cluster recorded under ``directory``: an in-process one is folded from its
+    log here (its bodies restart from it when a command needs them); a Ray one is attached to
+    (by its deployment file or its log directory)."""
     spec = read_spec(state_dir(directory))
     if spec.host == "inproc":
+        from actors.cluster.hosts import inproc_host
         from actors.cluster.inproc_link import InProcLink
-        from actors.runtime import build_cluster
-        from actors.runtime.heap import HeapSettler
 
         def build(start_ms: int | None) -> Any:
-            options: dict[str, Any] = {} if start_ms is None else {"start_ms": start_ms}
-            return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
-                                 workload=spec.workload(), clients=True, shared_fold=True,
-                                 heap=HeapSettler(), **options)
+            return inproc_host(spec.brokers, load_config(spec.conf), seed=spec.seed,
+                               workload=spec.workload(), clients=True, start_ms=start_ms)
 
         return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)
     if spec.host == "ray":
