@@ -35,7 +35,7 @@ import dataclasses
 import itertools
 import os
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -43,8 +43,9 @@ from typing import Any, TypeVar
 from actors.client import BrokerStatus, ClientView, LeaderStatus
 from actors.cluster.kept import ClusterSpec, open_kept
 from actors.cluster.life import TIMEOUT_S, ActorLife
-from actors.cluster.link import Link
-from actors.cluster.options import ConfSource, Starting, broker_ids, load_config
+from actors.cluster.link import Link, LinkClock, LinkFleet, LinkTransport
+from actors.cluster.options import ConfSource, Starting, load_config
+from actors.cluster.waiting import Waiting
 from actors.cluster_conf import ClusterConf
 from actors.effects import Receipt
 from actors.precheck import check_input
@@ -61,11 +62,10 @@ from balancer.errors import (
     UnknownFailureDomain,
     UnknownNamespace,
 )
-from balancer.ownership import BundleState
 from events.catalog import (
-    AssignBundle,
     Command,
     CreateNamespace,
+    LookupBundle,
     PauseBalancer,
     ResumeBalancer,
     SetFailureDomain,
@@ -81,11 +81,15 @@ from projections.ownership import BundleRow, OwnershipProjection, namespace_of_t
 C = TypeVar("C", bound=Command)
 
 
-class Cluster(ActorLife):
+class Cluster(ActorLife, Waiting):
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
 
     def __init__(self, link: Link) -> None:
         self.link = link
+        # The link's three parts, each verb using the one it needs (``actors.cluster.link``).
+        self.transport: LinkTransport = link
+        self.clock: LinkClock = link
+        self.fleet: LinkFleet = link
         self.view: ClientView = link.view
         self.config, self.settings = link.config, link.settings
         self._prefix = f"client-{uuid.uuid4().hex[:8]}"
@@ -96,7 +100,7 @@ class Cluster(ActorLife):
     @property
     def virtual(self) -> bool:
         """True when cluster time moves only when this client lets it (in process)."""
-        return self.link.virtual
+        return self.clock.virtual
 
     # -- life ------------------------------------------------------------------------------
     @classmethod
@@ -167,25 +171,20 @@ class Cluster(ActorLife):
                           workload: Workload | None, clients: bool, domains: Mapping[str, str] | None,
                           capacity: Capacity | None, seed: int,
                           log_dir: str | os.PathLike[str] | None) -> Cluster:
-        from actors.cluster.inproc_link import InProcLink
-        from actors.runtime import build_cluster
-        from actors.runtime.heap import HeapSettler
-        from events.signing import Root
+        from actors.cluster.hosts import start_inproc
 
-        host = build_cluster(list(broker_ids(brokers)), config=config, seed=seed, settings=settings,
-                             workload=workload, clients=clients, domains=domains, capacity=capacity,
-                             shared_fold=True, heap=HeapSettler(), root=Root())
-        keep_in = Path(log_dir) if log_dir is not None else None
-        return cls(InProcLink.start(host, keep_in=keep_in))
+        return cls(start_inproc(config, settings, brokers, workload, clients, domains, capacity, seed,
+                                log_dir))
 
     @classmethod
     async def connect(cls, conf: str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
                       ray_address: str | None = None, ray_namespace: str | None = None,
                       log_dir: str | os.PathLike[str] | None = None, timeout_s: float = TIMEOUT_S) -> Cluster:
         """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray cluster), by
-        its embedded log directory (``cluster.json`` there names Ray), by Ray address +
+        its embedded log directory (``ray.json`` there names Ray), by Ray address +
         namespace, or by the state directory ``lbctl run --keep`` recorded (``state_dir``: an
-        in-process cluster restarts from its log in this process). The log and the config are
+        in-process cluster is folded from its log in this process, and its bodies restart from
+        it when a command needs them). The log and the config are
         the actors' own."""
         if state_dir is not None:
             return cls(await open_kept(Path(state_dir)))
@@ -196,7 +195,7 @@ class Cluster(ActorLife):
 
     def describe(self, spec: ClusterSpec) -> ClusterSpec:
         """``spec`` completed with what another process needs to find this cluster."""
-        return dataclasses.replace(spec, **self.link.describe())
+        return dataclasses.replace(spec, **self.transport.describe())
 
     async def close(self) -> None:
         """Stop what this client owns: its view; for a started cluster, every body too."""
@@ -204,7 +203,7 @@ class Cluster(ActorLife):
             return
         self._closed = True
         self.view.unlisten(self._polled)
-        await self.link.close()
+        await self.transport.close()
 
     async def __aenter__(self) -> Cluster:
         return self
@@ -219,39 +218,40 @@ class Cluster(ActorLife):
 
     async def _issue(self, cls: type[C], *, timeout_s: float = TIMEOUT_S, **fields: Any) -> Receipt:
         """Send one command (after catching up, so it carries the newest epoch) and wait."""
-        await self.link.catch_up()
+        await self.transport.open_for_commands()
+        await self.transport.catch_up()
         command = cls(command_id=self._command_id(), epoch=self.view.epoch, **fields)
         check_input(self.view, command, self.now_ms())  # bad input appends nothing
         receipt = await self._deliver(command, timeout_s)
-        await self.link.catch_up()
+        await self.transport.catch_up()
         return receipt
 
     async def _deliver(self, command: Command, timeout_s: float) -> Receipt:
-        clock = self.link.clock_s
+        clock = self.clock.clock_s
         deadline, pause, renewed = clock() + timeout_s, 0.05, False
         target = route(command, self.settings.namespace_shards)
         while True:
-            reply, error = await self.link.call(target, command, max(0.1, deadline - clock()))
+            reply, error = await self.transport.call(target, command, max(0.1, deadline - clock()))
             if error is None:
                 assert isinstance(reply, Receipt), reply
                 return reply
             if isinstance(error, StaleEpoch) and not renewed:
-                await self.link.catch_up()  # the client lagged behind an election: once more
+                await self.transport.catch_up()  # the client lagged behind an election: once more
                 command = dataclasses.replace(command, command_id=self._command_id(),
                                               epoch=self.view.epoch)
                 renewed = True
                 continue
             if not error.retriable or clock() + pause > deadline:
                 raise error
-            await self.link.pause(pause)
+            await self.clock.pause(pause)
             pause = min(pause * 2, 1.0)
 
     # -- lookups -----------------------------------------------------------------------------
     async def lookup(self, topic: str, *, timeout_s: float = TIMEOUT_S) -> str:
         """The broker serving ``topic``: a read of the local view if its bundle is owned; else
         the leader places the bundle and this waits until the view shows its owner."""
-        if namespace_of_topic(topic) not in self.view.view.namespaces:
-            await self.link.catch_up()  # a namespace created moments ago: read the log once
+        if namespace_of_topic(topic) not in self.view.ownership.namespaces:
+            await self.transport.catch_up()  # a namespace created moments ago: read the log once
         owner = self.owner_of(topic)
         if owner is not None:
             return owner
@@ -259,7 +259,7 @@ class Cluster(ActorLife):
 
     def owner_of(self, topic: str) -> str | None:
         """The owner in the local view, None if the bundle is unowned or in flight."""
-        view = self.view.view
+        view = self.view.ownership
         namespace = namespace_of_topic(topic)
         if namespace not in view.namespaces:
             raise UnknownNamespace(f"namespace {namespace!r} of {topic!r} does not exist",
@@ -267,22 +267,23 @@ class Cluster(ActorLife):
         return view.lookup(topic)
 
     async def _place(self, topic: str, timeout_s: float) -> str:
-        clock = self.link.clock_s
-        deadline, retry_s, lagged = clock() + timeout_s, self.link.retry_s(), False
+        await self.transport.open_for_commands()
+        clock = self.clock.clock_s
+        deadline, retry_s, lagged = clock() + timeout_s, self.clock.retry_s(), False
         while clock() < deadline:
-            command = AssignBundle(command_id=self._command_id("lookup"), epoch=self.view.epoch,
-                                   bundle=self.view.view.bundle_of_topic(topic), reason="lookup")
-            _, error = await self.link.call(LEADER, command, timeout_s)
+            command = LookupBundle(command_id=self._command_id("lookup"), epoch=self.view.epoch,
+                                   bundle=self.view.ownership.bundle_of_topic(topic))
+            _, error = await self.transport.call(LEADER, command, timeout_s)
             if isinstance(error, StaleEpoch | UnknownBundle) and not lagged:
                 # The view lagged behind an election or a split: catch up, ask again (once).
-                await self.link.catch_up()
+                await self.transport.catch_up()
                 lagged = isinstance(error, UnknownBundle)
                 continue
             if error is not None and not error.retriable:
                 raise error
             step = min(retry_s, max(0.0, deadline - clock()))
-            if await self.link.wait_for(lambda: self.view.view.lookup(topic) is not None, step):
-                return str(self.view.view.lookup(topic))
+            if await self.clock.wait_for(lambda: self.view.ownership.lookup(topic) is not None, step):
+                return str(self.view.ownership.lookup(topic))
         raise Unavailable(f"lookup of {topic}: still no owner after {timeout_s}s", value=topic)
 
     # -- admin verbs -------------------------------------------------------------------------
@@ -294,7 +295,7 @@ class Cluster(ActorLife):
                                     boundaries=list(boundaries) if boundaries is not None else None,
                                     anti_affinity_group=anti_affinity_group,
                                     isolation=dict(isolation) if isolation else None)
-        await self._shown(lambda: namespace in self.view.view.namespaces, f"namespace {namespace}")
+        await self._shown(lambda: namespace in self.view.ownership.namespaces, f"namespace {namespace}")
         return receipt
 
     async def split_bundle(self, namespace: str, bundle: str = "LARGEST",
@@ -331,11 +332,11 @@ class Cluster(ActorLife):
         return receipt
 
     async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
-        await self.link.catch_up()
-        info = self.view.view.namespaces.get(namespace)
+        await self.transport.catch_up()
+        info = self.view.ownership.namespaces.get(namespace)
         receipt = await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
                                     isolation=info.isolation if info is not None else None)
-        await self._shown(lambda: self.view.view.namespaces[namespace].anti_affinity_group == group,
+        await self._shown(lambda: self.view.ownership.namespaces[namespace].anti_affinity_group == group,
                           f"the anti-affinity group of {namespace}")
         return receipt
 
@@ -348,7 +349,7 @@ class Cluster(ActorLife):
 
     async def delete_failure_domain(self, domain: str) -> Receipt:
         """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet)."""
-        await self.link.catch_up()
+        await self.transport.catch_up()
         known = self.failure_domains()
         if domain not in known:
             raise UnknownFailureDomain(f"failure domain {domain!r} does not exist; domains: "
@@ -375,18 +376,12 @@ class Cluster(ActorLife):
         """idle, executing, paused or stalled, with the figures (``actors.control_status``)."""
         from actors.control_status import leader_of, mirrored_status, status_document
 
-        if self.link.kind == "pulsar":
-            return mirrored_status(str(self.link.describe()["pulsar_url"]))
-        await self.link.catch_up()
-        statuses = await self.link.statuses(timeout_s)
+        if self.transport.kind == "pulsar":
+            return mirrored_status(str(self.transport.describe()["pulsar_url"]))
+        await self.transport.catch_up()
+        statuses = await self.fleet.statuses(timeout_s)
         return status_document(self.config, leader_of(statuses), dict(self.view.cursor.position),
                                sorted(self.view.brokers))
-
-    async def _shown(self, predicate: Callable[[], bool], what: str) -> None:
-        """Until the view shows what a verb appended (a log may serve a record moments after its
-        append, e.g. Kafka's transactions): the verb's invariant, returned once in the view."""
-        if not await self.link.wait_for(predicate, TIMEOUT_S):
-            raise Unavailable(f"{what}: appended, not in the client's view after {TIMEOUT_S:g} s")
 
     @staticmethod
     def _bundle_id(namespace: str, bundle: str) -> str:
@@ -394,31 +389,13 @@ class Cluster(ActorLife):
             return bundle
         return f"{namespace}/{HashRange.parse(bundle).name}"
 
-    async def _settle(self, bundles: Sequence[str], timeout_s: float) -> None:
-        def settled() -> bool:
-            return not any(self.view.view.state(b).in_flight for b in bundles)
-
-        if not await self.link.wait_for(settled, timeout_s):
-            raise Unavailable(f"{', '.join(bundles)} still in flight after {timeout_s}s",
-                              value=list(bundles))
-
-    async def _settle_namespace(self, namespace: str, parent: str, timeout_s: float) -> None:
-        def settled() -> bool:
-            view = self.view.view
-            if view.state(parent) is BundleState.SPLITTING:
-                return False
-            return not any(BundleState(row.state).in_flight for row in view.bundles(namespace))
-
-        if not await self.link.wait_for(settled, timeout_s):
-            raise Unavailable(f"the split of {parent} did not settle within {timeout_s}s", value=parent)
-
     # -- views -------------------------------------------------------------------------------
     def ownership(self) -> OwnershipProjection:
         """The client's ownership view (bundles, states, owners), current as of its last fold."""
-        return self.view.view
+        return self.view.ownership
 
     def namespaces(self) -> list[str]:
-        return sorted(self.view.view.namespaces)
+        return sorted(self.view.ownership.namespaces)
 
     def bundles(self, namespace: str) -> list[BundleRow]:
         """The bundles of ``namespace`` in range order (``UnknownNamespace`` if there is none)."""
@@ -430,14 +407,14 @@ class Cluster(ActorLife):
     def failure_domains(self) -> dict[str, list[str]]:
         """Each failure domain the admin set (FailureDomainSet) -> its brokers, sorted."""
         domains: dict[str, list[str]] = {}
-        for broker, domain in sorted(self.view.view.failure_domains.items()):
+        for broker, domain in sorted(self.view.ownership.failure_domains.items()):
             domains.setdefault(domain, []).append(broker)
         return domains
 
     def anti_affinity_group(self, namespace: str) -> str | None:
         """The namespace's anti-affinity group (None: none); ``UnknownNamespace`` if absent."""
         self.bundles(namespace)  # names an unknown namespace
-        return self.view.view.namespaces[namespace].anti_affinity_group
+        return self.view.ownership.namespaces[namespace].anti_affinity_group
 
     def load_report(self, broker: str) -> dict[str, Any]:
         """The broker's latest LoadReported (``ts_ms`` and payload; none yet: ``None``s)."""
@@ -448,7 +425,7 @@ class Cluster(ActorLife):
 
     def now_ms(self) -> int:
         """Cluster time (sped up by the time-compression factor on Ray; virtual in process)."""
-        return self.link.now_ms()
+        return self.clock.now_ms()
 
     def events(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
         """Every record folded from now on (``from_start``: the whole log first), of ``types``."""
@@ -459,54 +436,12 @@ class Cluster(ActorLife):
         log: of what is left, with a ``retained`` anomaly naming the first offset held)."""
         return await self.view.replay()
 
-    # -- waiting on the cluster -------------------------------------------------------------
-    async def wait_ready(self, brokers: int, timeout_s: float = TIMEOUT_S) -> None:
-        """Until a leader is elected and ``brokers`` brokers are registered, looking every 200 ms
-        of cluster time (on the virtual clock, the moment a run starts from is part of its seed)."""
-        deadline = self.link.clock_s() + timeout_s
-        while len(self.view.brokers) < brokers or self.view.epoch == 0:
-            if self.link.clock_s() > deadline:
-                raise Unavailable(f"{len(self.view.brokers)} of {brokers} broker(s) registered and "
-                                  f"leader epoch {self.view.epoch} after {timeout_s:g} s")
-            await self.link.sleep(200)
-
-    async def catch_up(self) -> None:
-        """Fold everything the log holds now into the view (reads the log, sends nothing)."""
-        await self.link.catch_up()
-
-    def poll(self) -> list[Record]:
-        """Every record folded since the last ``poll`` (from when this client was made), in order."""
-        out: list[Record] = []
-        while not self._polled.empty():
-            out.append(self._polled.get_nowait())
-        return out
-
-    async def sleep(self, ms: int) -> None:
-        """Let ``ms`` of cluster time pass (in process: at once; on Ray: ``ms / speed`` wall)."""
-        await self.link.sleep(ms)
-
-    async def next_record(self, match: Callable[[Record], bool], *, timeout_s: float = TIMEOUT_S,
-                          what: str = "the cluster") -> Record:
-        """The first record, from the next ``poll`` on, that ``match``es (``match`` sees every
-        record once, in order, so it may keep state); ``Unavailable`` naming ``what`` once
-        ``timeout_s`` of the link's clock have passed."""
-        deadline = self.link.clock_s() + timeout_s
-        while True:
-            for record in self.poll():
-                if match(record):
-                    return record
-            if self.link.clock_s() >= deadline:
-                clock = "cluster time" if self.virtual else "wall time"
-                raise Unavailable(f"{what}: not done after {timeout_s:g} s of {clock} "
-                                  "(it was accepted; see `lbctl log tail`)")
-            await self.link.sleep(100)
-
     async def explain(self, bundle: str) -> list[MoveRecord]:
         """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""
-        return moves_of(bundle, await self.link.history())
+        return moves_of(bundle, await self.transport.history())
 
     async def log_tail(self, limit: int) -> list[Record]:
         """The last ``limit`` records of the log, read back from the log, in log order."""
-        return (await self.link.history())[-limit:] if limit > 0 else []
+        return (await self.transport.history())[-limit:] if limit > 0 else []
 
 

@@ -93,7 +93,7 @@ class Follower:
 
     def __init__(self, config: LoadBalancerConfig) -> None:
         self.config = config
-        self.view = OwnershipProjection(mode=AcceptMode.from_config(config))
+        self.ownership = OwnershipProjection(mode=AcceptMode.from_config(config))
         self.by_broker = OwnershipIndex()
         """Broker -> bundles whose record names it, kept per fold (a scan-free ``owned()``)."""
         self.epoch = 0
@@ -130,10 +130,10 @@ class Follower:
 
     def status(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "leads": False, "my_epoch": None, "role": "",
-                "registered": None, "stopped": None, "degraded": dict(self.view.degraded)}
+                "registered": None, "stopped": None, "degraded": dict(self.ownership.degraded)}
 
     # -- snapshots (actors.snapshots) ------------------------------------------------------
-    SNAPSHOT_FIELDS: tuple[str, ...] = ("view", "by_broker", "epoch", "leader_id", "leader_seq",
+    SNAPSHOT_FIELDS: tuple[str, ...] = ("ownership", "by_broker", "epoch", "leader_id", "leader_seq",
                                         "brokers", "_folded", "voided")
     """The attributes ``recover`` rebuilds: a subclass adds its own folded ones, never soft
     state (timers, pending sends, a role), which a restarted body must not know."""
@@ -165,7 +165,7 @@ class Follower:
             setattr(self, name, state[name])
         if self.shared is not None:
             return
-        view = self.view
+        view = self.ownership
         view.__post_init__()  # its transition table is this process's own
         # Bodies that folded a record share its bundle name; unpickled, each would hold a copy of
         # every name (a hundred brokers x 65,536 bundles: 0.6 GB). Interned, restored ones share.
@@ -187,7 +187,7 @@ class Follower:
 
     def state_size(self) -> int:
         """Bundles plus brokers held: what a snapshot's cost grows with."""
-        return len(self.view.records) + len(self.brokers)
+        return len(self.ownership.records) + len(self.brokers)
 
     # -- folding ---------------------------------------------------------------------------
     def fold(self, record: Record) -> bool:
@@ -205,26 +205,26 @@ class Follower:
         last = self._folded.get(stream, 0)
         if envelope.seq <= last:
             return False
-        position = self.view.tracker.positions.get(envelope.key)
+        position = self.ownership.tracker.positions.get(envelope.key)
         if beyond_reach(last, 0 if position is None else position[1], envelope.seq, envelope.epoch):
-            self.view.apply(record.offset, envelope)  # named there (out_of_range); moves no seq
+            self.ownership.apply(record.offset, envelope)  # named there (out_of_range); moves no seq
             return False
         self._folded[stream] = envelope.seq
         if envelope.key == LEADER_KEY:
             # The election's compare-and-set is on the log's seqs, which every record under
             # ``_leader`` takes, a refused one too: else one forgery there blocks every election.
             self.leader_seq = max(self.leader_seq, envelope.seq)
-        self.view.apply(record.offset, envelope)
-        if not entitled(envelope, self.view.elected, self.view.cluster_id):
+        self.ownership.apply(record.offset, envelope)
+        if not entitled(envelope, self.ownership.elected, self.ownership.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
         event = envelope.typed  # typed once per record, shared by every body that folds it
         if type(event) in BUNDLE_EVENTS:
             bundle = cast(BundleEvent, event).bundle
-            self.by_broker.touch(bundle, self.view.records.get(bundle))
+            self.by_broker.touch(bundle, self.ownership.records.get(bundle))
             if self.voided:
                 self._unvoid((bundle,))
         elif isinstance(event, SplitCompleted):
-            self.by_broker.touch_all(touched(event), self.view.records)
+            self.by_broker.touch_all(touched(event), self.ownership.records)
             if self.voided:
                 self._unvoid(touched(event))
         if isinstance(event, LeaderElected):
@@ -239,7 +239,7 @@ class Follower:
         return True
 
     def _void_session(self, broker: str) -> None:
-        records = self.view.records
+        records = self.ownership.records
         for bundle in self.by_broker.involving(broker):  # the bundles naming it, not all of them
             record = records[bundle]
             if (record.dst == broker and record.state.active) or (
@@ -253,7 +253,7 @@ class Follower:
     def _unvoid(self, bundles: Iterable[str]) -> None:
         """Forget the void records of ``bundles`` that a later event replaced (a fold of the
         log, so a body restored from a snapshot forgets the same)."""
-        records = self.view.records
+        records = self.ownership.records
         for bundle in bundles:
             version = self.voided.get(bundle)
             if version is not None and (bundle not in records or records[bundle].version != version):
@@ -265,7 +265,7 @@ class Follower:
 
     def note_dead_letter(self, letter: DeadLetter) -> None:
         """A record of the log that cannot be read: named in the view, its key's view degraded."""
-        self.view.apply_dead_letter(letter.offset, letter.key, f"{letter.reason}: {letter.error}")
+        self.ownership.apply_dead_letter(letter.offset, letter.key, f"{letter.reason}: {letter.error}")
 
     def key_seq(self, key: str) -> int:
         """The last seq folded under ``key`` (an ``expected_seq`` for a compare-and-set).

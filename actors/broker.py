@@ -36,7 +36,6 @@ from balancer.load import BrokerReport, BundleStats, should_publish_report
 from balancer.ownership import ACTIVE, IN_FLIGHT, BundleState, OwnershipRecord
 from balancer.split import split_boundaries
 from events.catalog import (
-    AssignBundle,
     BrokerLeft,
     BrokerRegistered,
     BundleAssigned,
@@ -44,6 +43,7 @@ from events.catalog import (
     ConfirmOwnership,
     ConfirmRelease,
     ConfirmSplit,
+    DrainBundle,
     LeaderElected,
     LoadReported,
     Message,
@@ -194,7 +194,7 @@ class BrokerBody(Follower):
         until its registration is in the log: its bundles may be on their way elsewhere)."""
         if not self.registered:
             return []
-        records = self.view.records
+        records = self.ownership.records
         return sorted(b for b in self.by_broker.involving(self.broker_id)
                       if (r := records[b]).state is BundleState.OWNED and r.dst == self.broker_id
                       and not self.is_void(b, r))
@@ -231,7 +231,7 @@ class BrokerBody(Follower):
 
     # -- confirmations -----------------------------------------------------------------------
     def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:
-        me, records = self.broker_id, self.view.records
+        me, records = self.broker_id, self.ownership.records
         for bundle in self.by_broker.involving(me):
             record = records[bundle]
             if (record.state is BundleState.ASSIGNING and record.dst == me) or (
@@ -244,7 +244,7 @@ class BrokerBody(Follower):
         return combine(self._confirm(bundle, now_ms) for bundle, _ in waiting)
 
     def _confirm(self, bundle: str, now_ms: int) -> Effects:
-        record = self.view.records.get(bundle)
+        record = self.ownership.records.get(bundle)
         if record is None or not self.registered or self.is_void(bundle, record):
             return NOTHING  # a void record waits for the leader's reassignment, not for me
         last = self._sent.get(bundle)
@@ -301,7 +301,7 @@ class BrokerBody(Follower):
     def _drain(self, now_ms: int) -> Effects:
         assert self.draining_since is not None
         me = self.broker_id
-        records = self.view.records
+        records = self.ownership.records
         busy = [b for b in self.by_broker.involving(me)
                 if ((r := records[b]).dst == me and r.state in ACTIVE) or (r.src == me and r.state in IN_FLIGHT)]
         if not busy or now_ms - self.draining_since >= self.settings.drain_timeout_ms:
@@ -309,8 +309,8 @@ class BrokerBody(Follower):
             return self._append(BrokerLeft(broker_id=me, reason="graceful"))
         requests: list[Effects] = [self._confirmations(now_ms)]
         for bundle in self.owned():
-            command = AssignBundle(command_id=drain_request_id(me, bundle, self.epoch, now_ms),
-                                   epoch=self.epoch, bundle=bundle, reason="transfer")
+            command = DrainBundle(command_id=drain_request_id(me, bundle, self.epoch, now_ms),
+                                  epoch=self.epoch, bundle=bundle, broker=me)
             last = self._sent.get(bundle)
             if last is None or now_ms - last[1] >= self.settings.retry_ms:
                 self._sent[bundle] = (command.command_id, now_ms, None, 0)

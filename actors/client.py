@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from actors.body import Follower
-from actors.runtime.realtime import LogCursor, read_new, subscribe
+from actors.runtime.cursor import LogCursor, read_new, subscribe
 from actors.snapshots import (
     DEFAULT_POLICY,
     BodySnapshot,
@@ -86,7 +86,7 @@ class ClientView(Follower):
         self.started: tuple[int, int] = (0, 0)
         """(records taken from a snapshot, records then folded from the log) at ``start``."""
         self.log, self.poll_s = log, poll_s
-        self.view.ordered = getattr(log, "partitions", 1) == 1  # across partitions an election may come late
+        self.ownership.ordered = getattr(log, "partitions", 1) == 1  # across partitions an election may come late
         self.load = LoadProjection(config)
         self.reports: dict[str, tuple[int, LoadReported]] = {}
         """Broker -> (ts_ms, event) of its latest LoadReported (its first part)."""
@@ -164,9 +164,9 @@ class ClientView(Follower):
             snapshot = self.snapshots.newest(self.name, self.snapshot_identity())
         if snapshot is None:
             return 0
-        ordered = self.view.ordered
+        ordered = self.ownership.ordered
         self.restore_state(snapshot.state)
-        self.view.ordered = ordered
+        self.ownership.ordered = ordered
         self.cursor.position, self.cursor.seen = dict(snapshot.position), dict(snapshot.position)
         self.folded = self._snapshot_at = snapshot.records
         return snapshot.records
@@ -208,19 +208,19 @@ class ClientView(Follower):
 
     # -- queries -----------------------------------------------------------------------------
     def bundle_rows(self, namespace: str) -> list[BundleRow]:
-        if namespace not in self.view.namespaces:
+        if namespace not in self.ownership.namespaces:
             raise UnknownNamespace(f"namespace {namespace!r} does not exist; namespaces: "
-                                   f"{', '.join(sorted(self.view.namespaces)) or 'none'}",
+                                   f"{', '.join(sorted(self.ownership.namespaces)) or 'none'}",
                                    value=namespace)
-        return list(self.view.bundles(namespace))
+        return list(self.ownership.bundles(namespace))
 
     def broker_statuses(self) -> list[BrokerStatus]:
         counts = {b: 0 for b in self.brokers}
-        for owner in self.view.owners().values():
+        for owner in self.ownership.owners().values():
             if owner in counts:
                 counts[owner] += 1
         domains = {**{b: e.failure_domain for b, e in self.brokers.items()},
-                   **self.view.failure_domains}
+                   **self.ownership.failure_domains}
         out = []
         for broker_id, registered in sorted(self.brokers.items()):
             info = self.load.brokers.get(broker_id)
@@ -265,7 +265,7 @@ class ClientView(Follower):
         """A fresh fold of the whole log, read back from the log itself; on a retained log, of
         what is left, with a ``retained`` anomaly naming the first offset and every view marked
         degraded (the records before it are gone)."""
-        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config), ordered=self.view.ordered)
+        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config), ordered=self.ownership.ordered)
         result = await self.log.read()
         for partition, first in sorted(result.dropped.items()):
             note = dropped_note({partition: first})

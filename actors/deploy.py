@@ -10,8 +10,11 @@ Invariants:
 - a ``Fleet`` holds a handle on every actor it spawned, by body name, until the actor is retired
   or killed for good; ``close`` ends every one of them (their logs closed first when they answer)
   and removes the temporary log directory the fleet was given;
-- an embedded cluster writes ``cluster.json`` into its log directory (Ray address, Ray namespace)
-  so another process can attach with nothing but the directory, and removes it on close.
+- an embedded cluster writes ``ray.json`` into its log directory (Ray address, Ray namespace)
+  so another process can attach with nothing but the directory, and removes it on close. Its
+  name is its own: ``cluster.json`` is the state directory's record of a kept cluster
+  (``actors.cluster.kept``); a log directory written before the two had names of their own
+  holds ``cluster.json``, which is still read there.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from actors.runtime.bodies import BodyKind, BodySpec
 from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
-from actors.runtime.specs import BodyKind, BodySpec, Clock, LogSpec, default_snapshot_root
+from actors.runtime.specs import Clock, LogSpec, default_snapshot_root
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
@@ -40,7 +44,10 @@ from events.log.kafka_client import ROLES, KafkaSecurity
 from events.log.kafka_topics import ensure_topic
 from events.signing import issue_file
 
-CLUSTER_FILE = "cluster.json"
+RAY_FILE = "ray.json"
+"""In an embedded log's directory: how to reach the Ray cluster that runs on it."""
+OLD_RAY_FILE = "cluster.json"
+"""Its name before it had one of its own (read, never written)."""
 SIGNING_SUBDIR = "keys"
 
 
@@ -248,15 +255,17 @@ def default_signing_dir(log: LogSpec) -> str:
     return os.path.join(root, SIGNING_SUBDIR, f"{log.cluster}-{log.cluster_id}")
 
 
-def write_cluster_file(directory: str, info: Mapping[str, Any]) -> None:
-    path = Path(directory) / CLUSTER_FILE
+def write_ray_file(directory: str, info: Mapping[str, Any]) -> None:
+    path = Path(directory) / RAY_FILE
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(orjson.dumps(dict(info), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     os.replace(tmp, path)
 
 
-def read_cluster_file(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(directory) / CLUSTER_FILE
+def read_ray_file(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(directory) / RAY_FILE
+    if not path.is_file() and (Path(directory) / OLD_RAY_FILE).is_file():
+        path = Path(directory) / OLD_RAY_FILE
     try:
         info: dict[str, Any] = orjson.loads(path.read_bytes())
     except FileNotFoundError:
@@ -266,8 +275,8 @@ def read_cluster_file(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return info
 
 
-def remove_cluster_file(directory: str) -> None:
-    (Path(directory) / CLUSTER_FILE).unlink(missing_ok=True)
+def remove_ray_file(directory: str) -> None:
+    (Path(directory) / RAY_FILE).unlink(missing_ok=True)
 
 
 async def check_roles(log: LogSpec) -> None:

@@ -47,21 +47,20 @@ from actors.effects import (
     appending,
     combine,
     rejection,
-    unanswered,
 )
 from actors.leader_control import Control, ControlFold
 from actors.leader_hold import Holding
+from actors.leader_sweep import Sweeping
 from actors.leader_view import (
     Placer,
     PlacingViews,
     check_domain,
     cluster_view,
-    has_traffic,
     split_decisions,
 )
 from actors.limits import check_command
 from actors.namespace import AUTO_PREFIX
-from actors.settings import LEADER, ActorSettings, backoff_ms, drain_requester
+from actors.settings import LEADER, ActorSettings, backoff_ms
 from balancer.bundles import BundleId, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.control import Move
@@ -77,10 +76,9 @@ from balancer.errors import (
     UnknownNamespace,
 )
 from balancer.liveness import LogOutages
-from balancer.ownership import IN_FLIGHT, BundleState, OwnershipRecord, in_flight_expired
+from balancer.ownership import BundleState, OwnershipRecord
 from balancer.placement.avg import HasPlan
 from balancer.placement.index import BundleIndex
-from balancer.placement.strategies import BringsPlacement
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
 from balancer.split import SplitHitCounts
@@ -91,10 +89,12 @@ from events.catalog import (
     BrokerLeft,
     BrokerRegistered,
     Command,
+    DrainBundle,
     FailureDomainSet,
     LeaderElected,
     LeaderHeartbeat,
     LoadReported,
+    LookupBundle,
     Message,
     PauseBalancer,
     ResumeBalancer,
@@ -129,7 +129,7 @@ class _Timers:
     split: int = 0
 
 
-class LeaderBody(Holding, Follower):
+class LeaderBody(Holding, Follower, Sweeping):
     """The cluster's decision loop, active only while it holds the newest epoch."""
 
     def __init__(self, config: LoadBalancerConfig, *, rng: Random, settings: ActorSettings | None = None,
@@ -215,7 +215,7 @@ class LeaderBody(Holding, Follower):
             self.outcomes.fold(event, envelope.causation_id)
         self.held.fold(event, envelope.ts_ms)
         if self.control.throttle.in_flight and type(event) in BUNDLE_EVENTS:
-            self.control.settle(self.view.records, set())
+            self.control.settle(self.ownership.records, set())
         if envelope.key == LEADER_KEY and envelope.epoch == self.epoch:
             self.alive_ms = max(self.alive_ms or envelope.ts_ms, envelope.ts_ms)
         if isinstance(event, _BROKER_EVENTS):
@@ -239,16 +239,16 @@ class LeaderBody(Holding, Follower):
             super().recover(history)
         finally:
             self._recovering = False
-        self.placing = placing_index(self.view, self.load)
+        self.placing = placing_index(self.ownership, self.load)
 
     def _index(self, event: Message) -> None:
         """Keep the placing index (what a placement reads) in step with this record."""
         if isinstance(event, LoadReported):
             for raw in event.bundles or ():
-                sync_placing(self.placing, str(raw["bundle"]), self.view, self.load, reported=True)
+                sync_placing(self.placing, str(raw["bundle"]), self.ownership, self.load, reported=True)
             return
         for bundle in touched(event):
-            sync_placing(self.placing, bundle, self.view, self.load)
+            sync_placing(self.placing, bundle, self.ownership, self.load)
 
     def _election(self, epoch: int, leader_id: str, ts_ms: int) -> None:
         if self.attempt is not None and epoch == self.attempt and leader_id == self.candidate_id:
@@ -285,7 +285,7 @@ class LeaderBody(Holding, Follower):
                 return self._set_domain(command)
             if isinstance(command, PauseBalancer | ResumeBalancer):
                 return self._hold(command, now_ms)
-            if isinstance(command, AssignBundle) and command.dst is None:
+            if isinstance(command, LookupBundle | DrainBundle):
                 return self._lookup(command, now_ms)
             raise InvalidInput(f"the leader takes no {command.TYPE}", value=command.TYPE)
         except LoadBalancerError as exc:
@@ -294,18 +294,19 @@ class LeaderBody(Holding, Follower):
             return rejection(command, exc, key=command.default_key(), under=LEADER_KEY, epoch=self.my_epoch)
 
     def _set_domain(self, command: SetFailureDomain) -> Effects:
-        check_domain(self.brokers, self.view.failure_domains, command)
+        check_domain(self.brokers, self.ownership.failure_domains, command)
         event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers))
         return appending(CLUSTER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
-    def _lookup(self, command: AssignBundle, now_ms: int) -> Effects:
+    def _lookup(self, command: LookupBundle | DrainBundle, now_ms: int) -> Effects:
+        """Place an unowned bundle (a drain request for a bundle no longer owned is one too)."""
         bundle = command.bundle
         self._check_bundle(bundle)
-        record = self.view.records.get(bundle)
+        record = self.ownership.records.get(bundle)
         state = BundleState.INIT if record is None else record.state
-        if command.reason == "transfer" and record is not None and state is BundleState.OWNED:
-            if drain_requester(command.command_id) in (None, record.dst):
+        if isinstance(command, DrainBundle) and record is not None and state is BundleState.OWNED:
+            if command.broker == record.dst:
                 return self._drain_request(command, record, now_ms)
             # The draining broker's view lags: the bundle is no longer its own, nothing to move.
             return Effects(reply=Receipt(command.command_id, detail={"state": str(state), "owner": record.dst}))
@@ -319,13 +320,13 @@ class LeaderBody(Holding, Follower):
 
     def _check_bundle(self, bundle: str) -> None:
         namespace = namespace_of(bundle)
-        info = self.view.namespaces.get(namespace)
+        info = self.ownership.namespaces.get(namespace)
         if info is None:
             raise UnknownNamespace(f"namespace {namespace!r} does not exist", value=namespace)
         if BundleId.parse(bundle).range not in info.layout:
             raise UnknownBundle(f"{bundle} is not a bundle of {namespace}", value=bundle)
 
-    def _drain_request(self, command: AssignBundle, record: OwnershipRecord, now_ms: int) -> Effects:
+    def _drain_request(self, command: DrainBundle, record: OwnershipRecord, now_ms: int) -> Effects:
         source = record.dst
         assert source is not None
         self.draining.setdefault(source, now_ms)
@@ -337,7 +338,7 @@ class LeaderBody(Holding, Follower):
     def _view(self, now_ms: int, exclude: tuple[str, ...] = (), placing: bool = True) -> ClusterView:
         skipped = (*exclude, *self.draining)
         def build() -> ClusterView:
-            return cluster_view(now_ms, self.config, ownership=self.view, load=self.load,
+            return cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
                                 registry=self.brokers, exclude=skipped, placing=placing,
                                 index=self.placing)
 
@@ -376,7 +377,7 @@ class LeaderBody(Holding, Follower):
         """Unload ``decision.bundle`` from its source, to a destination placement picks if none;
         ``run``: (when, folded) of the shedding run that chose it, if not now."""
         source = decision.source
-        record = self.view.records.get(decision.bundle)
+        record = self.ownership.records.get(decision.bundle)
         if record is None or record.state is not BundleState.OWNED or record.dst != source or source is None:
             return NOTHING
         if self._waiting(decision.bundle, record, now_ms):
@@ -455,83 +456,8 @@ class LeaderBody(Holding, Follower):
         return Effects(append=((LEADER_KEY, event),), epoch=self.attempt,
                        expected_seq={LEADER_KEY: self.leader_seq})
 
-    def _expire(self, now_ms: int) -> Effects:
-        """``BrokerLeft(expired)`` for each broker silent for a session timeout of log time.
-
-        Silence is counted only while the log was available (``LogOutages``; none while it is
-        down), and each expiry is a compare-and-set on the broker's key at the last seq this
-        leader folded: a report it has not folded yet (a lagging subscription) refuses it."""
-        timeout = self.settings.session_timeout_ms
-        gone = [b for b in sorted(self.brokers)
-                if self.outages.available_ms(self._last_seen(b), now_ms) > timeout
-                and self._expiries.get(b, (0, 0))[1] <= now_ms]
-        for b in gone:  # a refused expiry is tried again later and later (backoff)
-            tries = self._expiries.get(b, (0, 0))[0]
-            self._expiries[b] = (tries + 1, now_ms + backoff_ms(self.settings, tries))
-        return combine(Effects(append=((b, BrokerLeft(broker_id=b, reason="expired")),), epoch=self.my_epoch,
-                               expected_seq={b: self.key_seq(b)}) for b in gone)
-
     def on_log_health(self, healthy: bool, now_ms: int) -> None:
         self.outages.observe(healthy, now_ms)
-
-    def _last_seen(self, broker: str) -> int:
-        info = self.load.brokers.get(broker)
-        seen = info.last_seen_ms if info is not None else 0
-        # A leader that just took over gives every broker one session to be heard from.
-        return max(seen, self.leader_since or 0)
-
-    def _orphans(self, now_ms: int) -> Effects:
-        live = self.brokers
-        parts: list[Effects] = []
-        for bundle, record in self._orphan_order(live):
-            dead_dst = record.dst is not None and record.dst not in live and record.state.active
-            dead_src = (record.src is not None and record.src not in live
-                        and record.state in (BundleState.RELEASING, BundleState.SPLITTING))
-            # A record of a departed session is an orphan even once its broker registers again.
-            if not (dead_dst or dead_src or (record.state.active and self.is_void(bundle, record))):
-                continue
-            # A transfer whose source died goes on to its destination if that one lives.
-            dst = record.dst if (record.state is BundleState.RELEASING and record.dst in live) else None
-            parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
-        return unanswered(combine(parts))
-
-    def _orphan_order(self, live: Mapping[str, Any]) -> list[tuple[str, OwnershipRecord]]:
-        """Records naming a broker not in ``live`` and void records (the only ones that can be
-        orphans), by id; largest load first when the shedder brings its own placement (it fills
-        brokers by headroom, so the small orphans even out the large ones), as the simulator does."""
-        dead = {b for broker in self.by_broker.brokers() if broker not in live
-                for b in self.by_broker.involving(broker)}
-        dead.update(self.void_bundles())
-        records = sorted((b, self.view.records[b]) for b in dead)
-        if isinstance(self.shedding.strategy, BringsPlacement):
-            records.sort(key=lambda item: -self._throughput(item[0]))  # stable: ties by id
-        return records
-
-    def _throughput(self, bundle: str) -> float:
-        data = self.load.bundles.get(bundle)
-        return 0.0 if data is None else data.stats.msg_throughput
-
-    def _free_with_traffic(self, now_ms: int) -> Effects:
-        parts: list[Effects] = []
-        for bundle in sorted(self.by_broker.in_state(BundleState.FREE)):
-            record = self.view.records[bundle]
-            if record.state is BundleState.FREE and self._has_traffic(bundle):
-                parts.append(self._place(bundle, record, now_ms, reason="lookup") or NOTHING)
-        return unanswered(combine(parts))
-
-    def _has_traffic(self, bundle: str) -> bool:
-        return has_traffic(bundle, self.load.bundles, self.parents)
-
-    def _stuck(self, now_ms: int) -> Effects:
-        parts: list[Effects] = []
-        in_flight = (b for state in IN_FLIGHT for b in self.by_broker.in_state(state))
-        for bundle in sorted(in_flight):
-            record = self.view.records[bundle]
-            if not in_flight_expired(record, now_ms, self.config):
-                continue
-            dst = record.dst if (record.state is BundleState.ASSIGNING and record.dst in self.brokers) else None
-            parts.append(self._place(bundle, record, now_ms, reason="orphan", force=True, dst=dst) or NOTHING)
-        return unanswered(combine(parts))
 
     # -- shedding and splitting ----------------------------------------------------------------
     def _shed(self, now_ms: int) -> Effects:
@@ -559,10 +485,10 @@ class LeaderBody(Holding, Follower):
     def _auto_split(self, now_ms: int) -> Effects:
         if self.held.paused(now_ms) is not None:
             return NOTHING
-        decisions, self.split_hits = split_decisions(self.view, self.load, self.split_hits, self.config)
+        decisions, self.split_hits = split_decisions(self.ownership, self.load, self.split_hits, self.config)
         commands: list[SplitBundle] = []
         for d in decisions:
-            record = self.view.records.get(d.bundle)
+            record = self.ownership.records.get(d.bundle)
             if self._waiting(d.bundle, record, now_ms):
                 continue  # a move of this bundle is on its way: split it later, if still hot
             self._sent(d.bundle, record, now_ms)

@@ -36,7 +36,7 @@ class Holding:
     """The pause and throttle half of the leader (mixed into ``LeaderBody``)."""
 
     config: LoadBalancerConfig
-    view: OwnershipProjection
+    ownership: OwnershipProjection
     held: ControlFold
     control: Control
     shedding: SheddingRun
@@ -84,13 +84,13 @@ class Holding:
         bound = self.config.load_balancer_stalled_move_seconds * 1000
         given_up = {b for b, m in throttle.in_flight.items()
                     if now_ms - throttle.started_at.get(b, now_ms) > bound and self._unmoved(b, m.payload)}
-        self.control.settle(self.view.records, given_up)
+        self.control.settle(self.ownership.records, given_up)
         if self.held.paused(now_ms) is not None:
             return NOTHING
         parts: list[Effects] = []
         for move in throttle.due(now_ms):
             decision, run = move.payload
-            record = self.view.records.get(move.bundle)
+            record = self.ownership.records.get(move.bundle)
             effects = self._move(decision, now_ms, reason=str(decision.reason), run=run)
             if effects.send and record is not None:
                 throttle.started(move, getattr(effects.send[0], "dst", None), now_ms, record.version)
@@ -98,7 +98,7 @@ class Holding:
         return unanswered(combine(parts))
 
     def _unmoved(self, bundle: str, version: object) -> bool:
-        record = self.view.records.get(bundle)
+        record = self.ownership.records.get(bundle)
         return record is not None and record.version == version and not record.state.in_flight
 
     def _pause_ended(self, now_ms: int) -> Effects:

@@ -181,7 +181,7 @@ class NamespaceBody(Follower):
 
     # -- lookups into the view ---------------------------------------------------------------
     def _namespace(self, namespace: str) -> NamespaceInfo:
-        info = self.view.namespaces.get(namespace)
+        info = self.ownership.namespaces.get(namespace)
         if info is None:
             raise UnknownNamespace(f"namespace {namespace!r} does not exist", value=namespace)
         return info
@@ -204,7 +204,7 @@ class NamespaceBody(Follower):
         return broker
 
     def _record(self, bundle: str) -> OwnershipRecord | None:
-        return self.view.records.get(bundle)
+        return self.ownership.records.get(bundle)
 
     def _owned(self, bundle: str, action: str) -> str:
         record = self._record(bundle)
@@ -220,14 +220,14 @@ class NamespaceBody(Follower):
         current = self._record(bundle)
         version = 1 if current is None else next_version(current.version)
         incoming = OwnershipRecord(state, dst, src, force=force, timestamp_ms=now_ms, version=version)
-        verdict = judge(current, incoming, self.view.mode)
+        verdict = judge(current, incoming, self.ownership.mode)
         if not verdict:
             raise InvalidTransition(f"{bundle}: {verdict.rule}", bundle=bundle)
 
     # -- handlers (each returns the events to append, or raises a typed error) ---------------
     def _create(self, cmd: CreateNamespace, now_ms: int) -> list[Event]:
         validate_namespace(cmd.namespace)
-        if cmd.namespace in self.view.namespaces:
+        if cmd.namespace in self.ownership.namespaces:
             raise NamespaceExists(f"namespace {cmd.namespace!r} already exists", value=cmd.namespace)
         if cmd.boundaries is not None:
             layout = NamespaceBundles.from_boundaries(cmd.namespace, cmd.boundaries)
@@ -245,7 +245,7 @@ class NamespaceBody(Follower):
     def _assign(self, cmd: AssignBundle, now_ms: int) -> list[Event]:
         self._bundle(cmd.bundle)
         if cmd.dst is None:
-            raise InvalidInput("AssignBundle without dst is a lookup: the leader places it",
+            raise InvalidInput("AssignBundle names its dst: a lookup (LookupBundle) goes to the leader",
                                value=cmd.bundle)
         if cmd.reason not in ASSIGN_REASONS:
             raise InvalidInput(f"assignment reason {cmd.reason!r}; accepted: {', '.join(ASSIGN_REASONS)}",

@@ -27,12 +27,12 @@ def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     """Raise the ``InvalidInput`` the command's writer would refuse ``command`` with."""
     check_command(command, follower.config)
     if isinstance(command, SetFailureDomain):
-        check_domain(follower.brokers, follower.view.failure_domains, command)
+        check_domain(follower.brokers, follower.ownership.failure_domains, command)
         return
     if isinstance(command, PauseBalancer | ResumeBalancer):
         return  # ``Cluster.pause_balancer`` judged the duration; the leader judges it again
     judge = NamespaceBody(follower.config)
-    judge.view, judge.brokers, judge.epoch = follower.view, follower.brokers, follower.epoch
+    judge.ownership, judge.brokers, judge.epoch = follower.ownership, follower.brokers, follower.epoch
     try:
         judge.judge(command, now_ms)
     except UnsplittableBundle:

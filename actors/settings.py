@@ -7,8 +7,8 @@ Invariants:
   liveness signal), and ``heartbeat_ms`` is below ``session_timeout_ms``, or a healthy broker
   would be expired;
 - routing is a pure function of the command: a namespace key goes to the namespace shard that
-  writes it, a lookup (``AssignBundle`` without ``dst``), ``SetFailureDomain`` and the pause and resume
-  of the balancer to the leader.
+  writes it; a lookup (``LookupBundle``), a drain request (``DrainBundle``),
+  ``SetFailureDomain`` and the pause and resume of the balancer go to the leader.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import zlib
 from dataclasses import dataclass
 
 from balancer.errors import ConfigError
-from events.catalog import AssignBundle, Command, PauseBalancer, ResumeBalancer, SetFailureDomain
+from events.catalog import (
+    Command,
+    DrainBundle,
+    LookupBundle,
+    PauseBalancer,
+    ResumeBalancer,
+    SetFailureDomain,
+)
 
 LEADER = "leader"
 """The routing address of whichever leader body currently leads."""
@@ -94,23 +101,14 @@ def route(command: Command, shards: int = 1) -> str:
     """The body name that handles ``command`` (``LEADER`` for the current leader)."""
     if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer):
         return LEADER
-    if isinstance(command, AssignBundle) and command.dst is None:
-        return LEADER  # a lookup: the leader chooses the broker
+    if isinstance(command, LookupBundle | DrainBundle):
+        return LEADER  # the leader chooses the broker
     return namespace_body_name(namespace_shard(command.default_key(), shards))
 
 
 def drain_request_id(broker_id: str, bundle: str, epoch: int, now_ms: int) -> str:
-    """The command id of a draining broker's ``AssignBundle(reason="transfer")``.
-
-    The command has no requester field, so its id names the broker (length-prefixed: broker
-    ids and namespace names may hold ':'), as ``auto:<Reason>:`` ids carry an auto-split's reason.
-    """
+    """The command id of a draining broker's ``DrainBundle``: unique per broker, bundle, epoch
+    and time (the broker's length-prefixed id first: broker ids and namespace names may hold ':')."""
     return f"{DRAIN_PREFIX}{len(broker_id)}:{broker_id}:{bundle}:e{epoch}:{now_ms}"
 
 
-def drain_requester(command_id: str) -> str | None:
-    """The broker a ``drain_request_id`` names; None for any other id."""
-    if not command_id.startswith(DRAIN_PREFIX):
-        return None
-    size, _, rest = command_id[len(DRAIN_PREFIX):].partition(":")
-    return rest[:int(size)] if size.isdigit() and len(rest) > int(size) else None

@@ -28,7 +28,7 @@ from balancer.errors import LoadBalancerError
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
-from events.catalog import AssignBundle, Message, NamespaceCreated, SplitCompleted
+from events.catalog import LookupBundle, Message, NamespaceCreated, SplitCompleted
 from events.log.port import Record
 from projections.ownership_index import touched
 
@@ -218,12 +218,12 @@ class ClientsBody(Follower):
             self._recheck(bundle)
 
     def _layout(self, namespace: str) -> None:
-        info = self.view.namespaces.get(namespace)
+        info = self.ownership.namespaces.get(namespace)
         bundles = [] if info is None else [f"{namespace}/{r.name}" for r in info.layout]
         self._unowned[namespace] = {b for b in bundles if self._waits(b)}
 
     def _waits(self, bundle: str) -> bool:
-        record = self.view.records.get(bundle)
+        record = self.ownership.records.get(bundle)
         return record is None or record.state in (BundleState.INIT, BundleState.FREE)
 
     def _recheck(self, bundle: str) -> None:
@@ -235,7 +235,7 @@ class ClientsBody(Follower):
             waiting.discard(bundle)
             self._asked.pop(bundle, None)
             return
-        info = self.view.namespaces[namespace]
+        info = self.ownership.namespaces[namespace]
         try:
             if BundleId.parse(bundle).range in info.layout:
                 waiting.add(bundle)
@@ -246,8 +246,8 @@ class ClientsBody(Follower):
         if now_ms < self._next_ms:
             return NOTHING
         self._next_ms = now_ms + self.settings.lookup_retry_ms
-        lookups: list[AssignBundle] = []
-        records = self.view.records
+        lookups: list[LookupBundle] = []
+        records = self.ownership.records
         for namespace in sorted(self._unowned):
             # Range order: the names are fixed-width hex, so id order within a namespace.
             for bundle in sorted(self._unowned[namespace]):
@@ -256,9 +256,9 @@ class ClientsBody(Follower):
                 # The backoff first: it is a dict read, the workload's answer a bundle parse.
                 if self._due(bundle, version, now_ms) and self.workload.has_clients(bundle):
                     self._asking(bundle, version, now_ms)
-                    lookups.append(AssignBundle(
+                    lookups.append(LookupBundle(
                         command_id=f"{self.name}:lookup:{bundle}:v{version}:{now_ms}",
-                        epoch=self.epoch, bundle=bundle, reason="lookup"))
+                        epoch=self.epoch, bundle=bundle))
         return Effects(send=tuple(lookups))
 
     def _due(self, bundle: str, version: int, now_ms: int) -> bool:

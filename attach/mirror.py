@@ -51,10 +51,10 @@ from actors.cluster.kept import (
     LOG_SUBDIR,
     STATE_FILE,
     ClusterSpec,
-    lock_directory,
     read_spec,
     write_spec,
 )
+from actors.cluster.lock import lock_directory
 from attach.channel import CHANNEL_TOPIC, Append, ChannelTranslator, SourceMessage, rejected
 from attach.loads import LoadTranslator, to_event
 from attach.members import Members, leader_id
@@ -455,7 +455,7 @@ async def _sleep_unless(stop: asyncio.Event | None, seconds: float) -> None:
 def status_line(status: Status, mirror: Mirror) -> str:
     """One line of what the mirror holds: records, brokers, bundles owned, lag."""
     view = mirror.view
-    owned = len(view.view.owners()) if view is not None else 0
+    owned = len(view.ownership.owners()) if view is not None else 0
     brokers = len(mirror.members.brokers)
     lag = "-" if status.lag_ms is None else f"{status.lag_ms} ms"
     line = (f"{status.manager} manager: {status.records} records ({status.channel} channel messages, "

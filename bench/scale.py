@@ -82,7 +82,7 @@ def all_owned(cluster: Cluster, bundles: int) -> bool:
     void: a record of a broker's expired session is served by no one until the leader places
     the bundle again, so a full restart ends when those placements did too."""
     view = cluster.view
-    if len(view.view.records) < bundles or view.by_broker.in_state(BundleState.FREE) or view.voided:
+    if len(view.ownership.records) < bundles or view.by_broker.in_state(BundleState.FREE) or view.voided:
         return False
     return not any(view.by_broker.in_state(state) for state in IN_FLIGHT)
 

@@ -495,6 +495,36 @@ class AssignBundle(Command):
         return namespace_of(self.bundle)
 
 
+# A lookup and a drain request were both an ``AssignBundle`` without a ``dst``, told apart by
+# ``reason="transfer"``; they are commands of their own now. Commands are never stored, but a
+# refused one is named in its ``CommandRejected.command``: these two keep the name
+# ``AssignBundle`` there (their ``TYPE``), so a log reads the same whichever code wrote it (no
+# upcaster: no stored record changed). They are not in ``COMMANDS`` (no schema of their own).
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LookupBundle(Command):
+    """A client's lookup, to the leader: place ``bundle`` if it has no owner (the answer names
+    the owner of a bundle that has one)."""
+
+    TYPE: ClassVar[str] = "AssignBundle"
+    bundle: str
+
+    def default_key(self) -> str:
+        return namespace_of(self.bundle)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainBundle(Command):
+    """A broker shutting down asks the leader to move ``bundle``, which it owns, elsewhere."""
+
+    TYPE: ClassVar[str] = "AssignBundle"
+    bundle: str
+    broker: str
+    """The draining broker: the leader moves the bundle only while it still owns it."""
+
+    def default_key(self) -> str:
+        return namespace_of(self.bundle)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ConfirmOwnership(Command):
     bundle: str

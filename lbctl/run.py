@@ -13,9 +13,10 @@ Invariants:
   the memory line from ``/proc`` (``MemorySampler`` over this process and all its descendants);
 - the run ends when ``--minutes`` of cluster time have passed since the namespace was created;
   the cluster is then closed, unless ``--keep``: ``cluster.json`` goes to ``--state-dir`` so the
-  admin verbs can find it (inproc: the log stays there and each verb restarts the cluster from
-  it; Ray: this process keeps the cluster alive until interrupted, its workload and cluster
-  time still running at ``--speed``, as a real cluster's clients would);
+  admin verbs can find it (inproc: the log stays there, read verbs answer from it and a verb
+  that sends a command restarts the cluster from it; Ray: this process keeps the cluster alive
+  until interrupted, its workload and cluster time still running at ``--speed``, as a real
+  cluster's clients would);
 - inproc with ``--keep``: ``cluster.json`` is written before the cluster's first record, so a
   run killed at any moment leaves a cluster the verbs reopen; a ``run --keep`` on a state
   directory that keeps one resumes it (its recorded shape; differing flags are named);
@@ -268,7 +269,7 @@ async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Name
                                   cluster_name=web.cluster_name, observe_settings=web.observe)
             print(f"web service: {service.url}", flush=True)
             spec = dataclasses.replace(spec, web_service_url=service.url)
-        if spec.namespace not in cluster.view.view.namespaces:  # a resumed cluster may have it
+        if spec.namespace not in cluster.view.ownership.namespaces:  # a resumed cluster may have it
             await cluster.create_namespace(spec.namespace, bundles=args.bundles)
         stats = RunStats(start_ms=cluster.now_ms())
         view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()

@@ -2,12 +2,16 @@
 
 Built on ``actors.runtime.InProcessHost``: a simulated hour costs seconds of CPU. A kept cluster
 lives in an event-log directory: ``start(..., keep_in=)`` writes the log there from the first
-event, ``resume`` restarts every body from it (a restarted body rebuilds its state from the log,
-never from memory: the leader campaigns for a new epoch).
+event; ``resume`` folds it into the client's view and nothing more, so a read verb (a lookup of
+an owned bundle, a listing, a load report) answers from that fold and appends nothing. The
+bodies start only when something needs them (a command, cluster time passing, a body's status):
+then every body restarts from the log (a restarted body rebuilds its state from the log, never
+from memory: the leader campaigns for a new epoch), before the command is made.
 
 Invariants:
 - the log is swapped for a ``LocalEventLog`` before anything has run (an empty log) or before any
-  body has reacted (resume: the history is folded, then every body is restarted from it);
+  body has reacted (resume: the history is folded into the view at once, and into the bodies,
+  restarted from it, only when they are first needed: ``open_for_commands``);
 - a command to a namespace shard is delivered at once, before any timer due now fires: a refused
   command appends its ``CommandRejected`` and nothing else; a command for the leader first waits
   (in cluster time) for a leader, which a resumed cluster must elect;
@@ -23,12 +27,13 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from actors.body import Body, Follower
 from actors.client import ClientView
-from actors.cluster.kept import lock_directory
+from actors.cluster.lock import lock_directory
 from actors.deploy import SIGNING_SUBDIR
 from actors.runtime import InProcessHost, Ticket, run_sync
 from actors.runtime.signers import Keyring
@@ -45,7 +50,14 @@ from events.bounds import clock_start
 from events.catalog import Command
 from events.envelope import Stamper, new_cluster_id
 from events.log.local import LocalEventLog
-from events.log.port import FOUNDING_RECORDS, Record, dropped_note, founding_cluster, refuse_foreign
+from events.log.port import (
+    FOUNDING_RECORDS,
+    ReadResult,
+    Record,
+    dropped_note,
+    founding_cluster,
+    refuse_foreign,
+)
 from events.signing import keyring_root
 
 LEADER_WAIT_MS = 30_000
@@ -59,13 +71,21 @@ class InProcLink:
     virtual = True
 
     def __init__(self, host: InProcessHost, *, lock_fd: int | None = None,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, kept: _Kept | None = None) -> None:
         self.host = host
         self.cluster_id = cluster_id
         self.config, self.settings = host.config, host.settings
         self.view = ClientView(host.config, host.log)  # fed from the host's records, never started
         self._fed = self._fed_dead = 0
         self._lock_fd = lock_fd
+        self._kept = kept
+        """A resumed cluster whose bodies have not started yet (None: they run)."""
+        if kept is not None:  # the view folds the kept log now; the bodies when first needed
+            self.view.log = kept.log
+            for letter in kept.read.dead_letters:
+                self.view.note_dead_letter(letter)
+            self.view.take(kept.read.records)
+            self._fed, self._fed_dead = len(kept.read.records), len(kept.read.dead_letters)
         self._feed()
 
     @classmethod
@@ -85,8 +105,10 @@ class InProcLink:
     @classmethod
     def resume(cls, build: Callable[[int | None], InProcessHost], log_dir: Path,
                cluster_id: str | None = None) -> InProcLink:
-        """Restart the cluster whose log is ``log_dir``; ``build(start_ms)`` makes its host;
-        ``cluster_id`` (what ``cluster.json`` recorded): a log of another cluster is refused."""
+        """The cluster whose log is ``log_dir``, folded into the client's view; ``build(start_ms)``
+        makes its host, whose bodies restart from the log when first needed
+        (``open_for_commands``); ``cluster_id`` (what the state file recorded): a log of another
+        cluster is refused."""
         lock = lock_directory(log_dir)
         try:
             history = _history(log_dir)
@@ -99,10 +121,23 @@ class InProcLink:
         # Clamped: a record stamped near the end of time must not start a clock that runs out.
         start_ms = clock_start(max(r.envelope.ts_ms for r in history)) if history else None
         host = build(start_ms)
-        _attach(host, log_dir, cluster_id)
-        # The restarted leader takes a new epoch: commands are made after its election.
-        host.run_until(lambda: _elected(host), LEADER_WAIT_MS)
-        return cls(host, lock_fd=lock, cluster_id=cluster_id)
+        kept = _open(host, log_dir, cluster_id)
+        return cls(host, lock_fd=lock, cluster_id=cluster_id, kept=kept)
+
+    async def open_for_commands(self) -> None:
+        """Restart every body of a resumed cluster from its log (once) and wait for the leader
+        it elects, so a command made next carries the new epoch; a running cluster: nothing."""
+        self._run()
+
+    def _run(self) -> InProcessHost:
+        """The host with its bodies running (restarted from the kept log on first use)."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            self.host.adopt(kept.read.records, kept.read.dead_letters, kept.read.next.get(0, 0))
+            # The restarted leader takes a new epoch: commands are made after its election.
+            self.host.run_until(lambda: _elected(self.host), LEADER_WAIT_MS)
+            self._feed()
+        return self.host
 
     # -- the link --------------------------------------------------------------------------
     def _feed(self) -> None:
@@ -117,14 +152,14 @@ class InProcLink:
 
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
-        ticket = Ticket(command, target)
+        ticket, host = Ticket(command, target), self._run()
         if target == LEADER:
-            if not self.host.run_until(lambda: self.host.leader() is not None, LEADER_WAIT_MS):
+            if not host.run_until(lambda: host.leader() is not None, LEADER_WAIT_MS):
                 return None, Unavailable(f"{command.TYPE}: no leader elected within {LEADER_WAIT_MS} ms")
-            self.host.schedule_command(ticket)
-            self.host.run_until(lambda: ticket.done, int(timeout_s * 1000))
+            host.schedule_command(ticket)
+            host.run_until(lambda: ticket.done, int(timeout_s * 1000))
         else:
-            self.host.deliver(ticket)
+            host.deliver(ticket)
         self._feed()
         if not ticket.done:
             return None, Unavailable(f"{command.TYPE} {command.command_id}: no answer within {timeout_s:g} s")
@@ -138,7 +173,7 @@ class InProcLink:
             self._feed()
             return predicate()
 
-        return self.host.run_until(fed, int(timeout_s * 1000))
+        return self._run().run_until(fed, int(timeout_s * 1000))
 
     def clock_s(self) -> float:
         return self.host.now_ms / 1000
@@ -147,7 +182,7 @@ class InProcLink:
         await self.sleep(int(seconds * 1000))
 
     async def sleep(self, ms: int) -> None:
-        self.host.advance(ms)
+        self._run().advance(ms)
         self._feed()
 
     def now_ms(self) -> int:
@@ -157,10 +192,12 @@ class InProcLink:
         return self.settings.lookup_retry_ms / 1000
 
     async def history(self) -> list[Record]:
+        if self._kept is not None:  # read from the fold of the kept log: no body started
+            return list(self._kept.read.records)
         return list(self.host.records)
 
     def describe(self) -> Mapping[str, Any]:
-        # The log directory next to cluster.json is where another process finds the cluster.
+        # The log directory next to the state file is where another process finds the cluster.
         return {} if self.cluster_id is None else {"cluster_id": self.cluster_id}
 
     def cluster_s(self, ms: int) -> float:
@@ -172,11 +209,12 @@ class InProcLink:
         if options:
             raise InvalidInput(f"Ray actor options {sorted(options)} apply to Ray only; this cluster "
                                "runs in this process", value=sorted(options))
+        host = self._run()
         broker_id = broker_id or next(f"broker-{i}" for i in itertools.count(1)
-                                      if broker_body_name(f"broker-{i}") not in self.host.bodies)
-        if broker_body_name(broker_id) in self.host.bodies:
+                                      if broker_body_name(f"broker-{i}") not in host.bodies)
+        if broker_body_name(broker_id) in host.bodies:
             raise InvalidInput(f"broker {broker_id!r} is already hosted", value=broker_id)
-        self.host.add_broker(broker_id, failure_domain, capacity)
+        host.add_broker(broker_id, failure_domain, capacity)
         return broker_id
 
     def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:
@@ -194,13 +232,15 @@ class InProcLink:
         self._feed()
 
     async def retire(self, name: str) -> None:
-        if name in self.host.bodies:
-            self.host.crash(name)
+        host = self._run()
+        if name in host.bodies:
+            host.crash(name)
 
     def _live(self, name: str, broker_id: str | None) -> Body:
-        body = self.host.bodies.get(name)
+        bodies = self._run().bodies
+        body = bodies.get(name)
         if body is None:
-            hosted = ", ".join(sorted(self.host.bodies))
+            hosted = ", ".join(sorted(bodies))
             if broker_id is not None:
                 raise UnknownBroker(f"broker {broker_id!r} is not running in this cluster; running: "
                                     f"{hosted}", value=broker_id)
@@ -209,12 +249,14 @@ class InProcLink:
 
     async def snapshots(self, target: Mapping[int, int], timeout_s: float) -> dict[str, dict[str, Any]]:
         """Each body's view once it has folded every record (the host is one process)."""
-        self.host.fold_all()
-        return {name: {"view": body.view.snapshot(), "position": self.host.position_of(name)}
+        self._run().fold_all()
+        return {name: {"ownership": body.ownership.snapshot(), "position": self.host.position_of(name)}
                 for name, body in sorted(self.host.bodies.items()) if isinstance(body, Follower)}
 
     async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
         # One process: every live body answers at once (``timeout_s`` is for hosts that wait).
+        # The bodies' own words: a resumed cluster starts them to be asked.
+        self._run()
         out: dict[str, dict[str, Any]] = {
             name: {"name": name, "now_ms": self.host.now_for(name), **body.status(),
                    "position": self.host.position_of(name)}
@@ -239,8 +281,17 @@ def _history(log_dir: Path) -> list[Record]:
         run_sync(log.close())
 
 
-def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
-    """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A kept log opened for a host whose bodies have not folded it yet."""
+
+    log: LocalEventLog
+    read: ReadResult
+
+
+def _open(host: InProcessHost, log_dir: Path, cluster_id: str) -> _Kept:
+    """Swap the host's memory log for the one in ``log_dir`` (nothing has run yet) and read it;
+    the bodies fold it when they start (``InProcessHost.adopt``)."""
     host.keyring = Keyring(keyring_root(log_dir / SIGNING_SUBDIR))  # the root the log resumes with
     host.stamper = Stamper(clock_ms=lambda: host.now_ms, cluster_id=cluster_id)
     log = LocalEventLog(log_dir, group_commit=False, stamper=host.stamper)
@@ -249,7 +300,13 @@ def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
         logger.warning("the log in %s: %s; every body folds only what is left", log_dir,
                        dropped_note(read.dropped))
     host.log = log  # type: ignore[assignment]  # same StoreLog API; nothing has run yet
-    host.adopt(read.records, read.dead_letters, read.next.get(0, 0))
+    return _Kept(log, read)
+
+
+def _attach(host: InProcessHost, log_dir: Path, cluster_id: str) -> None:
+    """Swap the host's memory log for the one in ``log_dir`` and restart every body from it."""
+    kept = _open(host, log_dir, cluster_id)
+    host.adopt(kept.read.records, kept.read.dead_letters, kept.read.next.get(0, 0))
 
 
 def _elected(host: InProcessHost) -> bool:

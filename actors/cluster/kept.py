@@ -3,10 +3,11 @@
 ``<state-dir>/cluster.json`` (``ClusterSpec``) names the host. For ``pulsar`` (``lbctl attach``)
 the log in ``<state-dir>/log`` is a mirror of a real Pulsar cluster, and every process opens it
 read-only (``actors.cluster.mirror_link.MirrorLink``: the verbs read it; commands go to Pulsar's admin). For Ray it names the log
-directory (``<state-dir>/log``, where the Ray address is written) and the Ray namespace of the
-cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the log in
-``<state-dir>/log``, from which each process restarts the recorded cluster (every body rebuilds
-its state from the log), runs, and leaves.
+directory (``<state-dir>/log``, where ``ray.json`` holds the Ray address) and the Ray namespace
+of the cluster the still-running ``lbctl run --keep`` keeps alive; for ``inproc`` the log in
+``<state-dir>/log``, which each process folds for its reads and from which a process that sends
+a command restarts the recorded cluster (every body rebuilds its state from the log), runs, and
+leaves.
 
 Invariants: a spec round-trips through JSON unchanged; a file that is not a spec, or a missing
 one, is ``MalformedInput`` naming the path and how to make one; ``write_spec`` replaces the file
@@ -18,7 +19,6 @@ else ``.lbctl``.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -29,7 +29,7 @@ from typing import Any
 from actors.cluster.link import Link
 from actors.cluster.options import load_config
 from actors.workload import Workload
-from balancer.errors import InvalidInput, MalformedInput, Unavailable
+from balancer.errors import InvalidInput, MalformedInput
 from events.log._segment import fsync_dir
 
 DEFAULT_STATE_DIR = ".lbctl"
@@ -40,8 +40,9 @@ FINDING_HELP = (
     "Finding the cluster: `lbctl run --keep [--state-dir DIR]` records it in DIR/cluster.json "
     "(DIR: --state-dir, else $LBCTL_STATE_DIR, else .lbctl). Ray: that `lbctl run` keeps the "
     "cluster alive until Ctrl-C/SIGTERM, and verbs attach to it. inproc: the event log stays "
-    "in DIR/log and each verb restarts the cluster from it in its own process (every actor "
-    "rebuilds its state from the log; the leader takes a new epoch), one process at a time.")
+    "in DIR/log; a read verb answers from it, and a verb that sends a command restarts the "
+    "cluster from it in its own process (every actor rebuilds its state from the log; the "
+    "leader takes a new epoch), one process at a time.")
 
 
 @dataclass
@@ -120,35 +121,18 @@ def read_spec(directory: Path) -> ClusterSpec:
     return ClusterSpec.from_json(path.read_text(encoding="utf-8"), str(path))
 
 
-def lock_directory(log_dir: Path) -> int:
-    """An exclusive flock on the embedded log in ``log_dir``, taken by every process that writes
-    it (in-process and Ray-hosted clusters alike: one cluster per log), or ``Unavailable``
-    naming the directory. Closing the returned descriptor releases it."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_dir / "lbctl.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise Unavailable(f"the cluster in {str(log_dir)!r} is in use by another lbctl process; "
-                          "wait for it to finish") from None
-    return fd
-
-
 async def open_kept(directory: Path) -> Link:
-    """The link to the cluster recorded under ``directory``: an in-process one restarts from its
-    log here; a Ray one is attached to (by its deployment file or its log directory)."""
+    """The link to the cluster recorded under ``directory``: an in-process one is folded from its
+    log here (its bodies restart from it when a command needs them); a Ray one is attached to
+    (by its deployment file or its log directory)."""
     spec = read_spec(state_dir(directory))
     if spec.host == "inproc":
+        from actors.cluster.hosts import inproc_host
         from actors.cluster.inproc_link import InProcLink
-        from actors.runtime import build_cluster
-        from actors.runtime.heap import HeapSettler
 
         def build(start_ms: int | None) -> Any:
-            options: dict[str, Any] = {} if start_ms is None else {"start_ms": start_ms}
-            return build_cluster(spec.brokers, config=load_config(spec.conf), seed=spec.seed,
-                                 workload=spec.workload(), clients=True, shared_fold=True,
-                                 heap=HeapSettler(), **options)
+            return inproc_host(spec.brokers, load_config(spec.conf), seed=spec.seed,
+                               workload=spec.workload(), clients=True, start_ms=start_ms)
 
         return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)
     if spec.host == "ray":

@@ -1,4 +1,8 @@
-"""The seam between ``Cluster`` and the actors it drives: one ``Link`` per host.
+"""The seam between ``Cluster`` and the actors it drives: one ``Link`` per host, in three parts.
+
+``LinkTransport`` carries commands and feeds the client's view, ``LinkClock`` is the cluster's
+time as the client sees it, ``LinkFleet`` starts, crashes and asks single bodies (tests, faults,
+``lbctl run``). A host's link meets all three; a verb uses the part it needs.
 
 A ``Cluster`` writes every verb once; a link is what differs between hosts: how a command
 reaches a body, how the client's view is fed, and what a second is. ``RayLink`` runs each body as
@@ -8,6 +12,9 @@ process on a virtual clock, so a simulated hour costs seconds.
 Invariants:
 - a link owns the client's view (``ClientView``): a fold of a prefix of the log, in log order,
   each record once; every record it folds also reaches the view's listeners;
+- a read (the view, ``history``, ``catch_up``) starts no body and appends nothing; a kept
+  in-process cluster starts its bodies only for what needs them (``open_for_commands``, ``call``,
+  time passing, the bodies' own answers);
 - ``call`` delivers one command to one body and returns ``(reply, error)``: a body's refusal is
   returned, never raised, so the caller decides what to retry;
 - ``clock_s`` and ``pause`` are the link's own seconds: wall seconds on Ray, cluster seconds on
@@ -31,13 +38,11 @@ from events.catalog import Command
 from events.log.port import Record
 
 
-class Link(Protocol):
-    """What a ``Cluster`` needs of the host its actors run on."""
+class LinkTransport(Protocol):
+    """How commands reach the bodies and the log reaches the client's view."""
 
     kind: str
-    """``ray`` or ``inproc``."""
-    virtual: bool
-    """True when cluster time moves only through ``sleep``/``pause``/``wait_for`` (inproc)."""
+    """``ray``, ``inproc`` or ``pulsar`` (a mirror)."""
     view: ClientView
     config: LoadBalancerConfig
     settings: ActorSettings
@@ -46,6 +51,28 @@ class Link(Protocol):
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]: ...
 
     async def catch_up(self) -> None: ...
+
+    async def open_for_commands(self) -> None:
+        """Make the cluster ready to take a command: start its bodies (a kept in-process
+        cluster, which a read leaves unstarted) or nothing (a running one)."""
+        ...
+
+    async def history(self) -> list[Record]:
+        """Every record of the log, read back from the log."""
+        ...
+
+    def describe(self) -> Mapping[str, Any]:
+        """What another process needs to reach this cluster (kept clusters)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LinkClock(Protocol):
+    """The cluster's time as the client sees it: wall seconds on Ray, virtual ones in process."""
+
+    virtual: bool
+    """True when cluster time moves only through ``sleep``/``pause``/``wait_for`` (inproc)."""
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool: ...
 
@@ -61,19 +88,14 @@ class Link(Protocol):
         """How long a lookup waits for its bundle's owner before asking the leader again."""
         ...
 
-    async def history(self) -> list[Record]:
-        """Every record of the log, read back from the log."""
-        ...
-
-    def describe(self) -> Mapping[str, Any]:
-        """What another process needs to reach this cluster (kept clusters)."""
-        ...
-
     def cluster_s(self, ms: int) -> float:
         """How many of this link's seconds ``ms`` of cluster time take."""
         ...
 
-    # -- the actors' life: each operation names the bad body or option ---------------------
+
+class LinkFleet(Protocol):
+    """The bodies' life (each operation names the bad body or option) and their own answers."""
+
     def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
                      options: Mapping[str, Any] | None) -> str:
         """Start broker ``broker_id`` (None: the first free ``broker-N``), a new one or one that
@@ -93,11 +115,14 @@ class Link(Protocol):
         ...
 
     async def snapshots(self, target: Mapping[int, int], timeout_s: float) -> dict[str, dict[str, Any]]:
-        """Each body's ``{"view": ..., "position": ...}`` once it folded at least ``target``."""
+        """Each body's ``{"ownership": ..., "position": ...}`` once it folded at least ``target``."""
         ...
 
     async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
         """Each body's ``status()``; a dead one, or one silent for ``timeout_s``: ``error``."""
         ...
 
-    async def close(self) -> None: ...
+
+class Link(LinkTransport, LinkClock, LinkFleet, Protocol):
+    """What a ``Cluster`` needs of the host its actors run on: the three parts one link meets
+    (``Cluster`` keeps each part apart: ``transport``, ``clock``, ``fleet``)."""

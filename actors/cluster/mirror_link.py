@@ -26,7 +26,7 @@ from actors.settings import ActorSettings
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError
-from events.catalog import AssignBundle, Command
+from events.catalog import Command, LookupBundle
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -56,7 +56,7 @@ class MirrorLink:
 
     def refusal(self, command: Command) -> InvalidInput:
         admin = f"pulsar-admin --admin-url {self.url}"
-        if isinstance(command, AssignBundle):
+        if isinstance(command, LookupBundle):
             return InvalidInput(f"{command.bundle} is not owned in the mirror of {self.url}; Pulsar "
                                 f"places a bundle on its own lookup ({admin} topics lookup TOPIC): the "
                                 "mirror does not ask Pulsar to", value=command.bundle)
@@ -71,6 +71,9 @@ class MirrorLink:
     async def catch_up(self) -> None:
         if self._owns_view:
             await self.view.catch_up()
+
+    async def open_for_commands(self) -> None:
+        """Nothing: a mirror takes no command (``call`` refuses each, naming Pulsar's admin)."""
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         return await self.view.wait_for(predicate, timeout_s)

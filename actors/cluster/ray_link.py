@@ -2,7 +2,7 @@
 
 ``start`` launches Ray (local unless an address is given), the log (an embedded directory or
 Kafka) and one actor per body; ``connect`` attaches to a running cluster by its Ray namespace,
-which a ``conf/cluster.yaml`` or the embedded log directory's ``cluster.json`` names.
+which a ``conf/cluster.yaml`` or the embedded log directory's ``ray.json`` names.
 
 Invariants:
 - a started link owns its actors (``fleet``), the Ray runtime it started and the temporary log
@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from actors.client import ClientView
-from actors.cluster.kept import lock_directory
+from actors.cluster.lock import lock_directory
 from actors.cluster.options import broker_ids
 from actors.cluster_conf import ClusterConf
 from actors.deploy import (
     Fleet,
     Launch,
     check_roles,
-    read_cluster_file,
-    remove_cluster_file,
-    write_cluster_file,
+    read_ray_file,
+    remove_ray_file,
+    write_ray_file,
 )
 from actors.runtime.ray import (
     Handle,
@@ -108,7 +108,7 @@ class RayLink:
             raise Unavailable(f"no leader or not every broker registered within {timeout_s}s: "
                               f"leader={self.view.leader_id}, brokers={sorted(self.view.brokers)}")
         if self.host.log.directory is not None:
-            write_cluster_file(self.host.log.directory, {
+            write_ray_file(self.host.log.directory, {
                 "ray_address": gcs_address(), "ray_namespace": self.ray_namespace,
                 "log": self.host.log.describe(), "pid": os.getpid()})
 
@@ -123,7 +123,7 @@ class RayLink:
             ray_namespace = ray_namespace or deployment.ray.namespace
             security = deployment.kafka.security
         if log_dir is not None and ray_namespace is None:
-            info = read_cluster_file(log_dir)
+            info = read_ray_file(log_dir)
             ray_address = ray_address or info.get("ray_address")
             ray_namespace = str(info["ray_namespace"])
         if ray_namespace is None:
@@ -152,7 +152,7 @@ class RayLink:
             if self.fleet is not None:
                 await self.fleet.close()
                 if self.host.log.directory is not None:
-                    remove_cluster_file(self.host.log.directory)
+                    remove_ray_file(self.host.log.directory)
             await self.view.close()
             await self.transport.close()
         finally:
@@ -170,6 +170,9 @@ class RayLink:
 
     async def catch_up(self) -> None:
         await self.view.catch_up()
+
+    async def open_for_commands(self) -> None:
+        """Nothing: this cluster runs without this process."""
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         return await self.view.wait_for(predicate, timeout_s)

@@ -41,9 +41,10 @@ from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
 from actors.runtime.executor import execute
 from actors.runtime.heap import HeapSettler
+from actors.runtime.inproc_calls import HostCalls
 from actors.runtime.shared_fold import SharedFold, history_for, recipients
 from actors.runtime.signers import Keyring
-from actors.runtime.tickets import Ticket, lookup_topic, run_sync
+from actors.runtime.tickets import Ticket, run_sync
 from actors.settings import LEADER, ActorSettings, broker_body_name, route
 from actors.snapshots import (
     DEFAULT_POLICY,
@@ -55,13 +56,11 @@ from actors.snapshots import (
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import LoadBalancerError, Unavailable
-from balancer.ownership import AcceptMode
 from events.catalog import Command, Event
 from events.envelope import Stamper, counting_ids
 from events.log.memory import MemoryEventLog
 from events.log.port import DeadLetter, Record
 from events.signing import Root
-from projections.ownership import OwnershipProjection
 
 T = TypeVar("T")
 BodyFactory = Callable[[], Body]
@@ -71,7 +70,7 @@ DEFAULT_START_MS = 1_700_000_000_000
 _Item = tuple[int, int, Callable[[], None]]  # (due ms, unique seq, run): compared in C, never by run
 
 
-class InProcessHost:
+class InProcessHost(HostCalls):
     """Hosts bodies by name; routes commands; feeds the log to every body; ticks the clock."""
 
     def __init__(self, config: LoadBalancerConfig | None = None, *, seed: int = 0,
@@ -281,33 +280,6 @@ class InProcessHost:
     def now_for(self, name: str) -> int:
         return self.now_ms + self.skew_ms.get(name, 0)
 
-    # -- the client side ---------------------------------------------------------------------
-    @property
-    def view(self) -> OwnershipProjection:
-        return self.client.view
-
-    @property
-    def epoch(self) -> int:
-        return self.client.epoch
-
-    def command_id(self, prefix: str = "client") -> str:
-        return f"{prefix}-{next(self._ids)}"
-
-    def submit(self, command: Command, *, to: str | None = None) -> Ticket:
-        ticket = Ticket(command, to or route(command, self.settings.namespace_shards))
-        self.schedule_command(ticket)
-        return ticket
-
-    def call(self, command: Command, *, max_ms: int = 10_000, to: str | None = None) -> object | None:
-        """Submit and run until answered; the reply, or the typed error raised."""
-        ticket = self.submit(command, to=to)
-        self.run_until(lambda: ticket.done, max_ms)
-        return ticket.result()
-
-    def lookup(self, topic: str, *, max_ms: int = 10_000) -> str | None:
-        """The topic's owner, asking the leader to place its bundle if it has none."""
-        return lookup_topic(self, topic, max_ms)
-
     # -- time ------------------------------------------------------------------------------
     def schedule(self, due_ms: int, run: Callable[[], None]) -> None:
         heapq.heappush(self._queue, (due_ms, next(self._seq), run))
@@ -489,19 +461,3 @@ class InProcessHost:
     def _pump(self) -> None:
         self._pump_due = False
         self.fold_all()
-
-    # -- inspection ------------------------------------------------------------------------
-    def replay(self) -> OwnershipProjection:
-        """A fresh fold of the whole log, read back from the log itself."""
-        projection = OwnershipProjection(mode=AcceptMode.from_config(self.config))
-        for record in run_sync(self.log.read()).records:
-            projection.apply(record.offset, record.envelope)
-        return projection
-
-    def events(self, *types: str) -> list[Record]:
-        wanted = set(types)
-        return [r for r in self.records if not wanted or r.envelope.type in wanted]
-
-    def settled(self) -> bool:
-        """No bundle in flight (every bundle Init, Free, Owned or gone)."""
-        return not any(r.state.in_flight for r in self.view.records.values())

@@ -1,5 +1,6 @@
 """Building an in-process cluster: the namespace shards, one leader, the brokers and the clients
-on an ``InProcessHost`` (``build_cluster``), and waiting until it is ready (``wait_ready``)."""
+on an ``InProcessHost`` (``build_cluster``), each made by the one body builder (``BodySpec``, as
+Ray's actors make theirs), and waiting until it is ready (``wait_ready``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actors.body import Body
-from actors.broker import BrokerBody
-from actors.leader import LeaderBody
-from actors.namespace import NamespaceBody
+from actors.runtime.bodies import BodyKind, BodySpec
 from actors.runtime.inproc import InProcessHost
 from actors.settings import LEADER, ActorSettings
-from actors.workload import Capacity, ClientsBody, Workload
+from actors.workload import Capacity, Workload
 from balancer.config import LoadBalancerConfig
 
 
@@ -29,22 +28,24 @@ def build_cluster(brokers: int | Sequence[str] = 3, *, config: LoadBalancerConfi
     settings = settings or ActorSettings()
     host = InProcessHost(config, seed=seed, settings=settings, **host_options)
     load = workload or Workload([])
-    shards = settings.namespace_shards
-    for shard in range(shards):
-        host.add(lambda shard=shard: NamespaceBody(config, shard=shard, shards=shards,  # type: ignore[misc]
-                                                   outcomes_kept=settings.outcomes_kept))
-    host.add(lambda: LeaderBody(config, rng=host.rng_for(LEADER), settings=settings))
+
+    def spec(kind: BodyKind, **fields: Any) -> BodySpec:
+        return BodySpec(kind, config, settings, workload=load, seed=seed, **fields)
+
+    for shard in range(settings.namespace_shards):
+        host.add(spec("namespace", shard=shard).build)
+    leader = spec("leader")
+    host.add(lambda: leader.build(rng=host.rng_for(LEADER)))  # seeded per incarnation
     ids = [f"broker-{i}" for i in range(1, brokers + 1)] if isinstance(brokers, int) else list(brokers)
 
     def new_broker(broker_id: str, domain: str | None, own: Capacity | None) -> Body:
-        return BrokerBody(broker_id, config, load, settings=settings, capacity=own or capacity,
-                          failure_domain=domain)
+        return spec("broker", broker_id=broker_id, failure_domain=domain, capacity=own or capacity).build()
 
     host.new_broker = new_broker
     for broker_id in ids:
         host.add_broker(broker_id, (domains or {}).get(broker_id))
     if clients:
-        host.add(lambda: ClientsBody(config, load, settings))
+        host.add(spec("clients").build)
     return host
 
 

@@ -36,9 +36,10 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
+from actors.runtime.bodies import BodySpec
 from actors.runtime.heap import HeapSettler
 from actors.runtime.realtime import Answer, LiveHost
-from actors.runtime.specs import BodySpec, Clock, LogSpec
+from actors.runtime.specs import Clock, LogSpec
 from balancer.errors import InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets

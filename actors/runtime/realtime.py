@@ -47,11 +47,20 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from actors.body import Body, Follower
 from actors.effects import Effects
+from actors.runtime.abilities import (
+    CountingTransport,
+    DirectoryStore,
+    FencedLog,
+    NotingStore,
+    ObservedLog,
+    TopicLog,
+)
+from actors.runtime.cursor import LogCursor, read_new, subscribe
 from actors.runtime.executor import execute, execute_group
 from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, count_group, take_group
 from actors.runtime.history import LogLimits, limits, past_end, require_history
@@ -73,11 +82,11 @@ from balancer.errors import (
 from events.catalog import Command, Event
 from events.envelope import Envelope
 from events.log.local import LocalEventLog
-from events.log.port import DeadLetter, EventLog, Item, Offsets, Record, dropped_note
+from events.log.port import DeadLetter, EventLog, Offsets, Record
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Answer", "LiveHost", "LogCursor", "Transport", "read_new", "subscribe"]
+__all__ = ["Answer", "LiveHost", "Transport"]
 
 
 class Transport(Protocol):
@@ -87,58 +96,6 @@ class Transport(Protocol):
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None: ...
 
     async def close(self) -> None: ...
-
-
-class LogCursor:
-    """The next offset to take per partition: every item is taken once, in partition order.
-
-    ``position`` may stand past offsets that hold no record (Kafka's transaction markers, which
-    a subscription never delivers); ``seen`` stands just past the last item taken, so a reader
-    that has taken the same items has ``reached`` it, whichever way it read them."""
-
-    def __init__(self, on_dead: Callable[[DeadLetter], None] | None = None) -> None:
-        self.position: Offsets = {}
-        self.seen: Offsets = {}
-        self.dead_letters = 0
-        self.on_dead = on_dead
-
-    def take(self, item: Item) -> Record | None:
-        """The record if it is new (dead letters are counted and skipped), else None."""
-        if item.offset < self.position.get(item.partition, 0):
-            return None
-        self.position[item.partition] = self.seen[item.partition] = item.offset + 1
-        if isinstance(item, DeadLetter):
-            self.dead_letters += 1
-            logger.warning("dead letter at %s:%s skipped: %s", item.partition, item.offset, item.error)
-            if self.on_dead is not None:
-                self.on_dead(item)
-            return None
-        return item
-
-    def advance(self, offsets: Mapping[int, int]) -> None:
-        """Move past offsets that hold no record (Kafka transaction markers)."""
-        for partition, offset in offsets.items():
-            self.position[partition] = max(self.position.get(partition, 0), offset)
-
-    def reached(self, target: Mapping[int, int]) -> bool:
-        return all(self.position.get(p, 0) >= o for p, o in target.items())
-
-
-async def read_new(log: EventLog, cursor: LogCursor) -> list[Record]:
-    """Every record of ``log`` past ``cursor`` up to the end as of now, taking them."""
-    result = await log.read(cursor.position)
-    if result.dropped:  # a reader behind retention: what it folds lacks these (named, not hidden)
-        logger.warning("reading %s: %s", getattr(log, "name", "the log"), dropped_note(result.dropped))
-    records = [r for item in result.items if (r := cursor.take(item)) is not None]
-    cursor.advance(result.next)
-    return records
-
-
-def subscribe(log: EventLog, start: Offsets, poll_s: float) -> AsyncIterator[Item]:
-    """Follow ``log`` from ``start``; the embedded log polls every ``poll_s`` seconds."""
-    if isinstance(log, LocalEventLog):
-        return log.subscribe(start, poll_interval_s=poll_s)
-    return log.subscribe(start)
 
 
 class LiveHost:
@@ -179,8 +136,9 @@ class LiveHost:
         self._tasks: list[asyncio.Task[None]] = []
         self._progress = asyncio.Event()
         self._log_ok = True
-        observe = getattr(log, "observe", None)
-        self._observe: Callable[[Envelope], None] | None = observe if callable(observe) else None
+        # Optional abilities, checked once (``actors.runtime.abilities``).
+        self._observe: Callable[[Envelope], None] | None = log.observe if isinstance(log, ObservedLog) else None
+        self._fencing: FencedLog | None = log if isinstance(log, FencedLog) else None
 
     @property
     def name(self) -> str:
@@ -188,9 +146,8 @@ class LiveHost:
 
     # -- life ------------------------------------------------------------------------------
     def _set_ordered(self) -> None:
-        view = getattr(self.body, "view", None)
-        if view is not None and hasattr(view, "ordered"):
-            view.ordered = self.log.partitions == 1  # across partitions an election may be read late
+        if isinstance(self.body, Follower):  # across partitions an election may be read late
+            self.body.ownership.ordered = self.log.partitions == 1
 
     async def start(self) -> None:
         """Open the log, rebuild the body from its newest snapshot and the log after it (all of
@@ -208,7 +165,7 @@ class LiveHost:
             self.body.recover(history)
         self.started = (restored, len(history))
         if not restored and history:
-            store = getattr(self.snapshots, "directory", None) or "(no snapshot store)"
+            store = self.snapshots.directory if isinstance(self.snapshots, DirectoryStore) else "(no snapshot store)"
             self._start_note(f"no usable snapshot in {store}: folded the whole log ({len(history)} records)")
         self.counts["records"] = self._snapshot_at = restored + len(history)
         loop = asyncio.get_running_loop()
@@ -316,7 +273,7 @@ class LiveHost:
                                                        causation_ids=causation_ids))
 
     def fenced(self, writer: str) -> bool:
-        return bool(getattr(self.log, "fenced", False))
+        return self._fencing is not None and self._fencing.fenced
 
     async def append(self, writer: str, key: str, events: Sequence[Event], expected_seq: int | None,
                      effects: Effects) -> LoadBalancerError | None:
@@ -398,8 +355,7 @@ class LiveHost:
     def _checked_base(self, restored: int, found: LogLimits) -> int:
         """``restored``, or 0 once a snapshot past the log's end is dropped; ``HistoryMissing``
         if the log lost records after the base (``actors.runtime.history``)."""
-        topic = getattr(self.log, "topic", None)
-        where = f"Kafka topic {topic}" if topic else "the log"
+        where = f"Kafka topic {self.log.topic}" if isinstance(self.log, TopicLog) else "the log"
         if restored and (refused := past_end(self.cursor.position, found, where)) is not None:
             self._start_note(refused)
             self._fresh_body()
@@ -476,17 +432,15 @@ class LiveHost:
 
     async def snapshot(self, target: Mapping[int, int] | None = None) -> dict[str, Any]:
         """The body's ownership view once caught up (``OwnershipProjection.snapshot``, under
-        ``view``) and the log position it is a fold of (``position``: partition -> next offset)."""
-        view = getattr(self.body, "view", None)
-        if view is None:
+        ``ownership``) and the log position it is a fold of (``position``: partition -> next offset)."""
+        if not isinstance(self.body, Follower):
             raise InvalidInput(f"{self.name} keeps no ownership view")
         position = await self.sync(target)
-        return {"view": view.snapshot(), "position": position}
+        return {"ownership": self.body.ownership.snapshot(), "position": position}
 
     def _dead_letter(self, letter: DeadLetter) -> None:
-        note = getattr(self.body, "note_dead_letter", None)
-        if note is not None:
-            note(letter)
+        if isinstance(self.body, Follower):  # a body that folds names it in its view
+            self.body.note_dead_letter(letter)
 
     def status(self) -> dict[str, Any]:
         body = self.body
@@ -495,10 +449,18 @@ class LiveHost:
             **body.status(),
             "position": dict(self.cursor.position), "counts": dict(self.counts),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
-            "failed_sends": getattr(self.transport, "failed_sends", 0),
-            "send_batches": getattr(self.transport, "batches", 0),
+            **self._sends(),
             "dead_letters": self.cursor.dead_letters,
             "start": {"from_snapshot": self.started[0], "folded": self.started[1],
                       "snapshot_position": self._restored_at,
-                      "notes": [*getattr(self.snapshots, "notes", []), *self.start_notes]},
+                      "notes": [*self._store_notes(), *self.start_notes]},
         }
+
+    def _sends(self) -> dict[str, int]:
+        sent = self.transport
+        if isinstance(sent, CountingTransport):
+            return {"failed_sends": sent.failed_sends, "send_batches": sent.batches}
+        return {"failed_sends": 0, "send_batches": 0}
+
+    def _store_notes(self) -> list[str]:
+        return list(self.snapshots.notes) if isinstance(self.snapshots, NotingStore) else []

@@ -1,8 +1,8 @@
-"""What a live cluster is built from: its clock, its log and each body (the builder).
+"""What a live cluster is built from: its clock and its log (each body: ``actors.runtime.bodies``).
 
 ``LogSpec`` opens the cluster's log (an embedded directory or Kafka) with the cluster's id
-stamped on every append; ``BodySpec.build`` makes a body from the settings; ``Clock`` is the
-cluster's time. Hosts (``actors.runtime.realtime``, Ray) only run what these make.
+stamped on every append; ``Clock`` is the cluster's time. Hosts (``actors.runtime.realtime``,
+Ray) only run what these and ``BodySpec`` make.
 
 Invariants: every spec is frozen and picklable (it is shipped to Ray actors) and holds where
 secrets are, never a secret.
@@ -13,35 +13,23 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from random import Random
-from typing import Literal
 
-from actors.body import Body
-from actors.broker import BrokerBody
-from actors.leader import LeaderBody
-from actors.namespace import NamespaceBody
 from actors.retention import SNAPSHOT_DIR, RetainingSnapshots
-from actors.settings import LEADER, ActorSettings, broker_body_name, namespace_body_name
 from actors.snapshots import (
     DirectorySnapshots,
 )
-from actors.workload import Capacity, ClientsBody, Workload
-from balancer.config import LoadBalancerConfig
 from balancer.errors import (
     ForeignCluster,
     InvalidInput,
 )
-from events.authority import identity_name, shard_instance
 from events.envelope import Stamper, new_cluster_id
 from events.log.kafka import KafkaEventLog
 from events.log.kafka_client import KafkaSecurity
 from events.log.local import LocalEventLog
 from events.log.port import EventLog, cluster_of
 from events.signing import load_identity
-
-BodyKind = Literal["namespace", "leader", "broker", "clients"]
 
 
 def default_snapshot_root() -> str:
@@ -178,63 +166,3 @@ class LogSpec:
         if self.directory is not None:
             return f"embedded log {self.directory}"
         return f"Kafka {self.bootstrap} topic {self.cluster}-events"
-
-
-@dataclass(frozen=True, slots=True)
-class BodySpec:
-    """Everything needed to build one body, in any process (picklable)."""
-
-    kind: BodyKind
-    config: LoadBalancerConfig
-    settings: ActorSettings = field(default_factory=ActorSettings)
-    broker_id: str | None = None
-    failure_domain: str | None = None
-    capacity: Capacity | None = None
-    workload: Workload | None = None
-    shard: int = 0
-    seed: int = 0
-
-    @property
-    def name(self) -> str:
-        if self.kind == "namespace":
-            return namespace_body_name(self.shard)
-        if self.kind == "broker":
-            assert self.broker_id is not None
-            return broker_body_name(self.broker_id)
-        return LEADER if self.kind == "leader" else "clients"
-
-    @property
-    def identity(self) -> str | None:
-        """The identity this body signs its appends as (None: it writes nothing)."""
-        if self.kind == "namespace":
-            return identity_name("namespace", shard_instance(self.shard, self.settings.namespace_shards))
-        if self.kind == "broker":
-            return identity_name("broker", self.broker_id)
-        return identity_name("leader", LEADER) if self.kind == "leader" else None
-
-    @property
-    def transactional(self) -> bool:
-        """Whether this body writes through a transactional id (Kafka): every writer of
-        ownership keys (the leader, namespace shards, brokers), its id its role, so Kafka itself
-        fences a zombie incarnation (a paused process, a body Ray restarted elsewhere) and the
-        host then sends nothing more (``_apply``). The client view writes nothing. Costs: an
-        append takes a commit, and a body killed mid-transaction holds read_committed readers
-        of its partition until its next incarnation starts (which aborts it) or the
-        transaction times out."""
-        return self.kind in ("leader", "namespace", "broker")
-
-    def build(self) -> Body:
-        """A fresh body (a restart builds a new one: nothing survives but the log)."""
-        config, settings = self.config, self.settings
-        workload = self.workload or Workload([])
-        if self.kind == "namespace":
-            return NamespaceBody(config, shard=self.shard, shards=settings.namespace_shards)
-        if self.kind == "leader":
-            # Each incarnation draws its own placements' tie-breaks.
-            rng = Random(f"{self.seed}:{LEADER}:{os.getpid()}:{time.time_ns()}")
-            return LeaderBody(config, rng=rng, settings=settings)
-        if self.kind == "broker":
-            assert self.broker_id is not None
-            return BrokerBody(self.broker_id, config, workload, settings=settings,
-                              capacity=self.capacity, failure_domain=self.failure_domain)
-        return ClientsBody(config, workload, settings)

@@ -22,13 +22,9 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from balancer.decisions import Reason
-from balancer.shedding.plan_model import EPS, HANDS_ON, UNCLEAN, Move, Node
-
-if TYPE_CHECKING:
-    from balancer.shedding.planned_transfer import Plan
+from balancer.shedding.plan_model import EPS, HANDS_ON, UNCLEAN, Move, Node, PlanView
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +41,7 @@ class Room:
         return [*self.hops, self.move]
 
 
-def make_room(plan: Plan, source: Node) -> Room | None:
+def make_room(plan: PlanView, source: Node) -> Room | None:
     """The best make-room step for one of ``source``'s bundles, or None."""
     best: Room | None = None
     for bundle, load in source.bundles.items():
@@ -59,7 +55,7 @@ def make_room(plan: Plan, source: Node) -> Room | None:
     return best
 
 
-def _room(plan: Plan, source: Node, destination: Node, bundle: str, load: float) -> Room | None:
+def _room(plan: PlanView, source: Node, destination: Node, bundle: str, load: float) -> Room | None:
     """The step moving ``bundle`` onto ``destination`` once it has made room; loads restored."""
     target = max(plan.ratio(source, -load), 1 + plan.settings.trigger)
     need = (plan.ratio(destination, load) - target) * destination.capacity * plan.util
@@ -76,7 +72,7 @@ def _room(plan: Plan, source: Node, destination: Node, bundle: str, load: float)
             plan.nodes[broker].load = was
 
 
-def _hops(plan: Plan, source: Node, destination: Node, bundle: str, target: float,
+def _hops(plan: PlanView, source: Node, destination: Node, bundle: str, target: float,
           saved: dict[str, float]) -> list[Move] | None:
     """Hops off ``destination`` (holding ``bundle``) until it is within ``target``; None if it
     cannot get there. Applies them to the loads and records each receiver's load in ``saved``."""
@@ -98,7 +94,7 @@ def _hops(plan: Plan, source: Node, destination: Node, bundle: str, target: floa
     return hops
 
 
-def _best_hop(plan: Plan, source: Node, destination: Node, room_for: str, used: set[str],
+def _best_hop(plan: PlanView, source: Node, destination: Node, room_for: str, used: set[str],
               groups: set[str]) -> Move | None:
     best: Move | None = None
     for bundle, load in destination.bundles.items():
@@ -114,7 +110,7 @@ def _best_hop(plan: Plan, source: Node, destination: Node, room_for: str, used: 
     return best
 
 
-def _hop(plan: Plan, destination: Node, receiver: Node, bundle: str, load: float,
+def _hop(plan: PlanView, destination: Node, receiver: Node, bundle: str, load: float,
          room_for: str) -> Move | None:
     scored = plan.gain(destination, receiver, load)
     if scored is None or scored[1] == HANDS_ON:
@@ -125,7 +121,7 @@ def _hop(plan: Plan, destination: Node, receiver: Node, bundle: str, load: float
                 Reason.OVERLOADED, room_for=room_for)
 
 
-def _scored(plan: Plan, source: Node, destination: Node, bundle: str, load: float,
+def _scored(plan: PlanView, source: Node, destination: Node, bundle: str, load: float,
             hops: list[Move], saved: dict[str, float]) -> Room | None:
     """The step if its worst distance gets better and it gains at least the minimum."""
     before = [plan.distance(plan.ratio(plan.nodes[b], was - plan.nodes[b].load))

@@ -77,3 +77,19 @@ class Checks(Protocol):
     def group(self, bundle: str) -> str | None:
         """The bundle's anti-affinity group (at most one of a group moves per run)."""
         ...
+
+
+class PlanView(Protocol):
+    """What a make-room step reads of the planner (``planned_transfer.Plan`` meets it), so that
+    ``make_room`` and the planner that calls it never import each other."""
+
+    nodes: dict[str, Node]
+    settings: PlanSettings
+    checks: Checks
+    util: float
+
+    def ratio(self, node: Node, delta: float = 0.0) -> float: ...
+
+    def distance(self, ratio: float) -> float: ...
+
+    def gain(self, source: Node, destination: Node, load: float) -> tuple[float, int] | None: ...

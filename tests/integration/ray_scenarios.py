@@ -87,7 +87,7 @@ async def since(cluster: Cluster, start: Offsets | None = None) -> list[Record]:
 def replay_upto(found: list[Record], position: Offsets, cluster: Cluster) -> OwnershipProjection:
     """A fresh fold of the records below ``position`` (the prefix a live view has folded)."""
     # As the live views read it: several partitions are no one ordered stream.
-    projection = OwnershipProjection(mode=AcceptMode.from_config(cluster.config), ordered=cluster.view.view.ordered)
+    projection = OwnershipProjection(mode=AcceptMode.from_config(cluster.config), ordered=cluster.view.ownership.ordered)
     for record in found:
         if record.offset < position.get(record.partition, 0):
             projection.apply(record.offset, record.envelope)
@@ -108,7 +108,7 @@ async def assert_consistent(cluster: Cluster, *, timeout_s: float = 15.0) -> Non
     assert replay.anomalies == [], replay.anomalies[:5]
     assert client.state_equals(replay)
     for name, live in actors.items():
-        assert live.view.state_equals(replay_upto(found, live.position, cluster)), name
+        assert live.ownership.state_equals(replay_upto(found, live.position, cluster)), name
     for row in client.bundles():
         if row.state == BundleState.OWNED:
             assert row.owner in registered, row

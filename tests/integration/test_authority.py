@@ -32,6 +32,7 @@ from events.log.local import LocalEventLog
 from events.log.port import Record
 from events.signing import Root
 from projections.ownership import OwnershipProjection
+from tests.unit.cluster_scenarios import lookup
 
 NS = "public/default"
 BUNDLE = f"{NS}/0x00000000_0xffffffff"
@@ -113,7 +114,7 @@ async def test_a_deposed_leader_cannot_write_a_key_the_new_leader_has_not_writte
     assert view.failure_domains == {"broker-1": "rack-a"}
     assert same_view(view, honest)
     assert named(view, forged, "stale_epoch")
-    assert follower.view.failure_domains == {"broker-1": "rack-a"}
+    assert follower.ownership.failure_domains == {"broker-1": "rack-a"}
 
 
 async def test_a_deposed_leader_cannot_expire_a_broker(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ async def test_a_bundle_cannot_be_given_to_a_broker_that_never_registered(tmp_pa
     view, follower, honest, forged = await attack(tmp_path, NS, 2, [
         BundleAssigned(bundle=BUNDLE, dst="broker-evil", src="broker-1", reason="admin", force=True),
         BundleOwned(bundle=BUNDLE, owner="broker-evil", src="broker-1")])
-    assert view.owner(BUNDLE) == "broker-1" and follower.view.owner(BUNDLE) == "broker-1"
+    assert view.owner(BUNDLE) == "broker-1" and follower.ownership.owner(BUNDLE) == "broker-1"
     assert same_view(view, honest)
     assert named(view, forged[:1], "unregistered_owner")
 
@@ -165,7 +166,7 @@ async def test_a_stamped_log_refuses_a_record_without_a_cluster_id(tmp_path: Pat
     view, follower = fold(records)
     honest, _ = fold([r for r in records if r.offset < at])
     assert view.cluster_id == "east" and same_view(view, honest)
-    assert "broker-3" not in follower.brokers and follower.view.owner(BUNDLE) == "broker-1"
+    assert "broker-3" not in follower.brokers and follower.ownership.owner(BUNDLE) == "broker-1"
     unstamped = [a for a in view.anomalies if "unstamped" in a.detail]
     assert [a.offset for a in unstamped] == [at, at + 1, at + 2]
     assert all(a.kind == "unauthorized" for a in unstamped)
@@ -277,7 +278,7 @@ async def test_a_signed_log_counts_a_record_only_from_the_identity_that_may_writ
     assert same_view(view, honest), view.anomalies
     assert (follower.epoch, follower.leader_id) == (2, "leader-2")
     assert {b: e.url for b, e in follower.brokers.items()} == {b: e.url for b, e in honest_follower.brokers.items()}
-    assert follower.view.failure_domains == {"broker-1": "rack-a"}
+    assert follower.ownership.failure_domains == {"broker-1": "rack-a"}
     forged = list(range(at, at + len(messages)))
     assert {a.offset: a.kind for a in view.anomalies} == dict.fromkeys(forged, kind)
 
@@ -303,7 +304,7 @@ def test_a_forged_election_does_not_take_the_live_service_down() -> None:
     assert host.epoch == epoch and host.client.leader_id == "leader"
     leader = host.leader()
     assert leader is not None and leader.leads  # type: ignore[attr-defined]
-    assert host.lookup(f"persistent://{NS}/after-the-forgery") in {"broker-1", "broker-2", "broker-3"}
+    assert lookup(host, f"persistent://{NS}/after-the-forgery") in {"broker-1", "broker-2", "broker-3"}
     assert [a.kind for a in host.view.anomalies] == ["forged"]
 
 
@@ -331,7 +332,7 @@ def test_an_elected_leader_that_never_acts_is_replaced() -> None:
     assert (host.epoch, host.client.leader_id, host.leader()) == (epoch + 1, "nobody", None)
     host.advance(host.settings.session_timeout_ms + 5_000)
     assert host.epoch == epoch + 2 and host.client.leader_id == "leader"
-    assert host.lookup(f"persistent://{NS}/after-nobody") in {"broker-1", "broker-2", "broker-3"}
+    assert lookup(host, f"persistent://{NS}/after-nobody") in {"broker-1", "broker-2", "broker-3"}
 
 
 def test_a_standby_candidate_takes_over_from_a_leader_that_is_gone() -> None:

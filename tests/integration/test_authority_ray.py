@@ -38,13 +38,13 @@ async def test_a_ray_cluster_signs_its_appends_and_a_forgery_moves_nothing(
             "broker@broker-1.key", "broker@broker-2.key", "leader@leader.key", "namespace@0-of-1.key", "root.key"]
 
         log = KafkaEventLog(kafka.bootstrap_servers, cluster=name, partitions=3, create_topic=False,
-                            stamper=Stamper(cluster_id=cluster.view.view.cluster_id))
+                            stamper=Stamper(cluster_id=cluster.view.ownership.cluster_id))
         try:
             honest = OwnershipProjection(ordered=False)
             for record in (await log.read()).records:
                 honest.apply(record.offset, record.envelope)
             assert honest.trust is not None and honest.anomalies == []
-            bundle = cluster.view.view.bundle_of_topic(topic)
+            bundle = cluster.view.ownership.bundle_of_topic(topic)
             thief = "broker-2" if owner == "broker-1" else "broker-1"
             epoch = cluster.view.epoch
             forged: dict[str, list[Message]] = {
@@ -62,8 +62,8 @@ async def test_a_ray_cluster_signs_its_appends_and_a_forgery_moves_nothing(
         await asyncio.sleep(2)
         await cluster.view.catch_up()
         assert cluster.view.epoch == epoch and cluster.view.leader_id == "leader"
-        assert cluster.view.view.owner(bundle) == owner
-        anomalies = cluster.view.view.anomalies
+        assert cluster.view.ownership.owner(bundle) == owner
+        anomalies = cluster.view.ownership.anomalies
         assert sorted(a.kind for a in anomalies if a.kind != "gap") == ["forged"] * 3
         # The forgeries took their seqs in the log's numbering: the next genuine record of
         # their key shows the gap (named, never silent).

@@ -20,8 +20,9 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from actors.body import Follower
+from actors.runtime.bodies import BodySpec
 from actors.runtime.realtime import LiveHost
-from actors.runtime.specs import BodySpec, Clock, LogSpec
+from actors.runtime.specs import Clock, LogSpec
 from actors.snapshots import SnapshotPolicy
 from balancer.config import LoadBalancerConfig
 from balancer.errors import HistoryMissing
@@ -64,7 +65,7 @@ async def _create(host: LiveHost, names: range) -> None:
 
 async def _from_offset_0(spec: LogSpec, clock: Clock) -> Follower:
     scratch = NAMESPACE.build()
-    scratch.view.ordered = spec.partitions == 1  # type: ignore[attr-defined]  # as LiveHost sets it
+    scratch.ownership.ordered = spec.partitions == 1  # type: ignore[attr-defined]  # as LiveHost sets it
     log = spec.open(clock)
     try:
         scratch.recover((await log.read()).records)
@@ -160,7 +161,7 @@ async def test_a_snapshot_of_a_deleted_and_recreated_topic_is_refused(
     refused = [note for note in start["notes"] if "snapshot refused" in note]
     assert refused and "the log ends at 0" in refused[0] and f"{spec.cluster}-events" in refused[0]
     fresh = NAMESPACE.build()
-    fresh.view.ordered = False  # type: ignore[attr-defined]  # two partitions, as LiveHost sets it
+    fresh.ownership.ordered = False  # type: ignore[attr-defined]  # two partitions, as LiveHost sets it
     assert folded(again.body) == folded(fresh)  # type: ignore[arg-type]
     await again.close()
 

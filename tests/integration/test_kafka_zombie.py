@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from actors.runtime.specs import BodySpec
+from actors.runtime.bodies import BodySpec
 from balancer.config import LoadBalancerConfig
 from balancer.errors import WriterFenced
 from events.catalog import BundleAssigned, LoadReported, Message

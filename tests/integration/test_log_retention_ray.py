@@ -68,7 +68,7 @@ async def test_a_connect_after_retention_shows_what_a_fold_from_offset_0_shows(
             scratch = ClientView(cluster.config, MemoryEventLog())
             scratch.take(records)
             assert _client_state(again.view) == _client_state(scratch)
-            assert again.ownership().state_equals(scratch.view)
+            assert again.ownership().state_equals(scratch.ownership)
             assert {row.bundle for row in again.bundles("public/r")} == set(bundles(cluster, "public/r"))
         finally:
             await again.close()

@@ -20,8 +20,9 @@ from actors.body import Follower
 from actors.client import ClientView
 from actors.retention import SNAPSHOT_DIR, RetainingSnapshots, retain
 from actors.runtime import InProcessHost, build_cluster, wait_ready
+from actors.runtime.bodies import BodySpec
 from actors.runtime.realtime import LiveHost
-from actors.runtime.specs import BodySpec, Clock, LogSpec
+from actors.runtime.specs import Clock, LogSpec
 from actors.settings import ActorSettings
 from actors.snapshots import BodySnapshot, DirectorySnapshots, SnapshotPolicy
 from actors.workload import Workload
@@ -126,7 +127,7 @@ async def test_the_client_view_after_retention_equals_the_one_folded_from_offset
     await again.start()
     assert again.started == (half, len(records) - half)
     assert _client_state(again) == _client_state(scratch)
-    assert again.view.snapshot() == scratch.view.snapshot()
+    assert again.ownership.snapshot() == scratch.ownership.snapshot()
 
     replayed = await again.replay()  # names what is gone instead of pretending
     assert replayed.anomalies[0].kind == "retained"

@@ -134,7 +134,7 @@ async def test_anti_affinity_across_two_failure_domains(ray_session: Any, tmp_pa
         assert domain[placed[2]] != domain[placed[3]]
         assert sorted(placed) == brokers  # every namespace of the group on its own broker
         await assert_consistent(cluster)
-        other = await Cluster.connect(log_dir=tmp_path / "log")  # by cluster.json in the log dir
+        other = await Cluster.connect(log_dir=tmp_path / "log")  # by ray.json in the log dir
         try:
             assert other.ownership().state_equals(cluster.ownership())
             assert {b.broker_id: b.failure_domain for b in other.brokers()} == domain

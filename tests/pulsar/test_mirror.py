@@ -86,7 +86,7 @@ async def mirrored(cluster: PulsarCluster, directory: Path, until: Callable[[Mir
 
 def owner_in(mirror: Mirror, bundle: str) -> str | None:
     assert mirror.view is not None
-    return mirror.view.view.owners().get(bundle)
+    return mirror.view.ownership.owners().get(bundle)
 
 
 async def records_of(directory: Path) -> list[Record]:

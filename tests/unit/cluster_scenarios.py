@@ -13,14 +13,17 @@ from collections.abc import Mapping
 from random import Random
 from typing import Any
 
+from actors.api import Cluster
 from actors.broker import BrokerBody
+from actors.cluster.inproc_link import InProcLink
 from actors.effects import Receipt
 from actors.runtime import InProcessHost, build_cluster, wait_ready
+from actors.runtime.tickets import run_sync
 from actors.settings import ActorSettings
 from actors.workload import Workload
 from balancer.config import LoadBalancerConfig
 from balancer.ownership import BundleState
-from events.catalog import AssignBundle, Command, CreateNamespace
+from events.catalog import AssignBundle, Command, CreateNamespace, LookupBundle
 from projections.ownership import OwnershipProjection
 
 NAMESPACES = ("public/a", "public/b")
@@ -30,6 +33,17 @@ SETTINGS = ActorSettings()
 FOLDED = frozenset({  # the event types OwnershipProjection folds
     "NamespaceCreated", "NamespacePolicySet", "FailureDomainSet", "SplitCompleted", "BundleAssigned",
     "BundleOwned", "UnloadRequested", "TransferPrepared", "BundleReleased", "SplitRequested"})
+
+
+def client(host: InProcessHost) -> Cluster:
+    """The one client (``Cluster``) over ``host``, its view folded from the host's records; its
+    verbs never wait on a real clock, so ``run_sync`` runs one to its end."""
+    return Cluster(InProcLink(host))
+
+
+def lookup(host: InProcessHost, topic: str, timeout_s: float = 10.0) -> str:
+    """The topic's owner, looked up as every client does (``Cluster.lookup``)."""
+    return run_sync(client(host).lookup(topic, timeout_s=timeout_s))
 
 
 def make_host(config: LoadBalancerConfig | None = None, *, brokers: int | list[str] = 3,
@@ -66,7 +80,7 @@ def bundles(host: InProcessHost, namespace: str | None = None) -> list[str]:
 
 def place_all(host: InProcessHost) -> None:
     for bundle in bundles(host):
-        host.submit(AssignBundle(command_id=host.command_id(), epoch=host.epoch, bundle=bundle))
+        host.submit(LookupBundle(command_id=host.command_id(), epoch=host.epoch, bundle=bundle))
     assert host.run_until(lambda: all_owned(host), 10_000)
 
 
@@ -98,7 +112,7 @@ def assert_consistent(host: InProcessHost, *, owners_registered: bool = True) ->
     assert_no_anomaly(host, replay)
     assert host.view.state_equals(replay)
     for name, body in host.bodies.items():
-        assert body.view.state_equals(replay), name  # type: ignore[attr-defined]
+        assert body.ownership.state_equals(replay), name  # type: ignore[attr-defined]
     if not owners_registered:
         return  # mid-run, an expired broker's bundles wait (briefly) for their reassignment
     for row in host.view.bundles():

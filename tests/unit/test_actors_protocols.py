@@ -38,6 +38,7 @@ from events.catalog import (
     AssignBundle,
     Command,
     CreateNamespace,
+    LookupBundle,
     SetFailureDomain,
     SetNamespacePolicy,
     SplitBundle,
@@ -52,6 +53,7 @@ from tests.unit.cluster_scenarios import (
     bundles,
     call,
     first,
+    lookup,
     make_host,
     owner,
     place_all,
@@ -75,7 +77,7 @@ def host() -> Iterator[InProcessHost]:
 def test_lookups_assign_every_bundle_and_spread_each_namespace(host: InProcessHost) -> None:
     for bundle in bundles(host):
         topic = topic_in(host, bundle)
-        found = host.lookup(topic)
+        found = lookup(host, topic)
         assert found == host.view.lookup(topic) == owner(host, bundle)
     assert all_owned(host)
     for namespace in NAMESPACES:
@@ -90,11 +92,11 @@ def test_lookups_assign_every_bundle_and_spread_each_namespace(host: InProcessHo
 
 def test_lookup_of_an_owned_topic_appends_nothing(host: InProcessHost) -> None:
     topic = topic_in(host, bundles(host)[0])
-    first = host.lookup(topic)
+    first = lookup(host, topic)
     before = len(host.records)
-    reply = call(host, AssignBundle, bundle=bundles(host)[0])
+    reply = call(host, LookupBundle, bundle=bundles(host)[0])
     assert isinstance(reply, Receipt) and reply.detail["owner"] == first
-    assert host.lookup(topic) == first
+    assert lookup(host, topic) == first
     assert all(t == "LoadReported" for t in types(host, before))
 
 
@@ -251,7 +253,7 @@ def test_anti_affinity_across_two_failure_domains() -> None:
     placed: list[str] = []
     for namespace in group:
         (bundle,) = bundles(host, namespace)
-        host.call(AssignBundle(command_id=host.command_id(), epoch=host.epoch, bundle=bundle))
+        host.call(LookupBundle(command_id=host.command_id(), epoch=host.epoch, bundle=bundle))
         assert host.run_until(lambda b=bundle: host.view.state(b) is BundleState.OWNED, 5_000)  # type: ignore[misc]
         placed.append(owner(host, bundle))
     domain = {"b1": "d1", "b2": "d1", "b3": "d2", "b4": "d2"}
@@ -419,7 +421,7 @@ def test_bad_input_is_a_typed_error_and_only_a_command_rejected(case: str) -> No
 def test_lookup_of_an_unknown_namespace_fails_without_an_event(host: InProcessHost) -> None:
     before = len(host.records)
     with pytest.raises(UnknownNamespace):
-        host.lookup("persistent://public/nope/t1")
+        lookup(host, "persistent://public/nope/t1")
     assert len(host.records) == before
 
 

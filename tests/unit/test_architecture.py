@@ -83,16 +83,19 @@ def test_balancer_is_pure() -> None:
 
 
 def _module_of(path: Path) -> str:
+    if not path.is_relative_to(ROOT):  # a module written by a test
+        return path.stem
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
-    """Project modules ``path`` imports when it is imported (not under TYPE_CHECKING, not inside
-    a function): the edges along which an import can go round in a circle."""
+def _project_imports(path: Path, modules: set[str]) -> set[str]:
+    """Project modules ``path`` imports anywhere: at module level, inside a function, or under
+    TYPE_CHECKING. A function-local import only delays a circle, and an annotation-only one is
+    still a module that must know another that knows it: both are edges of the circle."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
-    for node in tree.body:
+    for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -148,13 +151,26 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The one circle allowed, and only while it is being removed (each admin verb written once over
+# a transport, elsewhere): lbctl's direct verbs and their REST forms. No other module may join it.
+BEING_REMOVED = {"lbctl.admin", "lbctl.admin_rest", "lbctl.control_rest"}
+
+
 def test_no_module_imports_itself_round_a_circle() -> None:
     files = [p for package in (*PACKAGES, "bench") for p in _files(package)]
     modules = {_module_of(p) for p in files}
-    graph = {_module_of(p): _module_level_imports(p, modules) for p in files}
-    assert not _circles(graph), _circles(graph)
+    graph = {_module_of(p): _project_imports(p, modules) for p in files}
+    circles = [c for c in _circles(graph) if not set(c) <= BEING_REMOVED]
+    assert not circles, circles
 
 
 def test_the_circle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_function_local_and_type_checking_imports_are_edges(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a.b\n"
+                      "def f() -> None:\n    from c import d\n")
+    assert _project_imports(module, {"a.b", "c", "c.d"}) == {"a.b", "c", "c.d"}

@@ -22,6 +22,7 @@ from events.catalog import (
     BundleOwned,
     BundleReleased,
     LeaderElected,
+    LookupBundle,
     NamespaceCreated,
     UnloadBundle,
     UnloadRequested,
@@ -148,7 +149,7 @@ def test_a_leader_places_a_lookup_on_a_registered_broker(broker: str) -> None:
     leader = GivenBody(body).given(registered(broker),
                                    NamespaceCreated(namespace=NS, boundaries=list(LAYOUT.boundaries())))
     leader.fold(leader.when_tick())
-    effects = leader.when_command(AssignBundle(command_id="lookup-1", epoch=1, bundle=FIRST))
+    effects = leader.when_command(LookupBundle(command_id="lookup-1", epoch=1, bundle=FIRST))
     assert [(c.TYPE, c.bundle, c.dst) for c in effects.send] == [  # type: ignore[attr-defined]
         ("AssignBundle", FIRST, broker)]
 
@@ -163,7 +164,7 @@ def test_a_leader_asks_again_for_an_unmoved_bundle_later_and_later() -> None:
     sent_at: list[int] = []
     for step in range(16):  # a client's lookup every second, the bundle never moves
         leader.now_ms += 1_000 if step else 0
-        if leader.when_command(AssignBundle(command_id=f"lookup-{step}", epoch=1, bundle=FIRST)).send:
+        if leader.when_command(LookupBundle(command_id=f"lookup-{step}", epoch=1, bundle=FIRST)).send:
             sent_at.append(step)
     assert sent_at == [0, 2, 6, 14]  # retry_ms 2 s, then 4 s, then 8 s
 

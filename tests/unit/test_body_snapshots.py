@@ -21,10 +21,11 @@ import pytest
 
 from actors.body import Follower
 from actors.runtime import InProcessHost, build_cluster, wait_ready
+from actors.runtime.bodies import BodySpec
 from actors.runtime.realtime import LiveHost
 from actors.runtime.sim.run import simulate_on_host
 from actors.runtime.sim.scenarios import scenario_for
-from actors.runtime.specs import SNAPSHOT_DIR, BodySpec, Clock, LogSpec
+from actors.runtime.specs import SNAPSHOT_DIR, Clock, LogSpec
 from actors.settings import ActorSettings
 from actors.snapshots import (
     BodySnapshot,

@@ -75,7 +75,7 @@ async def test_every_body_view_equals_the_replay(cluster: Cluster) -> None:
     views = await cluster.actor_views()
     replay = (await cluster.replay()).snapshot()
     assert {"ns:0", LEADER, "broker:broker-1"} <= set(views)
-    assert all(v.view.snapshot() == replay for v in views.values())
+    assert all(v.ownership.snapshot() == replay for v in views.values())
 
 
 async def test_bad_names_and_ray_options_are_named(cluster: Cluster) -> None:

@@ -21,7 +21,7 @@ from actors.settings import LEADER
 from balancer.config import LoadBalancerConfig
 from balancer.control import Caps, Move, Throttle, caps_exceeded, parse_duration, pause_duration_ms
 from balancer.errors import MalformedInput
-from events.catalog import AssignBundle, PauseBalancer, ResumeBalancer
+from events.catalog import AssignBundle, LookupBundle, PauseBalancer, ResumeBalancer
 from lbctl.attach import using
 from lbctl.main import main
 from projections.control import control_history
@@ -113,7 +113,7 @@ def test_a_pause_stops_shedding_until_its_time_is_up_and_placement_goes_on() -> 
 
     call(host, CreateNamespace, namespace="public/new", bundles=2)
     for bundle in bundles(host, "public/new"):
-        call(host, AssignBundle, bundle=bundle)
+        call(host, LookupBundle, bundle=bundle)
     assert host.run_until(lambda: all_owned(host), 5_000)
     host.advance(3 * MINUTE)
     assert shed_events(host), "shedding came back once the pause expired"

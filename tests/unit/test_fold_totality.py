@@ -43,8 +43,8 @@ from events.catalog import (
     EVENTS,
     LEADER_KEY,
     SCHEMAS,
-    AssignBundle,
     Event,
+    LookupBundle,
 )
 from events.codec import decode, encode
 from events.envelope import Envelope
@@ -267,11 +267,11 @@ def fold_bodies(records: list[Record], hostile_at: int, unusable: bool) -> None:
             for step in range(3):
                 body.on_tick(now + step * 60_000)
             if isinstance(body, LeaderBody):
-                for bundle in list(body.view.records)[:4]:
-                    body.on_command(AssignBundle(command_id=f"c-{bundle}", epoch=body.epoch,
+                for bundle in list(body.ownership.records)[:4]:
+                    body.on_command(LookupBundle(command_id=f"c-{bundle}", epoch=body.epoch,
                                                  bundle=bundle), now)
             if unusable:
-                assert "bad_event" in _named(body.view.anomalies, hostile_at), type(body).__name__
+                assert "bad_event" in _named(body.ownership.anomalies, hostile_at), type(body).__name__
 
 
 def fold_outputs(records: list[Record], hostile_at: int, unusable: bool, observer: Observer) -> None:

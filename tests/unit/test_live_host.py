@@ -15,18 +15,20 @@ import pytest
 from actors.body import Follower
 from actors.client import ClientView
 from actors.effects import Effects, Receipt, appending
-from actors.runtime.realtime import Answer, LiveHost, LogCursor
-from actors.runtime.specs import BodySpec, Clock, LogSpec
+from actors.runtime.bodies import BodySpec
+from actors.runtime.cursor import LogCursor
+from actors.runtime.realtime import Answer, LiveHost
+from actors.runtime.specs import Clock, LogSpec
 from actors.settings import LEADER, ActorSettings
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, Unavailable, UnknownNamespace, WriterFenced
 from balancer.ownership import BundleState
 from events.catalog import (
-    AssignBundle,
     Command,
     CreateNamespace,
     Event,
     LeaderElected,
+    LookupBundle,
     SheddingSkipped,
     UnloadBundle,
 )
@@ -109,29 +111,29 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
 async def test_a_lookup_assigns_through_the_hosts_and_every_view_agrees(rig: Rig) -> None:
     await rig.call("ns:0", CreateNamespace, namespace="t/a", bundles=4)
-    bundle = next(rig.view.view.bundles("t/a")).bundle
-    reply = await rig.call(LEADER, AssignBundle, bundle=bundle)
+    bundle = next(rig.view.ownership.bundles("t/a")).bundle
+    reply = await rig.call(LEADER, LookupBundle, bundle=bundle)
     assert reply.detail["dst"] in ("broker-1", "broker-2")
-    assert await rig.view.wait_for(lambda: rig.view.view.state(bundle) is BundleState.OWNED, 5)
+    assert await rig.view.wait_for(lambda: rig.view.ownership.state(bundle) is BundleState.OWNED, 5)
     position = dict(rig.view.cursor.position)
     for host in rig.transport.hosts.values():
         snapshot = await host.snapshot(position)
         assert snapshot["position"][0] >= position[0]
-        assert snapshot["view"]["records"][bundle] == rig.view.view.snapshot()["records"][bundle]
+        assert snapshot["ownership"]["records"][bundle] == rig.view.ownership.snapshot()["records"][bundle]
 
 
 async def test_a_command_never_overtakes_what_its_sender_had_seen(rig: Rig) -> None:
     for i in range(10):  # the leader's subscription polls every 5 ms: it would lag without ``after``
         await rig.call("ns:0", CreateNamespace, namespace=f"t/n{i}", bundles=1)
-        bundle = next(rig.view.view.bundles(f"t/n{i}")).bundle
-        reply = await rig.call(LEADER, AssignBundle, bundle=bundle)
+        bundle = next(rig.view.ownership.bundles(f"t/n{i}")).bundle
+        reply = await rig.call(LEADER, LookupBundle, bundle=bundle)
         assert reply.detail["dst"] in ("broker-1", "broker-2")
 
 
 async def test_a_reply_comes_after_the_writer_folded_what_it_wrote(rig: Rig) -> None:
     await rig.call("ns:0", CreateNamespace, namespace="t/b", bundles=2)
     namespace_host = rig.transport.hosts["ns:0"]
-    assert "t/b" in namespace_host.body.view.namespaces  # type: ignore[attr-defined]
+    assert "t/b" in namespace_host.body.ownership.namespaces  # type: ignore[attr-defined]
     with pytest.raises(UnknownNamespace):
         await rig.call("ns:0", UnloadBundle, bundle="t/nope/0x00000000_0xffffffff")
 
@@ -142,7 +144,7 @@ async def test_a_fresh_host_recovers_the_same_view_from_the_log(rig: Rig) -> Non
     await old.close()
     again = await rig.host(rig.body("broker", "broker-1"))
     await again.sync()
-    assert again.body.view.state_equals(rig.view.view)  # type: ignore[attr-defined]
+    assert again.body.ownership.state_equals(rig.view.ownership)  # type: ignore[attr-defined]
     assert again.body.registered  # type: ignore[attr-defined]
 
 

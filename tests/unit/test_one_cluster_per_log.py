@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from actors.api import Cluster
-from actors.cluster.kept import LOG_SUBDIR, lock_directory
+from actors.cluster.kept import LOG_SUBDIR
+from actors.cluster.lock import lock_directory
 from balancer.errors import Unavailable
 from events.log.local import LocalEventLog
 from events.log.port import Record

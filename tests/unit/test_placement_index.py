@@ -70,7 +70,7 @@ def _fold(leader: LeaderBody, envelopes: list[Envelope], start: int) -> int:
 
 def _place(leader: LeaderBody, placement: ModularPlacement, bundle: str, rng: random.Random,
            indexed: bool, exclude: tuple[str, ...]) -> dict[str, Any]:
-    view = cluster_view(0, leader.config, ownership=leader.view, load=leader.load,
+    view = cluster_view(0, leader.config, ownership=leader.ownership, load=leader.load,
                         registry=leader.brokers, exclude=exclude, placing=True,
                         index=leader.placing if indexed else None)
     if not view.available:
@@ -118,7 +118,7 @@ def test_the_index_holds_what_the_plain_view_holds() -> None:
         builder.step() if builder.rng.random() < 0.8 else _report(builder, builder.rng.choice(BROKERS))
     leader = LeaderBody(_config("LeastLongTermMessageRate", True, 50000), rng=random.Random(0))
     _fold(leader, builder.envelopes, 0)
-    kwargs: dict[str, Any] = dict(ownership=leader.view, load=leader.load, registry=leader.brokers,
+    kwargs: dict[str, Any] = dict(ownership=leader.ownership, load=leader.load, registry=leader.brokers,
                                   placing=True)
     plain = cluster_view(0, leader.config, **kwargs)
     indexed = cluster_view(0, leader.config, index=leader.placing, **kwargs)
@@ -169,7 +169,7 @@ def test_indexed_extensible_placement_equals_the_plain_walk(seed: int, steps: in
         folded = _fold(leader, builder.envelopes, folded)
         namespace = builder.rng.choice(sorted(builder.layouts))
         bundle = f"{namespace}/{builder.rng.choice(list(builder.layouts[namespace])).name}"
-        views = [cluster_view(0, config, ownership=leader.view, load=leader.load, registry=leader.brokers,
+        views = [cluster_view(0, config, ownership=leader.ownership, load=leader.load, registry=leader.brokers,
                               placing=True, index=index) for index in (None, leader.placing)]
         if not views[0].available:
             continue

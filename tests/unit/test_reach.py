@@ -52,5 +52,5 @@ async def test_a_record_beyond_reach_moves_no_head_and_the_key_goes_on(
     assert [a.kind for a in view.anomalies if a.offset == forged] == ["out_of_range"]
     assert [a.offset for a in view.anomalies] == [forged]  # the records after it fold as usual
     assert body.epoch == view.elected == 2
-    assert view.namespaces[NS].anti_affinity_group == body.view.namespaces[NS].anti_affinity_group == "g"
+    assert view.namespaces[NS].anti_affinity_group == body.ownership.namespaces[NS].anti_affinity_group == "g"
     assert body.key_seq(NS) == 2

@@ -42,7 +42,7 @@ class Probe(Follower):
     def react(self, record: Record, now_ms: int) -> Effects:
         bundles = touched(record.envelope.typed)
         if bundles:
-            self.seen.append((record.offset, {b: self.view.records.get(b) for b in bundles}))
+            self.seen.append((record.offset, {b: self.ownership.records.get(b) for b in bundles}))
         return NOTHING
 
 
@@ -104,7 +104,7 @@ def test_bodies_on_the_shared_fold_hold_what_a_fold_from_offset_0_holds() -> Non
         restarted = host.body(name)
         assert isinstance(restarted, Follower)
         assert own_part(restarted) == own_part(scratch), f"{name} after a restart"
-        assert restarted.view is host.client.view
+        assert restarted.ownership is host.client.ownership
 
 
 def fingerprint(body: BrokerBody) -> Any:

@@ -183,12 +183,12 @@ class Checker:
         unexpected = self._unexpected(self.replay)
         if unexpected:
             return "replay", f"the log holds an event its fold refuses: {unexpected[0]}"
-        if not self.host.client.view.state_equals(self.replay):
+        if not self.host.client.ownership.state_equals(self.replay):
             return "replay", "the client's view differs from a fold of the log"
         end = len(self.host.records)
         for name, body in sorted(self.host.bodies.items()):
             caught_up = self.host._cursor.get(name) == end
-            if caught_up and not body.view.state_equals(self.replay):  # type: ignore[attr-defined]
+            if caught_up and not body.ownership.state_equals(self.replay):  # type: ignore[attr-defined]
                 return "replay", f"{name}'s live view differs from a fold of the log"
         return None
 
@@ -268,7 +268,7 @@ class Checker:
                    for b in self.host.bodies.values())
 
     def _lookups(self) -> tuple[str, str] | None:
-        view, now = self.host.client.view, self.host.now_ms
+        view, now = self.host.client.ownership, self.host.now_ms
         self.lookups = [q for q in self.lookups if view.lookup(q.topic) is None]
         calm = self._calm()
         if calm is None or not self._placeable():

@@ -43,7 +43,6 @@ from events.signing import Root
 
 if TYPE_CHECKING:
     from actors.runtime.sim.host import SimHost
-    from actors.runtime.sim.scenarios import Scenario
 
 CORRUPT = ("garbage", "string_epoch", "bundles_not_maps", "huge_seq", "huge_epoch")
 FORGED = ("force_from_broker_key", "unelected_epoch", "broker_url", "election_elsewhere")
@@ -65,7 +64,7 @@ class HostileLog:
     failures: list[str] = field(default_factory=list)
 
 
-def hostile_plan(s: Scenario, rng: Random, steps: int) -> list[Fault]:
+def hostile_plan(rng: Random, steps: int) -> list[Fault]:
     """A few of each kind, spread over the noisy part of the run."""
     out: list[Fault] = []
     for step in range(20, steps):
@@ -79,7 +78,7 @@ def hostile_plan(s: Scenario, rng: Random, steps: int) -> list[Fault]:
     return out
 
 
-def impostor_plan(s: Scenario, rng: Random, steps: int) -> list[Fault]:
+def impostor_plan(rng: Random, steps: int) -> list[Fault]:
     """A few forgeries under the right keys, spread over the noisy part of the run."""
     return [Fault(step, "impostor", "", (rng.choice(IMPOSTORS), rng.randrange(1 << 30)))
             for step in range(20, steps) if rng.random() < 0.01]

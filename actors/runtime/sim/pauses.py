@@ -12,18 +12,14 @@ Invariants:
 from __future__ import annotations
 
 from random import Random
-from typing import TYPE_CHECKING
 
 from actors.leader_control import caps_of
 from actors.runtime.sim.host import Fault, SimHost
 from events.catalog import PauseBalancer, ResumeBalancer
 from projections.control import control_history
 
-if TYPE_CHECKING:
-    from actors.runtime.sim.scenarios import Scenario
 
-
-def pause_plan(scenario: Scenario, rng: Random, steps: int) -> list[Fault]:
+def pause_plan(rng: Random, steps: int) -> list[Fault]:
     out: list[Fault] = []
     for step in range(1, steps):
         if rng.random() < 0.01:

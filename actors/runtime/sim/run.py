@@ -28,7 +28,7 @@ from actors.settings import ActorSettings, broker_body_name
 from actors.snapshots import SnapshotPolicy
 from actors.workload import ClientsBody, Workload
 from balancer.config import LoadBalancerConfig
-from events.catalog import AssignBundle, CreateNamespace, SplitBundle, UnloadBundle
+from events.catalog import CreateNamespace, LookupBundle, SplitBundle, UnloadBundle
 
 STEP_MS = 1_000
 SIM_SNAPSHOTS = SnapshotPolicy(min_records=40, per_state=0.5)
@@ -162,8 +162,7 @@ def _retry_lookups(run: _Run) -> None:
             continue
         pending.retry_ms = host.now_ms + host.settings.lookup_retry_ms
         bundle = host.view.bundle_of_topic(pending.topic)
-        host.submit(AssignBundle(command_id=host.command_id("lookup"), epoch=host.epoch,
-                                 bundle=bundle, reason="lookup"))
+        host.submit(LookupBundle(command_id=host.command_id("lookup"), epoch=host.epoch, bundle=bundle))
 
 
 def _fire(run: _Run, fault: Fault) -> None:

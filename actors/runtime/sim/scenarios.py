@@ -68,10 +68,10 @@ class Scenario:
     def plan(self, seed: int, steps: int) -> list[Fault]:
         rng = Random(f"{seed}:plan")
         faults = self.planner(self, rng, steps) + background(self, rng, steps)
-        # Their own stream: the plans of seeds run before these faults existed are unchanged.
-        faults += hostile_plan(self, Random(f"{seed}:hostile"), steps)
-        faults += pause_plan(self, Random(f"{seed}:pause"), steps)
-        faults += impostor_plan(self, Random(f"{seed}:impostor"), steps)
+        # Their own stream, the same for every scenario: the plans of seeds run before these faults existed are unchanged.
+        faults += hostile_plan(Random(f"{seed}:hostile"), steps)
+        faults += pause_plan(Random(f"{seed}:pause"), steps)
+        faults += impostor_plan(Random(f"{seed}:impostor"), steps)
         loud = int(steps * (1 - QUIET))
         kept = [f for f in faults if f.step < loud or f.kind == "restart"]
         return sorted(kept, key=lambda f: (f.step, f.kind, f.target))
