@@ -36,13 +36,23 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import jwt
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from web.auth import WebAuth
+
+class WebAuth(Protocol):
+    """What a session needs of the service's authentication (``web.auth.WebAuth`` meets it; a
+    protocol here, since that module imports this one for its middleware)."""
+
+    @property
+    def authentication_enabled(self) -> bool: ...
+    @property
+    def authorization_enabled(self) -> bool: ...
+    @property
+    def super_user_roles(self) -> frozenset[str]: ...
+    def role_of(self, token: str) -> str: ...
 
 COOKIE = "bb_session"
 LOGIN_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
