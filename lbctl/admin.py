@@ -44,6 +44,7 @@ from actors.cluster.kept import FINDING_HELP
 from actors.effects import Receipt
 from balancer.errors import MalformedInput, Unavailable, UnknownFailureDomain
 from events.log.port import Record
+from lbctl import numargs
 from lbctl.admin_http import endpoint
 from lbctl.attach import session
 from web.documents import brokers_document, bundles_document
@@ -82,7 +83,7 @@ def _namespaces(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     ns = _group(sub, "namespaces", "namespaces and their bundles")
     create = _verb(ns, "create", "create a namespace", _create)
     create.add_argument("namespace", help="tenant/namespace")
-    create.add_argument("-b", "--bundles", type=int, default=None,
+    create.add_argument("-b", "--bundles", type=numargs.COUNT, default=None,
                         help="number of bundles (default: defaultNumberOfNamespaceBundles)")
     bundles = _verb(ns, "bundles", "the bundles of a namespace, their state and owner", _bundles)
     bundles.add_argument("namespace", help="tenant/namespace")
@@ -129,7 +130,7 @@ def _verb(verbs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
                         help="where `lbctl run --keep` recorded the cluster "
                              "(default: $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of a table")
-    parser.add_argument("--timeout", type=float, default=30.0,
+    parser.add_argument("--timeout", type=numargs.POSITIVE, default=30.0,
                         help="seconds to wait for a move to complete (wall time on Ray, "
                              "cluster time in an inproc cluster)")
     parser.set_defaults(handler=_handler(verb))

@@ -63,11 +63,13 @@ def _split(http: AdminHttp, args: argparse.Namespace) -> int:
     gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
     parent = f"{args.namespace}/{gone[0] if gone else args.bundle}"
     children = [f"{args.namespace}/{r}" for r in new] or [parent]
-    owner = after[new[0]]["owner"] if new else (after.get(args.bundle) or {}).get("owner")
+    # The parent's owner when the split started: children unloaded with -u have none yet.
+    owner = (before.get(gone[0] if gone else args.bundle) or {}).get("owner")
+    by = f" (owner {owner})" if owner else ""
     if not new:
-        text = f"{parent}: no boundary found; not split (owner {owner})"
+        text = f"{parent}: no boundary found; not split{by}"
     else:
-        text = (f"split {parent} into {', '.join(new)} (owner {owner})"
+        text = (f"split {parent} into {', '.join(new)}{by}"
                 + ("; children unloaded" if args.unload else ""))
     emit(args, {"parent": parent, "children": children, "owner": owner,
                  "algorithm": args.algorithm, "unloaded": args.unload}, text)

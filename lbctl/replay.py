@@ -30,6 +30,7 @@ from events.envelope import Stamper
 from events.log.local import LocalEventLog
 from events.log.port import dropped_note
 from events.times import iso
+from lbctl import numargs
 
 SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
 
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs.required = True
     audit = verbs.add_parser("audit", help="check the invariants over the whole history")
     _source(audit)
-    audit.add_argument("--in-flight-ms", type=int, default=None,
+    audit.add_argument("--in-flight-ms", type=numargs.COUNT, default=None,
                        help="in-flight wait (default: broker.conf's, 30000)")
     audit.add_argument("--moves", action="store_true", help="also print moves per broker and hour")
     audit.set_defaults(handler=_audit)
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     whatif.add_argument("--report", default=None, metavar="DIR",
                         help="write PNG plots and report.html (with the audit's findings and an "
                              "ownership Gantt chart per namespace)")
-    whatif.add_argument("--seed", type=int, default=0)
+    whatif.add_argument("--seed", type=numargs.NATURAL, default=0)
     whatif.set_defaults(handler=_whatif)
     export = verbs.add_parser("export-parquet", help="write the decoded log as Parquet")
     _source(export)

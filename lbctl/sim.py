@@ -25,17 +25,18 @@ from rich.table import Table
 from actors.runtime.sim.run import SimResult, minimize, simulate
 from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 from balancer.errors import InvalidInput
+from lbctl import numargs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("sim", help="seeded fault simulation: invariants under crashes, drops, outages")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--seeds", type=int, default=None, metavar="N", help="run seeds 0..N-1 (default 100)")
-    which.add_argument("--seed", type=int, default=None, metavar="N", help="replay one seed, step for step")
-    parser.add_argument("--first-seed", type=int, default=0, metavar="N", help="with --seeds: start here")
+    which.add_argument("--seeds", type=numargs.COUNT, default=None, metavar="N", help="run seeds 0..N-1 (default 100)")
+    which.add_argument("--seed", type=numargs.NATURAL, default=None, metavar="N", help="replay one seed, step for step")
+    parser.add_argument("--first-seed", type=numargs.NATURAL, default=0, metavar="N", help="with --seeds: start here")
     parser.add_argument("--scenario", default=None, help=f"one of {', '.join(SCENARIOS)} (default: all, in turn)")
-    parser.add_argument("--steps", type=int, default=500, help="steps per seed (1 s of virtual time each)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (1: in this process)")
+    parser.add_argument("--steps", type=numargs.COUNT, default=500, help="steps per seed (1 s of virtual time each)")
+    parser.add_argument("--jobs", type=numargs.COUNT, default=2, help="worker processes (1: in this process)")
     parser.add_argument("--faults", default=None, metavar="I,J,...",
                         help="with --seed: keep only these planned faults (a minimized reproduction)")
     parser.add_argument("--minimize", action="store_true", help="with --seed: shrink a failing fault plan")
