@@ -88,11 +88,13 @@ def _source(parser: argparse.ArgumentParser) -> None:
 
 
 def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Offset bounds on a source that has none are refused before Spark (and its spinner) start."""
+    """A source that cannot be read (no such path, no topic) and offset bounds on a source that
+    has none are refused before Spark (and its spinner) start."""
     def checked(args: argparse.Namespace) -> int:
-        from spark_replay.sources import check_bounds
+        from spark_replay.sources import check_bounds, check_source
 
         if args.source is not None:  # none: lbctl --cluster's Kafka, which takes bounds
+            check_source(args.source, args.topic or None)
             check_bounds(args.source, args.starting_offsets, args.ending_offsets)
         return handler(args)
 
@@ -121,15 +123,15 @@ def _config(args: argparse.Namespace) -> LoadBalancerConfig:
 
 def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
-    from spark_replay.sources import read_source
+    from spark_replay.sources import decoded_once, read_source
 
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
     spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     _retained_note(args.source)
-    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
-                              starting=args.starting_offsets, ending=args.ending_offsets,
-                              kafka_options=options)
+    return spark, decoded_once(read_source(spark, args.source, topics=args.topic or None, raw=raw,
+                                           starting=args.starting_offsets, ending=args.ending_offsets,
+                                           kafka_options=options))
 
 
 def _retained_note(source: str | None) -> None:
