@@ -4,8 +4,9 @@ Invariants: a source is ``kafka://HOST:PORT`` (with ``--topic``; ``--starting-of
 ``--ending-offsets`` bound the read as Spark's Kafka source does), a LocalEventLog directory or a
 Parquet export; ``--master`` defaults to ``local[2]``, or to what ``spark-submit`` set when the
 job runs through ``bin/spark-replay.py``; a corrupt record is reported with its offset and skipped, never a crash; an
-unknown strategy or broker.conf key in a grid is an ``InvalidInput`` naming it (exit 2) and is
-found before Spark starts; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
+unknown strategy or broker.conf key in a grid, and a source that is not there, are an
+``InvalidInput`` naming it (exit 2) found before Spark starts; a job reads and decodes its log
+once (``decoded_once``), whatever number of queries it then asks; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
 long work shows a progress spinner on stderr (plain lines when stderr is not a terminal).
 """
 
@@ -88,13 +89,11 @@ def _source(parser: argparse.ArgumentParser) -> None:
 
 
 def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A source that cannot be read (no such path, no topic) and offset bounds on a source that
-    has none are refused before Spark (and its spinner) start."""
+    """Offset bounds on a source that has none are refused before Spark (and its spinner) start."""
     def checked(args: argparse.Namespace) -> int:
-        from spark_replay.sources import check_bounds, check_source
+        from spark_replay.sources import check_bounds
 
         if args.source is not None:  # none: lbctl --cluster's Kafka, which takes bounds
-            check_source(args.source, args.topic or None)
             check_bounds(args.source, args.starting_offsets, args.ending_offsets)
         return handler(args)
 
@@ -123,9 +122,10 @@ def _config(args: argparse.Namespace) -> LoadBalancerConfig:
 
 def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
-    from spark_replay.sources import decoded_once, read_source
+    from spark_replay.sources import check_source, decoded_once, read_source
 
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
+    check_source(args.source, args.topic or None)  # and a path that is not there
     spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     _retained_note(args.source)
@@ -198,7 +198,7 @@ def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]
 def _audit(args: argparse.Namespace) -> int:
     from actors.leader_control import caps_of
     from spark_replay.audit import audit, move_stats
-    from spark_replay.report import audit_table
+    from spark_replay.report import audit_tables
 
     config, console, err = _config(args), _console(), Console(stderr=True)
     wait = args.in_flight_ms or config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
@@ -211,7 +211,8 @@ def _audit(args: argparse.Namespace) -> int:
         for v in report.violations:
             print(json.dumps(v.to_dict(), sort_keys=True))
     else:
-        console.print(audit_table(report))
+        for shown in audit_tables(report):
+            console.print(shown)
     if args.moves:
         _print(console, args, moves, "moves per broker and hour")
     return 0 if report.clean else 1
