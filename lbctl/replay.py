@@ -310,7 +310,8 @@ def _missed(result: Any) -> list[dict[str, Any]]:
     """The recorded decisions the replay of the leader's runs does not make, with what it made."""
     if result.alignment is None:
         return []
-    return [{"run_ms": run.now_ms, "bundle": m.bundle, "src": m.source, "dst": m.destination,
+    return [{"run (UTC)": iso(run.now_ms), "bundle": m.bundle, "from": m.source,
+             "to": m.destination or "(placement)",
              "replayed": " ".join(f"{d.bundle}<-{d.source}" for d in run.replayed) or run.replayed_skip}
             for run in result.alignment.runs for m in run.missed]
 

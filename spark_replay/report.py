@@ -10,7 +10,7 @@ import base64
 import html
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +31,16 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def table(title: str, frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Table:
+def table(title: str, frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
+          wrapped: Mapping[str, int | None] | None = None) -> Table:
+    """A rich table of ``frame``; cells never wrap but those of the ``wrapped`` columns (column ->
+    its least width), which fold rather than being cut."""
     shown = list(columns or frame.columns)
+    folds = dict(wrapped or {})
     out = Table(title=title)
     for column in shown:
-        out.add_column(column, no_wrap=True)
+        out.add_column(column, no_wrap=column not in folds, min_width=folds.get(column),
+                       overflow="fold" if column in folds else "ellipsis")
     for row in frame[shown].itertuples(index=False):
         out.add_row(*(_cell(v) for v in row))
     return out
@@ -89,12 +94,13 @@ def in_flight_rule(report: AuditReport) -> str:
 
 # -- the what-if table -----------------------------------------------------------------------------
 
-SUMMARY_HEADERS = ("#", "configuration", "max/mean load, settled (x)", "std of load, settled (pp)",
-                   "moves", "flaps", "settled after (min)", "reproduced (%)", "recorded decisions",
-                   "not replayed (moves by reason)", "note")
+SUMMARY_HEADERS = ("#", "configuration", "max/mean\n(settled)", "std, pp\n(settled)",
+                   "moves", "flaps", "settled\nat (min)", "reproduced\n(%)", "recorded\ndecisions",
+                   "not\nreplayed", "note")
+"""Two-line headers: the quantity, then its unit (an HTML table shows them on one line)."""
 SETTLED_NOTE = ("settled: the median over the last third of the recording; max/mean 1.000 is an even "
-                "spread; pp: percentage points of broker load; settled after: the first minute from "
-                "which max/mean stays at or under 1.25")
+                "spread; std in percentage points (pp) of broker load; settled at: the first minute "
+                "from which max/mean stays at or under 1.25")
 
 
 def _blank(value: Any) -> bool:
@@ -109,10 +115,12 @@ def summary_frame(result: WhatIf) -> pd.DataFrame:
     """The what-if summary for people: labelled columns with units, ranks, the best configuration
     and identical ones named, ``-`` where a column does not apply (never ``None``)."""
     interval = result.recording.interval_ms
+    records = result.summary.to_dict(orient="records")
+    rank_of = {str(r["config"]): k for k, r in enumerate(records, start=1)}
     rows = []
-    for rank, row in enumerate(result.summary.to_dict(orient="records"), start=1):
+    for rank, row in enumerate(records, start=1):
         recorded = str(row["config"]).startswith("as recorded")
-        note = "" if _blank(row.get("same_as")) else str(row["same_as"])
+        note = "" if _blank(row.get("same_as")) else _same(str(row["same_as"]), rank_of)
         if rank == 1 and not recorded:
             note = "best" + (f"; {note}" if note else "")
         reproduced = row.get("reproduced")
@@ -125,6 +133,15 @@ def summary_frame(result: WhatIf) -> pd.DataFrame:
             "-" if _blank(row.get("not_replayed")) else str(row["not_replayed"]),
             note or "-"], strict=True)))
     return pd.DataFrame(rows, columns=list(SUMMARY_HEADERS))
+
+
+def _same(text: str, rank_of: Mapping[str, int]) -> str:
+    """``same settings as LABEL`` -> ``same settings as #3`` (the rank shown in the ``#`` column)."""
+    for kind in ("settings", "result"):
+        prefix = f"same {kind} as "
+        if text.startswith(prefix) and text[len(prefix):] in rank_of:
+            return f"{prefix}#{rank_of[text[len(prefix):]]}"
+    return text
 
 
 def best_line(result: WhatIf) -> str:
@@ -145,7 +162,8 @@ def best_line(result: WhatIf) -> str:
 
 
 def whatif_table(result: WhatIf) -> Table:
-    out = table("what-if (ranked by settled max/mean, then moves)", summary_frame(result))
+    out = table("what-if (ranked by settled max/mean, then moves)", summary_frame(result),
+                wrapped={**dict.fromkeys(SUMMARY_HEADERS), "configuration": 30, "note": 12})
     out.caption = f"{best_line(result)}\n{SETTLED_NOTE}"
     return out
 

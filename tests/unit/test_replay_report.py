@@ -69,19 +69,20 @@ def test_twins_are_the_same_settings_or_the_same_run() -> None:
 def test_the_table_has_units_no_none_and_names_the_best_and_the_twins() -> None:
     found = result()
     frame = summary_frame(found)
-    assert list(frame.columns)[:4] == ["#", "configuration", "max/mean load, settled (x)",
-                                       "std of load, settled (pp)"]
-    assert "settled after (min)" in frame.columns and "reproduced (%)" in frame.columns
+    assert list(frame.columns)[:4] == ["#", "configuration", "max/mean\n(settled)",
+                                       "std, pp\n(settled)"]
+    assert "settled\nat (min)" in frame.columns and "reproduced\n(%)" in frame.columns
     text = frame.to_string()
     assert "None" not in text and "nan" not in text.lower()
     first = frame.iloc[0]
     assert first["configuration"].startswith("PlannedTransferShedder") and first["note"].startswith("best")
     notes = dict(zip(frame["configuration"], frame["note"], strict=True))
-    assert notes[f"PlannedTransferShedder {PCT}=10"] == f"same result as PlannedTransferShedder {PCT}=5"
-    assert notes[f"ThresholdShedder {PCT}=10"] == "same settings as ThresholdShedder (live config)"
+    assert notes[f"PlannedTransferShedder {PCT}=10"] == "same result as #1"
+    assert notes[f"ThresholdShedder {PCT}=10"] == "same settings as #3"
+    assert frame.iloc[2]["configuration"] == "ThresholdShedder (live config)"
     recorded = frame.iloc[-1]
-    assert (recorded["#"], recorded["settled after (min)"], recorded["reproduced (%)"]) == ("-", "never", "100")
-    assert first["settled after (min)"] == "4"
+    assert (recorded["#"], recorded["settled\nat (min)"], recorded["reproduced\n(%)"]) == ("-", "never", "100")
+    assert first["settled\nat (min)"] == "4"
     line = best_line(found)
     assert line.startswith(f"best: PlannedTransferShedder {PCT}=5 (tied with PlannedTransferShedder {PCT}=10)")
     assert "as recorded: 1.400 with 1 moves" in line
