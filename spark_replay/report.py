@@ -175,6 +175,8 @@ def print_table(console: Console, renderable: Table) -> None:
 # -- plots -------------------------------------------------------------------------------------
 
 STYLES = ("-", "--", "-.", ":")
+Line = tuple[str, list[int], list[float], list[int]]
+"""One line of the plots: label, cycles, the most loaded broker's usage, cumulative moves."""
 
 
 def _png(fig: Any) -> bytes:
@@ -183,7 +185,7 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _series(result: WhatIf) -> list[tuple[str, list[int], list[float], list[int]]]:
+def _series(result: WhatIf) -> list[Line]:
     """Per line: (label, cycles, most loaded broker's usage, cumulative moves); the recording last."""
     out = []
     for config_id, group in result.cycles.sort_values("cycle").groupby("config_id"):
@@ -197,13 +199,32 @@ def _series(result: WhatIf) -> list[tuple[str, list[int], list[float], list[int]
     return out
 
 
-def _active_until(series: list[tuple[str, list[int], list[float], list[int]]]) -> int:
+def _active_until(series: list[Line]) -> int:
     """The cycle after which no line moves a bundle any more (0: nothing moved)."""
     last = 0
     for _, cycles, _, moves in series:
         changed = [c for c, before, after in zip(cycles[1:], moves, moves[1:], strict=False) if after != before]
         last = max([last, *changed, *(cycles[:1] if moves[:1] and moves[0] else [])])
     return last
+
+
+def _panel(ax: Any, series: list[Line], times: dict[str, Any], index: int, until: int | None) -> None:
+    """One panel: every line of ``series`` (its usage, ``index`` 2, or its moves, 3) up to cycle
+    ``until`` (None: all), each in its own colour, style and width, the recording in black."""
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    for n, (label, cycles, usage, moves) in enumerate(series):
+        values = [100 * v for v in usage] if index == 2 else moves
+        shown = [(at, v) for c, at, v in zip(cycles, times[label], values, strict=True)
+                 if until is None or c <= until]
+        recorded = label == "as recorded"
+        ax.plot([s[0] for s in shown], [s[1] for s in shown], label=label,
+                color="black" if recorded else plt.get_cmap("tab10")(n % 10),
+                linestyle="--" if recorded else STYLES[n % len(STYLES)],
+                linewidth=max(0.9, 2.6 - 0.35 * n), alpha=0.9, zorder=10 - n)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
+    ax.grid(alpha=0.3)
 
 
 def plots(result: WhatIf) -> dict[str, bytes]:
@@ -213,37 +234,26 @@ def plots(result: WhatIf) -> dict[str, bytes]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     series = _series(result)
     start, step = result.recording.start_ms, result.recording.interval_ms
     span = max((len(cycles) for _, cycles, _, _ in series), default=1)
     active = _active_until(series)
-    zoom = 0 < active < span * 0.4
+    until = active + max(3, active // 4) if 0 < active < span * 0.4 else None
     times = {label: pd.to_datetime([start + c * step for c in cycles], unit="ms", utc=True)
              for label, cycles, _, _ in series}
     out: dict[str, bytes] = {}
-    for name, index, ylabel, title in (("broker_load.png", 2, "most loaded broker (% of its capacity)",
-                                        "most loaded broker over time"),
-                                       ("moves.png", 3, "bundle moves (cumulative)", "moves over time")):
-        fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(13 if zoom else 10, 4.2), squeeze=False,
-                                 gridspec_kw={"width_ratios": [3, 2]} if zoom else None)
+    for name, index, ylabel, title in (
+            ("broker_load.png", 2, "most loaded broker (% of its capacity)", "most loaded broker over time"),
+            ("moves.png", 3, "bundle moves (cumulative)", "moves over time")):
+        fig, axes = plt.subplots(1, 1 if until is None else 2, squeeze=False,
+                                 figsize=(10, 4.2) if until is None else (13, 4.2),
+                                 gridspec_kw=None if until is None else {"width_ratios": [3, 2]})
         for k, ax in enumerate(axes[0]):
-            for n, line in enumerate(series):
-                label, cycles = line[0], line[1]
-                values = [100 * v for v in line[2]] if index == 2 else line[3]
-                recorded = label == "as recorded"
-                shown = [(t, v) for c, t, v in zip(cycles, times[label], values, strict=True)
-                         if k == 0 or c <= active + max(3, active // 4)]
-                ax.plot([s[0] for s in shown], [s[1] for s in shown], label=label,
-                        color="black" if recorded else plt.get_cmap("tab10")(n % 10),
-                        linestyle="--" if recorded else STYLES[n % len(STYLES)],
-                        linewidth=max(0.9, 2.6 - 0.35 * n), alpha=0.9, zorder=10 - n)
-            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
-            ax.set(xlabel="time (UTC)", ylabel=ylabel,
-                   title=title if k == 0 else f"{title}: the first {(active + max(3, active // 4)) * step / 60_000:g} min")
-            ax.grid(alpha=0.3)
+            _panel(ax, series, times, index, None if k == 0 else until)
+            ax.set(xlabel="time (UTC)", ylabel=ylabel, title=title if k == 0 else
+                   f"zoom: the first {(until or 0) * step / 60_000:g} min, where the moves are")
         axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         out[name] = _png(fig)
         plt.close(fig)
