@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -282,15 +283,18 @@ def _whatif(args: argparse.Namespace) -> int:
 
     grid = _grid(args)  # before Spark: a bad grid fails fast
     console, err = _console(), Console(stderr=True)
-    with _progress(err) as step:
+    with _progress(err) as step, ThreadPoolExecutor(1, thread_name_prefix="audit") as pool:
         spark, df = _frame(args, step, raw=True)
-        step(f"simulating {len(grid) + 1} configuration(s)")
+        if args.report:  # the report's audit runs beside the sweep, on the log decoded once
+            step("decoding the log")
+            df.count()
+            wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
+            audited = pool.submit(lambda: (audit(df, in_flight_ms=wait),
+                                           [r.asDict() for r in timeline(df).collect()]))
+        step(f"simulating {len(grid) + 1} configuration(s)" + (" and auditing" if args.report else ""))
         result = whatif(spark, df, grid, live=_base(args), seed=args.seed)
         if args.report:
-            step("auditing")
-            wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
-            report = audit(df, in_flight_ms=wait)
-            intervals = [r.asDict() for r in timeline(df).collect()]
+            report, intervals = audited.result()
             step("drawing the report")
             path = write_report(args.report, result, report, intervals, end_ms=report.end_ms)
     if args.json:
