@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -166,7 +167,7 @@ def _text(value: object, key: str, source: str) -> str:
 def _resources(value: object, key: str, source: str) -> dict[str, dict[str, float]]:
     if not isinstance(value, Mapping) or not all(
             isinstance(needs, Mapping) and all(isinstance(n, int | float) and not isinstance(n, bool)
-                                               and n > 0 for n in needs.values())
+                                               and 0 < n < math.inf for n in needs.values())
             for needs in value.values()):
         raise ConfigError(f"{source}: {key} = {value!r}: actor name -> {{resource: amount > 0}}",
                           value=key)

@@ -26,6 +26,7 @@ from actors.settings import namespace_body_name, namespace_shard
 from balancer.bundles import BundleId, HashRange, NamespaceBundles, namespace_of, validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import (
+    BundleNotOwned,
     InputTooLarge,
     InvalidBundle,
     InvalidInput,
@@ -210,6 +211,9 @@ class NamespaceBody(Follower):
         record = self._record(bundle)
         if record is None or record.state is not BundleState.OWNED or record.dst is None:
             state = BundleState.INIT if record is None else record.state
+            if not state.in_flight:  # nothing in flight: the request itself is wrong (exit 2, 412)
+                raise BundleNotOwned(f"{bundle} is {state}: no broker owns it, so it cannot be "
+                                     f"{action}; the leader assigns it first", bundle=bundle, value=bundle)
             raise InvalidTransition(
                 f"{bundle} is {state}; only an Owned bundle can be {action}", bundle=bundle)
         return record.dst

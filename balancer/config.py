@@ -9,7 +9,9 @@ Invariants:
   command makes fits a log record (``events._fields``), which every reader decodes;
 - a ``LoadBalancerConfig`` is immutable and always valid (validation happens on construction);
 - strategy and class values are stored in their short form (``ThresholdShedder``), whatever
-  spelling came in (short name, ``impl.X``/``ext.X`` or a full Pulsar class name).
+  spelling came in (short name, ``impl.X``/``ext.X`` or a full Pulsar class name);
+- broker.conf text is read as ``java.util.Properties`` reads it (``javaproperties``), so every line
+  form Pulsar's loader takes is taken here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import javaproperties
 
 from balancer.config_values import (
     ASSIGNER,
@@ -447,8 +451,16 @@ class LoadBalancerConfig:
 
     @classmethod
     def from_broker_conf(cls, text: str) -> LoadBalancerConfig:
-        """Parse ``broker.conf`` text: ``key=value`` lines, ``#`` comments, blank lines."""
-        return cls.from_mapping(broker_conf_pairs(text))
+        """Parse ``broker.conf`` text (``broker_conf_pairs``); an error about a key names its line."""
+        lines: dict[str, int] = {}
+        pairs = _read_properties(text, lines)
+        try:
+            return cls.from_mapping(pairs)
+        except ConfigError as exc:
+            line = lines.get(str(exc.details.get("key")))
+            if line is None:
+                raise
+            raise ConfigError(f"line {line}: {exc.message}", **exc.details) from None
 
     def with_overrides(self, values: Mapping[str, Any]) -> LoadBalancerConfig:
         """A copy with some Pulsar keys changed (validated like ``from_mapping``)."""
@@ -480,17 +492,31 @@ KEY_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in KEYS}
 
 
 def broker_conf_pairs(text: str) -> dict[str, str]:
-    """The ``key=value`` lines of broker.conf text (``#``/``!`` comments and blank lines skipped),
-    as written: the one reading of the file's syntax (``from_broker_conf`` validates the keys)."""
+    """The pairs of broker.conf text read as Java reads a ``.properties`` file (Pulsar loads it
+    with ``java.util.Properties``): ``key=value``, ``key:value`` and ``key value`` lines, ``#`` and
+    ``!`` comments, lines continued by a trailing ``\\``, ``\\`` escapes (``\\uXXXX``, ``\\t``,
+    an escaped ``=``, ``:`` or space inside a key), a later key overriding an earlier one. Values are
+    trimmed as Pulsar trims them. The one reading of the file's syntax (``from_broker_conf``
+    validates the keys); an unreadable line is a ``ConfigError`` naming its number."""
+    return _read_properties(text, {})
+
+
+def _read_properties(text: str, lines: dict[str, int]) -> dict[str, str]:
+    """``broker_conf_pairs``, filling ``lines`` with the line each key was last set on."""
     values: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "!")):
-            continue
-        if "=" not in stripped:
-            raise ConfigError(f"line {number}: {stripped!r} is not 'key=value'", key=None, value=stripped)
-        key, _, value = stripped.partition("=")
-        values[key.strip()] = value.strip()
+    line = 1
+    try:
+        for item in javaproperties.parse(text):
+            if isinstance(item, javaproperties.KeyValue):
+                if not item.key.strip():
+                    source = item.source.strip()
+                    raise ConfigError(f"line {line}: {source!r} has no key", key=None, value=source)
+                values[item.key.strip()] = item.value.strip()
+                lines[item.key.strip()] = line
+            line += item.source.count("\n")
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"line {line}: {exc.escape!r} is not a \\uXXXX escape (four hex digits)",
+                          key=None, value=exc.escape) from None
     return values
 
 

@@ -15,6 +15,7 @@ Invariants:
     │   ├── UnknownNamespace / UnknownBroker / UnknownBundle / UnknownFailureDomain
     │   ├── NamespaceExists
     │   ├── TransferToCurrentOwner
+    │   ├── BundleNotOwned            unload/split of a bundle no broker owns or is moving (Free)
     │   └── MalformedInput            JSON/shape errors in decide input
     │       └── InputTooLarge         a string, list or number past its limit
     ├── StateConflict                 the world moved (stale epoch, invalid transition, fenced)
@@ -107,6 +108,13 @@ class TransferToCurrentOwner(InvalidInput):
     code = "transfer_to_current_owner"
 
 
+class BundleNotOwned(InvalidInput):
+    """A move asked of a bundle at rest without an owner (Free, never assigned): the request is
+    wrong whatever the timing, unlike a bundle in flight (``InvalidTransition``)."""
+
+    code = "bundle_not_owned"
+
+
 class ForeignCluster(InvalidInput):
     """A log founded by another cluster than the one a process belongs to."""
 
@@ -181,7 +189,7 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InputTooLarge, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, ForeignCluster,
+        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, BundleNotOwned, ForeignCluster,
         StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
         WriterFenced, HistoryMissing, LogDamaged, Unavailable, NoBrokerAvailable, DecodeError,
         OutOfRange, BrokerFilterError,

@@ -39,6 +39,7 @@ from typing import Any, Protocol, TypeAlias
 from actors.cluster.kept import FINDING_HELP
 from balancer.bundles import validate_namespace
 from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownFailureDomain
+from lbctl import numargs
 from lbctl.admin_names import namespace_of, split_positions, tenant_name, topic_name
 from lbctl.admin_print import (
     emit,
@@ -153,7 +154,7 @@ def _namespaces(sub: SubParsers, run: Runner) -> None:
         verb(ns, run, name, text, handler).add_argument("namespace", help="tenant/namespace")
     create = verb(ns, run, "create", "create a namespace", _create)
     create.add_argument("namespace", help="tenant/namespace")
-    create.add_argument("-b", "--bundles", type=int, default=None,
+    create.add_argument("-b", "--bundles", type=numargs.COUNT, default=None,
                         help="number of bundles (default: defaultNumberOfNamespaceBundles)")
     split = verb(ns, run, "split-bundle", "split a bundle (waits until done)", _split)
     split.add_argument("namespace", help="tenant/namespace")
@@ -207,7 +208,7 @@ def verb(verbs: SubParsers, run: Runner, name: str, text: str, handler: Verb) ->
                         help="where `lbctl run --keep` recorded the cluster "
                              "(default: $LBCTL_STATE_DIR or .lbctl)")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    parser.add_argument("--timeout", type=float, default=30.0,
+    parser.add_argument("--timeout", type=numargs.POSITIVE, default=30.0,
                         help="seconds to wait for a move to complete (wall time on Ray, "
                              "cluster time in an inproc cluster)")
     parser.set_defaults(handler=lambda args: run(handler, args))

@@ -3,7 +3,9 @@
 Reads ``kafka.security`` of the cluster file (``lbctl --cluster FILE kafka acls`` or
 ``lbctl kafka acls --cluster FILE``): each actor role's user (``roles``; an actor role without
 one uses the file's own user), the admin (``roles.admin``, else the file's user) and the auditor
-(``roles.auditor``). Prints; changes nothing. The model is ``events.log.kafka_acls``.
+(``roles.auditor``); a file that names no user (an unsecured Kafka, as the shipped
+``conf/cluster.yaml``) gets the grants of Kafka's anonymous principal, every role's. Prints;
+changes nothing. The model is ``events.log.kafka_acls``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from actors.cluster_conf import ClusterConf
 from balancer.errors import MalformedInput
 from events.log.kafka_acls import WRITERS, render
 from events.log.kafka_client import KafkaSecurity
+
+ANONYMOUS = "User:ANONYMOUS"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,9 +50,12 @@ def _acls(args: argparse.Namespace) -> int:
         raise MalformedInput("lbctl kafka acls needs a cluster file: --cluster FILE", value="--cluster")
     found = ClusterConf.load(deployment)
     names = principals(found.kafka.security)
-    if not names:
-        raise MalformedInput(f"{deployment}: kafka.security names no user (username, roles): "
-                             "nothing to grant", value=deployment)
+    if not names:  # no SASL user: every client of the deployment is Kafka's anonymous principal
+        names = dict.fromkeys((*WRITERS, "clients", "admin", "auditor"), ANONYMOUS)
+        print(f"# {deployment} names no Kafka user (kafka.security): every actor connects as "
+              f"{ANONYMOUS}, Kafka's principal for an unauthenticated listener. These grants let "
+              "the deployment run once an authorizer is on; name a user per role (docs/operations.md"
+              "#security) to keep the roles apart.")
     print(render(found.name, found.kafka.bootstrap_servers, names, tool=args.tool,
                  command_config=args.command_config, source=str(deployment)), end="")
     return 0

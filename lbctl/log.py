@@ -25,6 +25,7 @@ from events.log.kafka import KafkaEventLog
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item, dropped_note
 from events.times import iso
+from lbctl import numargs
 from lbctl.timearg import instant_arg
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner, view_as_of
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="start here (repeatable; other partitions start at 0)")
     tail.add_argument("--from-ts", type=instant_arg, default=None, metavar="TIME",
                       help="start at the first entry at or after TIME (ISO-8601 or epoch ms)")
-    tail.add_argument("--limit", type=int, default=None, help="at most this many entries")
+    tail.add_argument("--limit", type=numargs.COUNT, default=None, help="at most this many entries")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
     tail.set_defaults(handler=_tail)
     view = verbs.add_parser("ownership", help="the ownership view folded from the log (time travel)")

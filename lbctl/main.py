@@ -1,6 +1,7 @@
 """lbctl entry point: parses the verb and hands off to its module.
 
-Invariants (the exit statuses the README lists): any ``InvalidInput`` (and malformed JSON) or
+Invariants (the exit statuses the README lists): a usage error (a bad flag or number,
+``lbctl.numargs``), any ``InvalidInput`` (and malformed JSON) or
 ``Unavailable`` prints one line naming the bad value or the unreachable part on stderr and exits
 with status 2; other ``LoadBalancerError``s (a refused change) exit with status 1, as does a verb
 that ran and found something wrong; anything else is a bug: its traceback and status 3; a closed
@@ -16,8 +17,10 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import cast
 
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from lbctl.numargs import LbctlParser
 
 Handler = Callable[[argparse.Namespace], int]
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -42,7 +45,7 @@ def _registrars() -> list[Registrar]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = LbctlParser(
         prog="lbctl", description="bundle-balancer: Pulsar-style broker load balancing"
     )
     parser.add_argument("--cluster", dest="cluster_conf", metavar="CLUSTER_YAML",
@@ -61,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a Pulsar client.conf: webServiceUrl, authPlugin, authParams "
                            "(env PULSAR_CLIENT_CONF)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    # Sub-parsers are made of the parser's class (LbctlParser), whatever the verbs' annotations say.
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(dest="verb", metavar="VERB"))
     sub.required = True
     for register in _registrars():
         register(sub)

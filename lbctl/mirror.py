@@ -30,7 +30,7 @@ from actors.cluster.kept import read_spec, state_dir, write_spec
 from attach.mirror import Cycle, CycleHook, Mirror, status_line
 from attach.source import EXTENSIBLE, MODULAR, PulsarSource
 from balancer.errors import MalformedInput
-from lbctl import steer
+from lbctl import numargs, steer
 from lbctl.admin_http import AdminHttp, endpoint
 
 LINE_EVERY_S = 1.0
@@ -55,15 +55,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="Pulsar's web service URL (default: client.conf's webServiceUrl)")
     parser.add_argument("--state-dir", default=None,
                         help="where the mirror's log goes (default: $LBCTL_STATE_DIR or .lbctl)")
-    parser.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
+    parser.add_argument("--minutes", type=numargs.POSITIVE, default=None, help="stop after this many minutes")
     parser.add_argument("--pulsar-cluster", default=None, metavar="NAME",
                         help="the Pulsar cluster's name (default: the first of /admin/v2/clusters)")
     parser.add_argument("--manager", choices=(EXTENSIBLE, MODULAR), default=None,
                         help="Pulsar's load manager (default: asked of Pulsar)")
-    parser.add_argument("--poll-s", type=float, default=1.0,
+    parser.add_argument("--poll-s", type=numargs.POSITIVE, default=1.0,
                         help="seconds between REST polls (brokers, leader; the modular manager's "
                              "ownership and load reports)")
-    parser.add_argument("--web-service-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--web-service-port", type=numargs.PORT, default=None, metavar="PORT",
                         help="serve the dashboard, /metrics and the read side of the admin API for "
                              "the mirror on 127.0.0.1:PORT (0: a free port)")
     parser.add_argument("--plain", action="store_true", help="a progress line every 10 s even on a terminal")

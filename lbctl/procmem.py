@@ -1,28 +1,34 @@
-"""Peak memory of a process tree, read from ``/proc`` (no psutil): ``lbctl run``'s summary line.
+"""Peak memory of a process tree (psutil): ``lbctl run``'s summary line.
 
 A background thread samples, every ``interval_s``, the process ``root`` (default: this one) and
 all its descendants (Ray's GCS, raylet, workers and dashboard are children and grandchildren of
 the driver that started them), and keeps the largest total seen.
 
 Invariants:
-- totals are sums over the tree at one sample: RSS (``/proc/PID/statm``) counts pages shared by
-  several processes once per process, PSS (``/proc/PID/smaps_rollup``) splits them, so PSS is the
-  honest "memory of all these processes" and RSS an upper bound; both are reported;
-- the peak is also at least this process's own high-water mark (``VmHWM``), so a spike between
-  two samples of the driver itself is not missed;
-- a process that exits between listing and reading is skipped, never an error; on a system
-  without ``/proc`` the sampler reports nothing (``available`` is False).
+- totals are sums over the tree at one sample: RSS counts pages shared by several processes once
+  per process, PSS (where the system reports it: Linux) splits them, so PSS is the honest "memory
+  of all these processes" and RSS an upper bound; both are reported;
+- the peak is also at least this process's own high-water mark (``getrusage``'s ``ru_maxrss``),
+  so a spike between two samples of the driver itself is not missed;
+- a process that exits (or hides) between listing and reading is skipped, never an error; when
+  the root itself cannot be read the sampler reports nothing (``available`` is False).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
-PROC = Path("/proc")
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+import psutil
+
+try:
+    import resource
+except ImportError:  # not on every system: the high-water mark is then only what was sampled
+    resource = None  # type: ignore[assignment]
+
+GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +44,7 @@ class MemoryPeak:
 
     def describe(self) -> str:
         if not self.available or self.samples == 0:
-            return "peak memory: not measured (no /proc)"
+            return "peak memory: not measured (the process could not be read)"
         pss = f"{gib(self.pss)} PSS, " if self.pss else ""
         return (f"peak memory: {pss}{gib(self.rss)} RSS across {self.processes} process(es) "
                 f"(up to {self.max_processes}; {self.samples} samples)")
@@ -50,56 +56,35 @@ def gib(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB"
 
 
-def children_map() -> dict[int, list[int]]:
-    """ppid -> pids, for every process visible in /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name is in parentheses and may hold spaces or ')': split after the last.
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1:
-            tree.setdefault(int(fields[1]), []).append(int(entry.name))
-    return tree
-
-
 def tree_of(root: int) -> list[int]:
-    """``root`` and every descendant."""
-    tree, out, todo = children_map(), [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(tree.get(pid, ()))
-    return out
+    """``root`` and every descendant (empty when ``root`` is gone)."""
+    try:
+        top = psutil.Process(root)
+        return [root, *(child.pid for child in top.children(recursive=True))]
+    except GONE:
+        return []
 
 
 def rss_of(pid: int) -> int:
     try:
-        return int((PROC / str(pid) / "statm").read_text().split()[1]) * PAGE
-    except (OSError, IndexError, ValueError):
+        return int(psutil.Process(pid).memory_info().rss)
+    except GONE:
         return 0
 
 
-def _kib_field(path: Path, name: str) -> int:
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith(name):
-                return int(line.split()[1]) * 1024
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
-
-
 def pss_of(pid: int) -> int:
-    return _kib_field(PROC / str(pid) / "smaps_rollup", "Pss:")
+    """Proportional set size where the system reports it (Linux), else 0."""
+    try:
+        return int(getattr(psutil.Process(pid).memory_full_info(), "pss", 0))
+    except GONE:
+        return 0
 
 
 def own_high_water() -> int:
-    return _kib_field(PROC / "self" / "status", "VmHWM:")
+    if resource is None:
+        return 0
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
 
 
 class MemorySampler:
@@ -108,7 +93,7 @@ class MemorySampler:
     def __init__(self, root: int | None = None, interval_s: float = 0.5) -> None:
         self.root = root if root is not None else os.getpid()
         self.interval_s = interval_s
-        self.available = (PROC / str(self.root)).exists()
+        self.available = psutil.pid_exists(self.root)
         self._peak = MemoryPeak(available=self.available)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lbctl-memory", daemon=True)

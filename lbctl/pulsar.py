@@ -20,7 +20,7 @@ import sys
 import threading
 
 from bench.pulsar_traffic import TrafficPlan, run_traffic
-from lbctl import steer
+from lbctl import numargs, steer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,16 +33,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     traffic.add_argument("--service-url", required=True, metavar="URL",
                          help="the cluster's binary protocol URL, e.g. pulsar://127.0.0.1:6650")
     traffic.add_argument("--namespace", default="public/default", metavar="TENANT/NS")
-    traffic.add_argument("--topics", type=int, default=16, help="how many topics (default 16)")
-    traffic.add_argument("--rate", type=float, default=400.0,
+    traffic.add_argument("--topics", type=numargs.COUNT, default=16, help="how many topics (default 16)")
+    traffic.add_argument("--rate", type=numargs.POSITIVE, default=400.0,
                          help="messages per second over all topics (default 400)")
-    traffic.add_argument("--seconds", type=float, default=None,
+    traffic.add_argument("--seconds", type=numargs.POSITIVE, default=None,
                          help="stop sending after this long (default 60 without --messages)")
-    traffic.add_argument("--messages", type=int, default=None,
+    traffic.add_argument("--messages", type=numargs.COUNT, default=None,
                          help="stop sending after this many messages")
-    traffic.add_argument("--zipf", type=float, default=1.1,
+    traffic.add_argument("--zipf", type=numargs.NON_NEGATIVE, default=1.1,
                          help="skew: topic k gets a share of 1/k**ZIPF (0: uniform; default 1.1)")
-    traffic.add_argument("--size", type=int, default=1024, help="bytes per message (default 1024)")
+    traffic.add_argument("--size", type=numargs.COUNT, default=1024, help="bytes per message (default 1024)")
     traffic.add_argument("--topic-prefix", default="traffic",
                          help="topics are PREFIX-000, PREFIX-001, ... (default traffic)")
     traffic.add_argument("--json", action="store_true", help="print the report as JSON")

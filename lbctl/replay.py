@@ -4,8 +4,9 @@ Invariants: a source is ``kafka://HOST:PORT`` (with ``--topic``; ``--starting-of
 ``--ending-offsets`` bound the read as Spark's Kafka source does), a LocalEventLog directory or a
 Parquet export; ``--master`` defaults to ``local[2]``, or to what ``spark-submit`` set when the
 job runs through ``bin/spark-replay.py``; a corrupt record is reported with its offset and skipped, never a crash; an
-unknown strategy or broker.conf key in a grid is an ``InvalidInput`` naming it (exit 2) and is
-found before Spark starts; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
+unknown strategy or broker.conf key in a grid, and a source that is not there, are an
+``InvalidInput`` naming it (exit 2) found before Spark starts; a job reads and decodes its log
+once (``decoded_once``), whatever number of queries it then asks; ``audit`` exits 1 when it finds a violation, 0 when the log is clean;
 long work shows a progress spinner on stderr (plain lines when stderr is not a terminal).
 """
 
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from events.envelope import Stamper
 from events.log.local import LocalEventLog
 from events.log.port import dropped_note
 from events.times import iso
+from lbctl import numargs
 
 SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
 
@@ -40,7 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs.required = True
     audit = verbs.add_parser("audit", help="check the invariants over the whole history")
     _source(audit)
-    audit.add_argument("--in-flight-ms", type=int, default=None,
+    audit.add_argument("--in-flight-ms", type=numargs.COUNT, default=None,
                        help="in-flight wait (default: broker.conf's, 30000)")
     audit.add_argument("--moves", action="store_true", help="also print moves per broker and hour")
     audit.set_defaults(handler=_audit)
@@ -57,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     whatif.add_argument("--report", default=None, metavar="DIR",
                         help="write PNG plots and report.html (with the audit's findings and an "
                              "ownership Gantt chart per namespace)")
-    whatif.add_argument("--seed", type=int, default=0)
+    whatif.add_argument("--seed", type=numargs.NATURAL, default=0)
     whatif.set_defaults(handler=_whatif)
     export = verbs.add_parser("export-parquet", help="write the decoded log as Parquet")
     _source(export)
@@ -120,15 +123,16 @@ def _config(args: argparse.Namespace) -> LoadBalancerConfig:
 
 def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
     from spark_replay.session import session
-    from spark_replay.sources import read_source
+    from spark_replay.sources import check_source, decoded_once, read_source
 
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
+    check_source(args.source, args.topic or None)  # and a path that is not there
     spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     _retained_note(args.source)
-    return spark, read_source(spark, args.source, topics=args.topic or None, raw=raw,
-                              starting=args.starting_offsets, ending=args.ending_offsets,
-                              kafka_options=options)
+    return spark, decoded_once(read_source(spark, args.source, topics=args.topic or None, raw=raw,
+                                           starting=args.starting_offsets, ending=args.ending_offsets,
+                                           kafka_options=options))
 
 
 def _retained_note(source: str | None) -> None:
@@ -195,7 +199,7 @@ def _print(console: Console, args: argparse.Namespace, rows: list[dict[str, Any]
 def _audit(args: argparse.Namespace) -> int:
     from actors.leader_control import caps_of
     from spark_replay.audit import audit, move_stats
-    from spark_replay.report import audit_table
+    from spark_replay.report import audit_tables
 
     config, console, err = _config(args), _console(), Console(stderr=True)
     wait = args.in_flight_ms or config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
@@ -208,7 +212,8 @@ def _audit(args: argparse.Namespace) -> int:
         for v in report.violations:
             print(json.dumps(v.to_dict(), sort_keys=True))
     else:
-        console.print(audit_table(report))
+        for shown in audit_tables(report):
+            console.print(shown)
     if args.moves:
         _print(console, args, moves, "moves per broker and hour")
     return 0 if report.clean else 1
@@ -278,15 +283,18 @@ def _whatif(args: argparse.Namespace) -> int:
 
     grid = _grid(args)  # before Spark: a bad grid fails fast
     console, err = _console(), Console(stderr=True)
-    with _progress(err) as step:
+    with _progress(err) as step, ThreadPoolExecutor(1, thread_name_prefix="audit") as pool:
         spark, df = _frame(args, step, raw=True)
-        step(f"simulating {len(grid) + 1} configuration(s)")
+        if args.report:  # the report's audit runs beside the sweep, on the log decoded once
+            step("decoding the log")
+            df.count()
+            wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
+            audited = pool.submit(lambda: (audit(df, in_flight_ms=wait),
+                                           [r.asDict() for r in timeline(df).collect()]))
+        step(f"simulating {len(grid) + 1} configuration(s)" + (" and auditing" if args.report else ""))
         result = whatif(spark, df, grid, live=_base(args), seed=args.seed)
         if args.report:
-            step("auditing")
-            wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
-            report = audit(df, in_flight_ms=wait)
-            intervals = [r.asDict() for r in timeline(df).collect()]
+            report, intervals = audited.result()
             step("drawing the report")
             path = write_report(args.report, result, report, intervals, end_ms=report.end_ms)
     if args.json:
@@ -306,7 +314,8 @@ def _missed(result: Any) -> list[dict[str, Any]]:
     """The recorded decisions the replay of the leader's runs does not make, with what it made."""
     if result.alignment is None:
         return []
-    return [{"run_ms": run.now_ms, "bundle": m.bundle, "src": m.source, "dst": m.destination,
+    return [{"run (UTC)": iso(run.now_ms), "bundle": m.bundle, "from": m.source,
+             "to": m.destination or "(placement)",
              "replayed": " ".join(f"{d.bundle}<-{d.source}" for d in run.replayed) or run.replayed_skip}
             for run in result.alignment.runs for m in run.missed]
 

@@ -61,6 +61,7 @@ from actors.cluster_conf import ClusterConf
 from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
+from lbctl import numargs
 from lbctl.procmem import MemorySampler
 from lbctl.run_plot import check_plot_path, write_plot
 from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
@@ -102,20 +103,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conf", default=None,
                         help=f"broker.conf (default: {DEFAULT_CONF} if present, else Pulsar's defaults)")
-    parser.add_argument("--brokers", type=int, default=3, help="number of brokers")
+    parser.add_argument("--brokers", type=numargs.COUNT, default=3, help="number of brokers")
     parser.add_argument("--workload", choices=("zipf",), default="zipf",
                         help="zipf: topics whose rates follow Zipf(1.1)")
-    parser.add_argument("--topics", type=int, default=2000, help="topics in the namespace")
-    parser.add_argument("--rate", type=float, default=120_000.0, help="total msg/s published")
+    parser.add_argument("--topics", type=numargs.COUNT, default=2000, help="topics in the namespace")
+    parser.add_argument("--rate", type=numargs.NON_NEGATIVE, default=120_000.0, help="total msg/s published")
     parser.add_argument("--namespace", default="public/default", help="the namespace to create")
-    parser.add_argument("--bundles", type=int, default=16, help="its initial bundles")
-    parser.add_argument("--minutes", type=float, default=60.0, help="simulated minutes to run")
-    parser.add_argument("--speed", type=float, default=60.0,
+    parser.add_argument("--bundles", type=numargs.COUNT, default=16, help="its initial bundles")
+    parser.add_argument("--minutes", type=numargs.POSITIVE, default=60.0, help="simulated minutes to run")
+    parser.add_argument("--speed", type=numargs.NON_NEGATIVE, default=60.0,
                         help="simulated seconds per wall second (0: as fast as possible)")
     parser.add_argument("--host", choices=HOSTS, default=default_host(),
                         help=f"ray: actors on a local Ray; inproc: one process, virtual clock "
                              f"(default: {default_host()})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the workload and the bodies")
+    parser.add_argument("--seed", type=numargs.NATURAL, default=0, help="seed of the workload and the bodies")
     parser.add_argument("--keep", action="store_true",
                         help="keep the cluster for the admin verbs (writes --state-dir/cluster.json); "
                              "on Ray its workload keeps running at --speed until Ctrl-C")
@@ -129,7 +130,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--plot", default=None, metavar="FILE",
                         help="write the balance over time (each broker's load, the moves, "
                              "max/mean) to FILE (.png, .svg or .pdf) when the run ends")
-    parser.add_argument("--web-service-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--web-service-port", type=numargs.PORT, default=None, metavar="PORT",
                         help="serve Pulsar's admin REST API on 127.0.0.1:PORT (0: a free port; "
                              "default: broker.conf's webServicePort, else none)")
     parser.set_defaults(handler=_handle)

@@ -1,7 +1,8 @@
 """``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim/, issue 6).
 
 ``lbctl sim --seeds N [--scenario S]`` runs seeds 0..N-1 (each scenario in turn by default) in a
-process pool, with a progress bar and a summary table per scenario; ``lbctl sim --seed N``
+process pool, with a progress bar and its time left (off a terminal: a line at once, then at least
+every 10 s) and a summary table per scenario; ``lbctl sim --seed N``
 replays one seed step for step and prints its reproduction if it fails.
 
 Invariants: the verdict of a seed depends only on (seed, scenario, steps, --faults), never on
@@ -15,27 +16,35 @@ import argparse
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from actors.runtime.sim.run import SimResult, minimize, simulate
 from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 from balancer.errors import InvalidInput
+from lbctl import numargs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("sim", help="seeded fault simulation: invariants under crashes, drops, outages")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--seeds", type=int, default=None, metavar="N", help="run seeds 0..N-1 (default 100)")
-    which.add_argument("--seed", type=int, default=None, metavar="N", help="replay one seed, step for step")
-    parser.add_argument("--first-seed", type=int, default=0, metavar="N", help="with --seeds: start here")
+    which.add_argument("--seeds", type=numargs.COUNT, default=None, metavar="N", help="run seeds 0..N-1 (default 100)")
+    which.add_argument("--seed", type=numargs.NATURAL, default=None, metavar="N", help="replay one seed, step for step")
+    parser.add_argument("--first-seed", type=numargs.NATURAL, default=0, metavar="N", help="with --seeds: start here")
     parser.add_argument("--scenario", default=None, help=f"one of {', '.join(SCENARIOS)} (default: all, in turn)")
-    parser.add_argument("--steps", type=int, default=500, help="steps per seed (1 s of virtual time each)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (1: in this process)")
+    parser.add_argument("--steps", type=numargs.COUNT, default=500, help="steps per seed (1 s of virtual time each)")
+    parser.add_argument("--jobs", type=numargs.COUNT, default=2, help="worker processes (1: in this process)")
     parser.add_argument("--faults", default=None, metavar="I,J,...",
                         help="with --seed: keep only these planned faults (a minimized reproduction)")
     parser.add_argument("--minimize", action="store_true", help="with --seed: shrink a failing fault plan")
@@ -123,12 +132,33 @@ def _one(job: tuple[int, str, int]) -> SimResult:
     return simulate(seed, scenario, steps)
 
 
+def _chunk(jobs: list[tuple[int, str, int]]) -> list[SimResult]:
+    return [_one(job) for job in jobs]
+
+
 def _results(jobs: list[tuple[int, str, int]], workers: int) -> Iterator[SimResult]:
+    """Results as they finish (a slow seed holds back no other seed's progress); small chunks, so
+    the first ones come within seconds even for 10,000 seeds."""
     if workers == 1:
         yield from map(_one, jobs)
         return
+    size = max(1, min(8, len(jobs) // (workers * 50)))
     with ProcessPoolExecutor(workers) as pool:
-        yield from pool.map(_one, jobs, chunksize=8)
+        pending = [pool.submit(_chunk, jobs[i:i + size]) for i in range(0, len(jobs), size)]
+        for done in as_completed(pending):
+            yield from done.result()
+
+
+PLAIN_EVERY_S = 10.0
+"""Off a terminal, a progress line at least this often (and every 5 % of the seeds)."""
+
+
+def _plain_line(done: int, total: int, failures: list[SimResult], elapsed: float) -> str:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+    failing = sorted(f.seed for f in failures)
+    return (f"sim: {done}/{total} seeds, {len(failing)} failing {failing[:10]}, "
+            f"{elapsed:.0f} s{left}")
 
 
 def _many(seeds: Iterable[int], scenario: str | None, steps: int, workers: int) -> int:
@@ -136,9 +166,12 @@ def _many(seeds: Iterable[int], scenario: str | None, steps: int, workers: int) 
     console = Console(stderr=True)
     rows: dict[str, _Row] = {}
     failures: list[SimResult] = []
-    started = time.perf_counter()
+    started = last_line = time.perf_counter()
     columns = (TextColumn("sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[bad]} failing"),
-               TimeElapsedColumn())
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
+    if not console.is_terminal:  # said at once: a long run shows it started before any seed ends
+        print(f"sim: {len(jobs)} seeds x {steps} steps on {workers} worker(s); a line every "
+              f"{PLAIN_EVERY_S:.0f} s and every 5 %", file=sys.stderr, flush=True)
     with Progress(*columns, console=console, transient=not console.is_terminal) as progress:
         task = progress.add_task("seeds", total=len(jobs), bad=0)
         for result in _results(jobs, workers):
@@ -149,13 +182,15 @@ def _many(seeds: Iterable[int], scenario: str | None, steps: int, workers: int) 
                 row.failed.append(result.seed)
                 failures.append(result)
             progress.update(task, advance=1, bad=len(failures))
-            done = sum(r.seeds for r in rows.values())
-            if not console.is_terminal and (done % max(1, len(jobs) // 20) == 0 or not result.ok):
-                # No bar off a terminal: a plain line every 5% (and per failure) shows the run lives.
-                print(f"sim: {done}/{len(jobs)} seeds, {len(failures)} failing "
-                      f"{[f.seed for f in failures][:10]}, {time.perf_counter() - started:.0f} s",
-                      file=sys.stderr, flush=True)
+            done, now = sum(r.seeds for r in rows.values()), time.perf_counter()
+            if not console.is_terminal and (done % max(1, len(jobs) // 20) == 0 or not result.ok
+                                            or now - last_line >= PLAIN_EVERY_S or done == len(jobs)):
+                print(_plain_line(done, len(jobs), failures, now - started), file=sys.stderr, flush=True)
+                last_line = now
     elapsed = time.perf_counter() - started
+    for row in rows.values():
+        row.failed.sort()
+    failures.sort(key=lambda f: f.seed)
     for failure in failures[:3]:
         print(reproduction(failure), end="\n\n")
     Console().print(_table(rows, steps, elapsed))

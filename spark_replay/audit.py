@@ -52,6 +52,20 @@ from spark_replay.sources import readable
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+CHECKS: tuple[tuple[str, str], ...] = (
+    ("seq_gap", "every record of a key follows the previous one's seq + 1"),
+    ("seq_repeat", "no seq of a key is written twice or out of order"),
+    ("stale_epoch", "no key is written at an epoch below one already written there"),
+    ("double_owner", "no bundle becomes owned by a broker while another owns it"),
+    ("unassigned_owner", "a bundle becomes owned only by the broker it was being assigned to"),
+    ("in_flight_timeout", "every transfer and unload ends (Owned, Free, Deleted) within the in-flight bound"),
+    ("ranges_tile", "a split's children tile their parent; each namespace's bundles tile the hash space"),
+    ("corrupt_record", "every stored record decodes"),
+    ("paused_move", "no shedding move starts while an operator's pause holds"),
+    ("throttle_cap", "no shedding move starts over the throttle's caps (those of --conf)"),
+)
+"""Every check the audit runs, in the order it reports them, with what each one holds."""
+
 DEFAULT_IN_FLIGHT_MS = 30_000
 LAG_MULTIPLE = 10
 """A move counts as stuck past this many median handovers of its own log (and the wait)."""
@@ -88,6 +102,8 @@ class AuditReport:
     """How long a move could stay in flight before it counted as stuck (see the module's rule)."""
     median_handover_ms: int | None = None
     """The median time from a move to its end state over the log's completed moves."""
+    checks: tuple[str, ...] = tuple(name for name, _ in CHECKS)
+    """The checks that ran (``throttle_cap`` only with the throttle's caps)."""
 
     @property
     def clean(self) -> bool:
@@ -313,7 +329,8 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps
     violations += tiling_violations(df)
     violations += control_violations(df, caps)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
-    return AuditReport(events, tuple(violations), end_ts, bound, median)
+    ran = tuple(name for name, _ in CHECKS if caps is not None or name != "throttle_cap")
+    return AuditReport(events, tuple(violations), end_ts, bound, median, ran)
 
 
 def timeline(df: DataFrame) -> DataFrame:

@@ -289,6 +289,25 @@ def check_bounds(source: str, starting: str | None, ending: str | None) -> None:
                              value=starting if starting is not None else ending)
 
 
+def check_source(source: str, topics: list[str] | None = None) -> None:
+    """Whether ``source`` can be read at all, decided without Spark (so a typo costs no JVM): a
+    Kafka source needs a topic; a path must exist and be a log directory or Parquet (a file, or
+    a folder holding ``*.parquet`` files). Each refusal is one ``MalformedInput`` naming it."""
+    if source.startswith("kafka://"):
+        if not topics:
+            raise MalformedInput(f"source {source!r}: a Kafka source needs --topic (one or more "
+                                 "topic names)", value=source)
+        return
+    path = Path(source)
+    if not path.exists():
+        raise MalformedInput(f"source {source!r}: no such file or directory (give kafka://HOST:PORT, "
+                             "a log directory or a Parquet path)", value=source)
+    parquet = any(path.glob("*.parquet")) or any(path.glob("*=*/*.parquet"))  # flat or partitioned
+    if path.is_dir() and not (path / "LOCK").exists() and not parquet:
+        raise MalformedInput(f"source {source!r}: a directory that is neither an event log (no "
+                             "LOCK file) nor a Parquet export (no .parquet file)", value=source)
+
+
 def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = None,
                 raw: bool = False, starting: str | None = None, ending: str | None = None,
                 kafka_options: Mapping[str, str] | None = None) -> DataFrame:
@@ -308,6 +327,14 @@ def read_source(spark: SparkSession, source: str, *, topics: list[str] | None = 
         return read_parquet(spark, str(path.resolve()), raw=raw)
     raise MalformedInput(f"source {source!r}: not kafka://HOST:PORT, a log directory or a Parquet "
                          "path", value=source)
+
+
+def decoded_once(df: DataFrame) -> DataFrame:
+    """``df`` kept after its first computation (memory, spilling to disk): every record is read
+    and decoded by Python once, not once per query of a job (an audit asks a dozen)."""
+    from pyspark import StorageLevel
+
+    return df.persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def readable(df: DataFrame) -> DataFrame:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING, Any
@@ -243,13 +244,37 @@ def sweep(spark: SparkSession, recording: Recording, grid: Sequence[GridConfig],
 
 
 def summarize(cycles: pd.DataFrame, grid: Sequence[GridConfig]) -> pd.DataFrame:
-    """One row per configuration: settled max/mean and std, moves, flaps, cycles to settle."""
+    """One row per configuration (with its ``config_id``): settled max/mean and std, moves, flaps,
+    cycles to settle."""
     rows = []
     for config_id, group in cycles.sort_values(["config_id", "cycle"]).groupby("config_id"):
-        rows.append({"config": grid[int(config_id)].label, **_metrics(
+        rows.append({"config": grid[int(config_id)].label, "config_id": int(config_id), **_metrics(
             list(group["max_over_mean"]), list(group["std"]), int(group["moves"].sum()),
             int(group["flaps"].iloc[0]))})
-    return pd.DataFrame(rows).sort_values(["max_over_mean", "moves"]).reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values(["max_over_mean", "moves"], kind="stable").reset_index(drop=True)
+
+
+def twins(cycles: pd.DataFrame, grid: Sequence[GridConfig]) -> dict[int, tuple[str, int]]:
+    """config id -> (``settings`` or ``result``, the first config id it repeats): the same
+    effective configuration (every key at its value, defaults included: ``ThresholdShedder (live
+    config)`` and ``...Percentage=10`` when 10 is the default), or else the very same run, cycle
+    for cycle (a swept key the strategy does not read)."""
+    effective = [_config(c.mapping).to_mapping() for c in grid]
+    runs: dict[int, tuple[Any, ...]] = {}
+    for config_id, group in cycles.sort_values(["config_id", "cycle"]).groupby("config_id"):
+        runs[int(config_id)] = (tuple(group["usages"]), tuple(group["moved"]))
+    out: dict[int, tuple[str, int]] = {}
+    for i in range(len(grid)):
+        for j in range(i):
+            if j in out:
+                continue  # point at the first of a group
+            if effective[i] == effective[j]:
+                out[i] = ("settings", j)
+                break
+            if i in runs and runs.get(i) == runs.get(j):
+                out[i] = ("result", j)
+                break
+    return out
 
 
 def _metrics(ratios: list[float], stds: list[float], moves: int, flaps: int) -> dict[str, Any]:
@@ -353,11 +378,19 @@ def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
     _config(settings)
     full = [GridConfig(f"{settings.get(STRATEGY_KEY, 'ThresholdShedder')} (live config)",
                        tuple(sorted(settings.items()))), *grid]
-    cycles = sweep(spark, recording, full, seed=seed)
+    # The replay of the leader's runs is a fold on the driver, the sweep runs on the executors:
+    # one waits on the other's sockets, so they overlap (the fold took a third of a 20,000-record
+    # what-if when it ran after the sweep).
+    with ThreadPoolExecutor(1, thread_name_prefix="align") as pool:
+        aligning = pool.submit(align_recording, df, settings)
+        cycles = sweep(spark, recording, full, seed=seed)
+        alignment = aligning.result()
     live_cycles = cycles[cycles["config_id"] == 0].sort_values("cycle")
     grace = max(1, _config(settings).grace_period_ms // recording.interval_ms)
     ranked = summarize(cycles, full)
-    alignment = align_recording(df, settings)
+    same = twins(cycles, full)
+    ranked["same_as"] = [f"same {same[i][0]} as {full[same[i][1]].label}" if i in same else ""
+                         for i in ranked.pop("config_id")]
     recorded = as_recorded(recording, live_cycles, grace, alignment)
     summary = pd.DataFrame([*ranked.to_dict(orient="records"), recorded])
     if "decisions" in summary:  # a count, blank on the simulated rows

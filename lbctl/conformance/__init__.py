@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from balancer.errors import LoadBalancerError
+from lbctl import numargs
 from lbctl.conformance.compare import agree, documented, open_tie
 from lbctl.conformance.generate import FAMILIES, case
 from lbctl.conformance.oracle import ROOT, ask
@@ -89,8 +90,8 @@ def _row(r: FamilyResult) -> str:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("conformance", help="random inputs through lbctl decide and Pulsar 4.0's own code")
-    parser.add_argument("--cases", type=int, default=300, help="cases per family (default 300)")
-    parser.add_argument("--seed", type=int, default=1, help="generator seed")
+    parser.add_argument("--cases", type=numargs.COUNT, default=300, help="cases per family (default 300)")
+    parser.add_argument("--seed", type=numargs.NATURAL, default=1, help="generator seed")
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES), help="only these families")
     parser.add_argument("--save", type=Path, default=DEFAULT_SAVE,
                         help="where first disagreements are saved (default tests/vectors/conformance)")

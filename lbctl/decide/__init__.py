@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from balancer.errors import MalformedInput
+from lbctl import numargs
 
 COMMANDS: dict[str, str] = {
     "shed": "lbctl.decide.shed",
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("decide", help="one decision from a JSON file, no cluster")
     parser.add_argument("command", choices=sorted(COMMANDS), help="which decision")
     parser.add_argument("file", help="input JSON file, or - for stdin")
-    parser.add_argument("--indent", type=int, default=None, help="pretty-print the output")
+    parser.add_argument("--indent", type=numargs.NATURAL, default=None, help="pretty-print the output")
     parser.set_defaults(handler=_handle)
 
 

@@ -94,13 +94,32 @@ def test_lbctl_sim_one_seed_and_many(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.parametrize("argv, bad", [
     (["sim", "--scenario", "nope"], "'nope'"),
-    (["sim", "--seeds", "0"], "--seeds 0"),
+    (["sim", "--seeds", "0"], "argument --seeds: '0' must be >= 1"),
+    (["sim", "--steps", "nan"], "argument --steps: 'nan' is not an integer"),
     (["sim", "--seeds", "2", "--faults", "1"], "--seed"),
     (["sim", "--seed", "1", "--faults", "x"], "'x'"),
 ])
 def test_bad_input_exits_2(argv: list[str], bad: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(argv) == 2
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # a bad number is refused while the arguments are parsed
+        code = exit_.code
+    assert code == 2
     err = capsys.readouterr().err.strip()
     assert bad in err and "\n" not in err
 
 
+
+
+def test_many_seeds_say_at_once_that_they_run_and_how_far_they_are(tmp_path: object) -> None:
+    """Off a terminal: a first line before any seed ends, then lines with the count and time left."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "lbctl", "sim", "--seeds", "4", "--steps", "10",
+                           "--jobs", "2", "--scenario", "steady"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[0] == "sim: 4 seeds x 10 steps on 2 worker(s); a line every 10 s and every 5 %"
+    assert lines[-1].startswith("sim: 4/4 seeds, 0 failing [], ")
+    assert any("s left" in line for line in lines[1:-1])

@@ -272,6 +272,10 @@ def test_whatif_reproduces_the_live_strategy_and_ranks_the_others(
     assert {label.split()[0] for label in ranked["config"]} == set(STRATEGIES)
     html = write_report(tmp_path / "report", result).read_text()
     assert html.count("data:image/png;base64,") == 2 and "as recorded" in html
+    # The live configuration is ThresholdShedder at Pulsar's defaults: the grid's own is its twin.
+    twin = ranked[ranked["config"] == "ThresholdShedder"].iloc[0]
+    assert twin["same_as"] == "same settings as ThresholdShedder (live config)"
+    assert f"best: {ranked.iloc[0]['config']}" in html and "None" not in html.split("<h1>Plots")[0]
 
     # Issue 22: the report with the audit's findings and the ownership Gantt chart.
     intervals = [r.asDict() for r in timeline(df).collect()]

@@ -64,3 +64,30 @@ def test_spark_submit_runs_the_audit_with_its_own_master(recorded: list[Record],
     # spark-submit merges the driver's stderr (the progress lines) into its stdout.
     assert "auditing" in done.stdout
     assert not [line for line in done.stdout.splitlines() if line.startswith("{")]  # clean: no violation
+
+
+@pytest.mark.parametrize(("verb", "source", "named"), [
+    ("audit", "/no/such/log", "no such file or directory"),
+    ("timeline", "kafka://127.0.0.1:1", "needs --topic"),
+    ("whatif", str(ROOT / "docs"), "neither an event log"),
+])
+def test_a_source_that_cannot_be_read_is_one_line_before_spark_starts(
+        verb: str, source: str, named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark import SparkContext
+
+    started = SparkContext._active_spark_context is not None
+    assert main(["replay", verb, source]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lbctl: error: source ") and named in err and "\n" not in err
+    assert (SparkContext._active_spark_context is not None) == started  # no JVM was started for it
+
+
+def test_a_clean_audit_lists_the_checks_it_ran_and_no_empty_table(
+        spark: Any, recorded: list[Record], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _log(tmp_path, recorded)
+    assert main(["replay", "audit", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert f"audit: {len(recorded):,} records, 0 violation(s) (every check passed)" in out
+    for check in ("seq_gap", "double_owner", "in_flight_timeout", "ranges_tile", "throttle_cap"):
+        assert check in out
+    assert "related offset" not in out and "None" not in out  # no table of violations when none

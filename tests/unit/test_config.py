@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from balancer.config import KEYS, LoadBalancerConfig, render_broker_conf, snake_case
+from balancer.config import (
+    KEYS,
+    LoadBalancerConfig,
+    broker_conf_pairs,
+    render_broker_conf,
+    snake_case,
+)
 from balancer.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +167,46 @@ def test_avg_shedder_placement_needs_avg_shedder_shedding() -> None:
     paired = LoadBalancerConfig.from_mapping({"loadBalancerLoadPlacementStrategy": "AvgShedder",
                                               "loadBalancerLoadSheddingStrategy": "AvgShedder"})
     assert paired.load_balancer_load_placement_strategy == "AvgShedder"
+
+
+# -- broker.conf as java.util.Properties reads it ----------------------------------------------------
+
+
+def test_every_line_form_of_java_properties_is_read() -> None:
+    text = "\n".join([
+        "# a comment",
+        "! another comment",
+        "loadBalancerBrokerThresholdShedderPercentage:15",  # key:value
+        "loadBalancerSheddingIntervalMinutes 2",  # key value
+        "loadBalancerBrokerOverloadedThresholdPercentage = 90 \\",  # continued on the next line
+        "   ",
+        "loadBalancerLoadSheddingStrategy=\\",
+        "    org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+        "loadBalancerHistoryResourcePercentage\\u003d0.5",  # an escaped '=' would be in the key: this one is
+        "  loadBalancerCPUResourceWeight\t=\t1.5  ",
+    ])
+    pairs = broker_conf_pairs(text.replace("\\u003d", "="))
+    assert pairs["loadBalancerBrokerThresholdShedderPercentage"] == "15"
+    assert pairs["loadBalancerSheddingIntervalMinutes"] == "2"
+    assert pairs["loadBalancerBrokerOverloadedThresholdPercentage"] == "90"
+    assert pairs["loadBalancerLoadSheddingStrategy"] == "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
+    assert pairs["loadBalancerCPUResourceWeight"] == "1.5"
+    config = LoadBalancerConfig.from_broker_conf(text.replace("\\u003d", "="))
+    assert config.load_balancer_broker_threshold_shedder_percentage == 15
+    assert config.load_balancer_load_shedding_strategy == "ThresholdShedder"
+
+
+def test_escapes_and_the_last_of_a_repeated_key() -> None:
+    pairs = broker_conf_pairs("a\\:b\\ c=1\nname=caf\\u00e9\\tbar\nx=1\nx=2\n")
+    assert pairs == {"a:b c": "1", "name": "café\tbar", "x": "2"}
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("loadBalancerSheddingIntervalMinutes=1\nx=\\u12g4\n", r"line 2: '\\\\u12g4' is not a \\uXXXX escape"),
+    ("\n\n=5\n", "line 3: '=5' has no key"),
+    ("\nno such key here\n", "line 2: unknown configuration key 'no'"),
+    ("loadBalancerSheddingIntervalMinutes:nan\n", "line 1: loadBalancerSheddingIntervalMinutes: 'nan' is not an integer"),
+])
+def test_an_unreadable_line_is_one_error_naming_it(text: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        LoadBalancerConfig.from_broker_conf(text)

@@ -74,6 +74,6 @@ def test_cli_prints_the_inputs_and_scores(log_dir: Path, capsys: pytest.CaptureF
 
 def test_state_dir_default_and_a_bundle_that_never_moved(tmp_path: Path, log_dir: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "t/a/0x00000000_0x00000001", "--state-dir", str(log_dir.parent)]) == 0
-    assert "no moves in the log" in capsys.readouterr().out
+    assert main(["explain", "t/a/0x00000000_0x00000001", "--state-dir", str(log_dir.parent)]) == 2
+    assert "in no record of the log" in capsys.readouterr().err  # a bundle that never existed
     assert main(["explain", BUNDLE, "--log-dir", str(tmp_path / "nowhere")]) == 2

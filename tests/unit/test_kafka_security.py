@@ -134,3 +134,14 @@ def test_every_aiokafka_client_is_made_by_kafka_client() -> None:
             for name in ("AIOKafkaProducer(", "AIOKafkaConsumer(", "AIOKafkaAdminClient(")
             if name in path.read_text()]
     assert made == []
+
+
+def test_lbctl_kafka_acls_works_on_the_shipped_cluster_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped conf/cluster.yaml names no Kafka user: its grants are the anonymous principal's."""
+    shipped = Path(__file__).resolve().parents[2] / "conf" / "cluster.yaml"
+    assert main(["kafka", "acls", "--cluster", str(shipped)]) == 0
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if not line.startswith("#")]
+    assert commands and all("--allow-principal User:ANONYMOUS" in c for c in commands)
+    assert "--topic lb-events" in out and "--transactional-id lb-leader" in out
+    assert "names no Kafka user" in out and "no principal for" not in out
