@@ -361,14 +361,17 @@ class LeaderBody(Holding, Follower):
         cap = self.settings.orphan_retry_max_ms if reason == "orphan" else None
         if self._waiting(bundle, record, now_ms, cap):
             return Effects(reply=Receipt(f"{self.candidate_id}:pending", detail={"pending": bundle}))
+        decision: dict[str, Any] | None = None
         if dst is None:
-            dst = self.placer.place(self._view(now_ms, exclude), bundle, self.rng).broker
+            placement = self.placer.place(self._view(now_ms, exclude), bundle, self.rng)
+            dst, decision = placement.broker, {"kind": "assign", "placement": placement.to_dict()}
         if dst is None:
             return None
         version = 0 if record is None else record.version
         self._sent(bundle, record, now_ms)
         command = AssignBundle(command_id=f"{self.candidate_id}:assign:{bundle}:v{version}:e{self.my_epoch}:{now_ms}",
-                               epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force)
+                               epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force,
+                               decision=decision)
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,

@@ -4,9 +4,11 @@
 Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
 ``AssignCounter`` and PIP-307's ``UnloadManager`` latencies, docs/operations.md#metrics):
 
-- an unload (``UnloadRequested`` or ``TransferPrepared``, counted once per move) is a
-  ``Success`` under its decision's reason (an admin unload: ``Admin``; the children a split
-  unloads are the split's, not unloads); a skipped shedding run (``SheddingSkipped``) a
+- moves are ``projections.moves``' (the fold the run summary and the dashboard read, so they
+  count the same moves): a transfer or an unload is a ``Success`` under its decision's reason
+  (an admin unload: ``Admin``; the children a split unloads are the split's, not unloads:
+  ``Move.sheds``), an assignment (or a takeover with no source) an ``AssignCounter``
+  ``Success``; a skipped shedding run (``SheddingSkipped``) a
   ``Skip`` under its reason; a refused unload command (``CommandRejected``) a
   ``Failure``/``Unknown``. A broker counts once per shedding run it lost bundles in;
 - counters are attributed to the leader that was elected when the event was logged (the
@@ -30,6 +32,7 @@ from typing import Any
 
 from balancer.errors import DecodeError
 from events.log.port import Record
+from projections.moves import MOVE_TYPES, Change, MovesFold
 
 MAX_PENDING = 10_000
 LATENCY_BUCKETS_S = (0.001, 0.01, 0.1, 0.2, 1.0)
@@ -107,6 +110,7 @@ class Tally:
         self._run: tuple[Any, set[str]] = (None, set())
         self.bad_events = 0
         """Records whose payload no fold can use (``events.usable``): counted, not folded."""
+        self.moves = MovesFold()
 
     def leaders(self) -> list[str]:
         """Every leader a counter is attributed to, the current one included."""
@@ -114,45 +118,56 @@ class Tally:
                  *(k[0] for k in self.assign_breakdown), *(k[0] for k in self.split_breakdown)}
         return sorted(found | {self.leader})
 
-    def take(self, record: Record) -> None:
+    def take(self, record: Record) -> Change | None:
+        """Fold one record; the move it made or told again (``projections.moves``), if any."""
         env = record.envelope
         self.appended[env.type] += 1
         handler = _HANDLERS.get(env.type)
+        if handler is None and env.type not in MOVE_TYPES:
+            return None
+        try:
+            change = self.moves.take(record)  # types the event: its rules refuse what no fold can use
+        except DecodeError:
+            self.bad_events += 1  # the ownership view names it (the dashboard's anomalies)
+            return None
         if handler is not None:
-            try:
-                env.typed  # noqa: B018  (built once per record: its rules refuse what no fold can use)
-            except DecodeError:
-                self.bad_events += 1  # the ownership view names it (the dashboard's anomalies)
-                return
             handler(self, env.payload, env.ts_ms)
+        if change is not None:
+            self._moved(change)
+        return change
 
     # -- elections and moves --------------------------------------------------------------------
     def _elected(self, payload: Mapping[str, Any], ts_ms: int) -> None:
         if int(payload["epoch"]) >= self.epoch:
             self.leader, self.epoch = str(payload["leader_id"]), int(payload["epoch"])
 
-    def _move_started(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle, src = str(payload["bundle"]), str(payload.get("src") or "")
-        if bundle in self._unloading:
-            return  # UnloadRequested then TransferPrepared of one move: counted once
-        decision = payload.get("decision") or {}
-        dst = payload.get("dst") or decision.get("destination")
-        self._start(self._unloading, bundle, Pending(ts_ms, src, dst))
-        self._start(self._releasing, bundle, Pending(ts_ms, src, dst))
-        logged = str(payload.get("reason", "")).lower()
-        if logged == "split":
+    def _moved(self, change: Change) -> None:
+        move = change.move
+        if change.previous is not None:  # told again (a transfer after its unload): counted once
+            for table in (self._unloading, self._releasing):
+                if move.bundle in table:
+                    table[move.bundle].dst = move.dst
+            return
+        if move.kind == "assign" or (move.kind == "takeover" and not move.src):
+            self.assign_breakdown[move.leader, "Success"] += 1
+        if move.kind not in ("transfer", "unload"):
+            return
+        src = move.src or ""
+        self._start(self._unloading, move.bundle, Pending(move.ts_ms, src, move.dst))
+        self._start(self._releasing, move.bundle, Pending(move.ts_ms, src, move.dst))
+        if not move.sheds:
             return  # a split's children: counted as the split (Pulsar's unload counter skips them)
-        reason = "Admin" if logged == "admin" else str(decision.get("reason") or "Unknown")
-        self.unload_bundles[self.leader] += 1
-        self.unload_breakdown[self.leader, "Success",
+        decided = move.decided
+        reason = "Admin" if move.reason.lower() == "admin" else (decided.reason or "Unknown")
+        self.unload_bundles[move.leader] += 1
+        self.unload_breakdown[move.leader, "Success",
                               reason if reason in UNLOAD_SUCCESS_REASONS else "Unknown"] += 1
-        run = decision.get("run_ms")
-        if run is not None and reason != "Admin":
-            if self._run[0] != run:
-                self._run = (run, set())
+        if decided.run_ms is not None and reason != "Admin":
+            if self._run[0] != decided.run_ms:
+                self._run = (decided.run_ms, set())
             if src not in self._run[1]:
                 self._run[1].add(src)
-                self.unload_brokers[self.leader] += 1
+                self.unload_brokers[move.leader] += 1
 
     def _released(self, payload: Mapping[str, Any], ts_ms: int) -> None:
         bundle = str(payload["bundle"])
@@ -165,11 +180,11 @@ class Tally:
             self._observe("unload", unload.broker, ts_ms - unload.started_ms)
 
     def _assigned(self, payload: Mapping[str, Any], ts_ms: int) -> None:
+        # Latencies only: the assignment itself is a move (``_moved`` counts it).
         bundle, dst = str(payload["bundle"]), str(payload["dst"])
         if payload.get("src"):  # the destination's half of a transfer
             self._start(self._assigning, bundle, Pending(ts_ms, dst))
             return
-        self.assign_breakdown[self.leader, "Success"] += 1
         if payload.get("reason") == "lookup":
             self._start(self._looking_up, bundle, Pending(ts_ms, dst))
 
@@ -227,8 +242,6 @@ class Tally:
 
 _HANDLERS = {
     "LeaderElected": Tally._elected,
-    "UnloadRequested": Tally._move_started,
-    "TransferPrepared": Tally._move_started,
     "BundleReleased": Tally._released,
     "BundleAssigned": Tally._assigned,
     "BundleOwned": Tally._owned,

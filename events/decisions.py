@@ -1,0 +1,113 @@
+"""Typed reading of a stored decision: label, reason, strategy and the numbers behind a move.
+
+Events store ``decision`` as a plain map (what ``Decision.to_dict()``, the leader's additions, a
+split decision or a mirror wrote); ``DecisionRecord.from_payload`` reads any of them, and
+``to_payload`` gives the same map back.
+
+Invariants:
+- lossless: ``DecisionRecord.from_payload(d).to_payload() == d`` for every map of plain data:
+  a key this module does not name is kept in ``extra``, a key that was absent stays absent;
+- never raises on a stored map: a value of the wrong kind (or a stored None) is kept in
+  ``extra`` under its key and its typed field stays None (what ``events.usable`` refuses never reaches a fold anyway);
+- ``placement`` is where a placement put the bundle and why: the candidates, each one's score
+  (an overloaded broker's infinite score is the text ``"inf"``), the best set and the filter
+  steps (``balancer.placement.base.Placement.to_dict``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_TEXT = ("strategy", "label", "reason", "kind", "source", "destination")
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRecord:
+    """Where a placement put a bundle, among which candidates, with what scores."""
+
+    broker: str | None
+    candidates: tuple[str, ...] = ()
+    scores: Mapping[str, float | str] = field(default_factory=dict)
+    best: tuple[str, ...] = ()
+    strategy: str = ""
+    source: str = ""
+    steps: tuple[Mapping[str, Any], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_payload(cls, raw: Mapping[str, Any]) -> PlacementRecord:
+        known = ("broker", "candidates", "scores", "best", "strategy", "source", "steps")
+        scores = raw.get("scores")
+        return cls(
+            broker=raw.get("broker") if isinstance(raw.get("broker"), str) else None,
+            candidates=tuple(str(c) for c in raw.get("candidates") or ()),
+            scores=dict(scores) if isinstance(scores, Mapping) else {},
+            best=tuple(str(b) for b in raw.get("best") or ()),
+            strategy=str(raw.get("strategy") or ""), source=str(raw.get("source") or ""),
+            steps=tuple(s for s in raw.get("steps") or () if isinstance(s, Mapping)),
+            extra={k: v for k, v in raw.items() if k not in known},
+        )
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"broker": self.broker, "candidates": list(self.candidates), **self.extra,
+                "strategy": self.strategy, "source": self.source, "scores": dict(self.scores),
+                "best": list(self.best), "steps": [dict(s) for s in self.steps]}
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """A stored decision, typed: None/empty where the writer left a part out."""
+
+    strategy: str | None = None
+    label: str | None = None
+    reason: str | None = None
+    kind: str | None = None
+    source: str | None = None
+    destination: str | None = None
+    inputs: Mapping[str, Any] | None = None
+    placement: PlacementRecord | None = None
+    run_ms: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Every other key, as stored (``bundle``, ``folded``, ``started_ms``, a split's figures)."""
+
+    @classmethod
+    def from_payload(cls, raw: Mapping[str, Any] | None) -> DecisionRecord:
+        if not raw:
+            return EMPTY
+        typed: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in _TEXT and isinstance(value, str):
+                typed[key] = value
+            elif key == "inputs" and isinstance(value, Mapping):
+                typed[key] = dict(value)
+            elif key == "placement" and isinstance(value, Mapping):
+                typed[key] = PlacementRecord.from_payload(value)
+            elif key == "run_ms" and type(value) is int:
+                typed[key] = value
+            else:
+                extra[key] = value
+        return cls(**typed, extra=extra)
+
+    def to_payload(self) -> dict[str, Any]:
+        out = dict(self.extra)
+        for name in (*_TEXT, "inputs", "placement", "run_ms"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.to_payload() if isinstance(value, PlacementRecord) else (
+                    dict(value) if isinstance(value, Mapping) else value)
+        return out
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, n) is not None for n in (*_TEXT, "inputs", "placement", "run_ms")) \
+            or bool(self.extra)
+
+    @property
+    def numbers(self) -> Mapping[str, Any]:
+        """The inputs and scores the decision was made on (empty when none were stored)."""
+        return self.inputs or {}
+
+
+EMPTY = DecisionRecord()
