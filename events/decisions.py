@@ -34,26 +34,32 @@ class PlacementRecord:
     strategy: str = ""
     source: str = ""
     steps: tuple[Mapping[str, Any], ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    stored: Mapping[str, Any] | None = None
+    """The map it was read from, given back as it was by ``to_payload``."""
 
     @classmethod
     def from_payload(cls, raw: Mapping[str, Any]) -> PlacementRecord:
-        known = ("broker", "candidates", "scores", "best", "strategy", "source", "steps")
-        scores = raw.get("scores")
+        scores, broker = raw.get("scores"), raw.get("broker")
         return cls(
-            broker=raw.get("broker") if isinstance(raw.get("broker"), str) else None,
-            candidates=tuple(str(c) for c in raw.get("candidates") or ()),
-            scores=dict(scores) if isinstance(scores, Mapping) else {},
-            best=tuple(str(b) for b in raw.get("best") or ()),
+            broker=broker if isinstance(broker, str) else None,
+            candidates=tuple(str(c) for c in _list(raw.get("candidates"))),
+            scores={str(b): v for b, v in scores.items()} if isinstance(scores, Mapping) else {},
+            best=tuple(str(b) for b in _list(raw.get("best"))),
             strategy=str(raw.get("strategy") or ""), source=str(raw.get("source") or ""),
-            steps=tuple(s for s in raw.get("steps") or () if isinstance(s, Mapping)),
-            extra={k: v for k, v in raw.items() if k not in known},
+            steps=tuple(s for s in _list(raw.get("steps")) if isinstance(s, Mapping)),
+            stored=raw,
         )
 
     def to_payload(self) -> dict[str, Any]:
-        return {"broker": self.broker, "candidates": list(self.candidates), **self.extra,
-                "strategy": self.strategy, "source": self.source, "scores": dict(self.scores),
-                "best": list(self.best), "steps": [dict(s) for s in self.steps]}
+        if self.stored is not None:
+            return dict(self.stored)
+        return {"broker": self.broker, "candidates": list(self.candidates), "strategy": self.strategy,
+                "source": self.source, "scores": dict(self.scores), "best": list(self.best),
+                "steps": [dict(s) for s in self.steps]}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 @dataclass(frozen=True, slots=True)
