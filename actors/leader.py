@@ -18,7 +18,8 @@ Invariants:
   that chose the destination, ``run_ms``: when the run ran, and ``folded``: partition -> the last
   offset folded then) into UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped
   stamped at the run's time, with the same ``folded``; an auto-split's reason becomes
-  SplitRequested.reason (``auto:<Reason>`` ids);
+  SplitRequested.reason (``auto:<Reason>`` ids); a placement the leader makes rides on the
+  assignment (``AssignBundle.decision``, bounded by ``events.decisions.stored_placement``);
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);
@@ -105,6 +106,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadRequested,
 )
+from events.decisions import stored_placement
 from events.log.port import Record
 from projections.load import LoadProjection
 from projections.ownership_index import BUNDLE_EVENTS, touched
@@ -364,7 +366,7 @@ class LeaderBody(Holding, Follower):
         decision: dict[str, Any] | None = None
         if dst is None:
             placement = self.placer.place(self._view(now_ms, exclude), bundle, self.rng)
-            dst, decision = placement.broker, {"kind": "assign", "placement": placement.to_dict()}
+            dst, decision = placement.broker, {"kind": "assign", "placement": stored_placement(placement.to_dict())}
         if dst is None:
             return None
         version = 0 if record is None else record.version

@@ -11,7 +11,11 @@ Invariants:
   ``extra`` under its key and its typed field stays None (what ``events.usable`` refuses never reaches a fold anyway);
 - ``placement`` is where a placement put the bundle and why: the candidates, each one's score
   (an overloaded broker's infinite score is the text ``"inf"``), the best set and the filter
-  steps (``balancer.placement.base.Placement.to_dict``).
+  steps (``balancer.placement.base.Placement.to_dict``). What an assignment stores is bounded
+  (``stored_placement``): at most ``KEEP_CANDIDATES`` candidates with their scores (the chosen
+  one, the best set, then the lowest scores) and ``candidate_count`` saying how many there were;
+  a filter step keeps its broker list only when it is that short, its ``count`` always, so a
+  cluster of hundreds of brokers does not write kilobytes per placement.
 """
 
 from __future__ import annotations
@@ -21,6 +25,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _TEXT = ("strategy", "label", "reason", "kind", "source", "destination")
+KEEP_CANDIDATES = 8
+
+
+def stored_placement(placement: Mapping[str, Any], keep: int = KEEP_CANDIDATES) -> dict[str, Any]:
+    """``Placement.to_dict()`` bounded for the log (see the module docstring)."""
+    candidates = [str(c) for c in _list(placement.get("candidates"))]
+    scores = placement.get("scores")
+    scores = scores if isinstance(scores, Mapping) else {}
+    first = [placement.get("broker"), *_list(placement.get("best"))]
+
+    def rank(broker: str) -> tuple[int, float, str]:
+        score = scores.get(broker)
+        value = score if isinstance(score, int | float) else float("inf")
+        return (first.index(broker) if broker in first else len(first), float(value), broker)
+
+    kept = sorted(candidates, key=rank)[:keep]
+    steps = [{"name": s.get("name", ""), "count": len(_list(s.get("brokers"))), "note": s.get("note", ""),
+              **({"brokers": s["brokers"]} if len(_list(s.get("brokers"))) <= keep else {})}
+             for s in _list(placement.get("steps")) if isinstance(s, Mapping)]
+    return {**placement, "candidates": [c for c in candidates if c in kept],
+            "scores": {b: v for b, v in scores.items() if b in kept}, "candidate_count": len(candidates),
+            "steps": steps}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,20 +60,23 @@ class PlacementRecord:
     strategy: str = ""
     source: str = ""
     steps: tuple[Mapping[str, Any], ...] = ()
+    candidate_count: int = 0
+    """How many candidates there were (``candidates`` may list only the first of them)."""
     stored: Mapping[str, Any] | None = None
     """The map it was read from, given back as it was by ``to_payload``."""
 
     @classmethod
     def from_payload(cls, raw: Mapping[str, Any]) -> PlacementRecord:
-        scores, broker = raw.get("scores"), raw.get("broker")
+        scores, broker, count = raw.get("scores"), raw.get("broker"), raw.get("candidate_count")
+        candidates = tuple(str(c) for c in _list(raw.get("candidates")))
         return cls(
             broker=broker if isinstance(broker, str) else None,
-            candidates=tuple(str(c) for c in _list(raw.get("candidates"))),
+            candidates=candidates,
             scores={str(b): v for b, v in scores.items()} if isinstance(scores, Mapping) else {},
             best=tuple(str(b) for b in _list(raw.get("best"))),
             strategy=str(raw.get("strategy") or ""), source=str(raw.get("source") or ""),
             steps=tuple(s for s in _list(raw.get("steps")) if isinstance(s, Mapping)),
-            stored=raw,
+            candidate_count=count if type(count) is int else len(candidates), stored=raw,
         )
 
     def to_payload(self) -> dict[str, Any]:
@@ -55,7 +84,7 @@ class PlacementRecord:
             return dict(self.stored)
         return {"broker": self.broker, "candidates": list(self.candidates), "strategy": self.strategy,
                 "source": self.source, "scores": dict(self.scores), "best": list(self.best),
-                "steps": [dict(s) for s in self.steps]}
+                "steps": [dict(s) for s in self.steps], "candidate_count": self.candidate_count}
 
 
 def _list(value: Any) -> list[Any]:

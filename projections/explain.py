@@ -117,16 +117,20 @@ def _details(bundle: str, move: Move) -> list[str]:
 def _placement_lines(placement: PlacementRecord) -> list[str]:
     lines = [f"placement: {placement.broker or 'no broker qualified'} chosen by "
              f"{placement.strategy or '-'} ({placement.source or '-'}) among "
-             f"{len(placement.candidates)} candidate(s)"]
+             f"{placement.candidate_count} candidate(s)"
+             + (f", the first {len(placement.candidates)} shown" if placement.candidate_count > len(placement.candidates)
+                else "")]
     best = set(placement.best)
     for broker in placement.candidates:
         score = placement.scores.get(broker)
         mark = " (chosen)" if broker == placement.broker else " (best)" if broker in best else ""
         lines.append(f"  {broker}: score {'-' if score is None else _fmt(score)}{mark}")
     for step in placement.steps:
-        brokers = ", ".join(str(b) for b in step.get("brokers") or ()) or "none"
+        names = step.get("brokers")
+        count = step.get("count", len(names) if isinstance(names, list) else 0)
+        brokers = ", ".join(str(b) for b in names) if isinstance(names, list) else f"{count} broker(s)"
         note = f" ({step['note']})" if step.get("note") else ""
-        lines.append(f"  after {step.get('name', '-')}: {brokers}{note}")
+        lines.append(f"  after {step.get('name', '-')}: {brokers or 'none'}{note}")
     return lines
 
 

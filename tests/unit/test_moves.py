@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from balancer.decisions import Decision, Reason
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
+from balancer.placement.base import Placement, Step
 from events.catalog import BundleAssigned, LoadReported
-from events.codec import decode, encode
-from events.decisions import DecisionRecord
+from events.codec import decode, encode, encode_message
+from events.decisions import DecisionRecord, PlacementRecord, stored_placement
 from events.envelope import Envelope
 from events.log.port import Record
 from events.report_parts import BUNDLES_PER_PART
@@ -26,7 +27,8 @@ from events.reports import (
     stats_to_payload,
 )
 from lbctl.runstats import RunStats
-from projections.moves import MovesFold
+from projections.explain import render
+from projections.moves import Move, MovesFold
 from web.observe.tally import Tally
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
@@ -196,3 +198,22 @@ def test_the_summary_and_the_metrics_tally_count_the_same_moves(steps: list[list
     assert stats.placements + by_kind["assign"] + takeovers_unowned == sum(
         n for (_, result), n in tally.assign_breakdown.items() if result == "Success")
     assert len(stats.moves) == sum(by_kind.values())
+
+
+def test_a_placement_among_hundreds_of_brokers_is_stored_bounded_and_explained() -> None:
+    brokers = [f"broker-{i:03d}" for i in range(300)]
+    placement = Placement(BUNDLES[0], "broker-150", tuple(brokers),
+                          scores={b: (float("inf") if i == 0 else float(i)) for i, b in enumerate(brokers)},
+                          best=("broker-150",), strategy="LeastResourceUsageWithWeight",
+                          steps=(Step("filters", tuple(brokers)), Step("best", ("broker-150",))))
+    stored = stored_placement(placement.to_dict())
+    assert len(encode_message(BundleAssigned(bundle=BUNDLES[0], dst="broker-150", decision={
+        "kind": "assign", "placement": stored}))) < 1_000
+    typed = PlacementRecord.from_payload(stored)
+    assert typed.candidate_count == 300 and typed.candidates[0] == "broker-001"
+    assert set(typed.candidates) == {"broker-150", *(f"broker-{i:03d}" for i in range(1, 8))}
+    assert [s.get("count") for s in typed.steps] == [300, 1] and "brokers" not in typed.steps[0]
+    text = render(BUNDLES[0], [Move("assign", BUNDLES[0], None, "broker-150", "lookup", 0, 1,
+                                    decision={"kind": "assign", "placement": stored})])
+    assert "among 300 candidate(s), the first 8 shown" in text and "broker-150: score 150 (chosen)" in text
+    assert "after filters: 300 broker(s)" in text and "after best: broker-150" in text
