@@ -191,6 +191,9 @@ class BundleAssigned(Event):
     def default_key(self) -> str:
         return namespace_of(self.bundle)
 
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BundleOwned(Event):
@@ -391,6 +394,9 @@ class ExecutionRequested(Event):
 
     def default_key(self) -> str:
         return PROPOSALS_KEY
+
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -189,13 +189,13 @@ class MovesFold:
                 return None  # a transfer's destination taking over: the transfer is the move
             kind = "takeover" if event.force else "assign"
             return Change(self._move(record, kind, event.bundle, event.src, event.dst, event.reason,
-                                     dict(getattr(event, "decision", None) or {})))
+                                     dict(event.decision or {})))
         if isinstance(event, SplitRequested):
             move = self._move(record, "split", event.bundle, event.src, None, event.reason, {})
             _bounded(self._splits)[event.bundle] = move
             return Change(move)
         decision = dict(event.decision or {})
-        named = DecisionRecord.from_payload(decision).destination
+        named = event.decided().destination
         dst = (event.dst if isinstance(event, TransferPrepared) else None) or named
         move = self._move(record, "transfer" if dst else "unload", event.bundle, event.src, dst,
                           str(event.reason), decision)
