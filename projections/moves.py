@@ -195,18 +195,17 @@ class MovesFold:
             _bounded(self._splits)[event.bundle] = move
             return Change(move)
         decision = dict(event.decision or {})
-        named = event.decided().destination
-        dst = (event.dst if isinstance(event, TransferPrepared) else None) or named
+        dst = (event.dst if isinstance(event, TransferPrepared) else None) or event.decided().destination
+        told = self._unloads.pop(event.bundle, None)
+        if isinstance(event, TransferPrepared) and told is not None and told.src == event.src:
+            # UnloadRequested then TransferPrepared: the same move, told twice.
+            return Change(replace(told, kind="transfer", dst=dst, decision=told.decision or decision), told)
         move = self._move(record, "transfer" if dst else "unload", event.bundle, event.src, dst,
                           str(event.reason), decision)
         if event.reason == PULSAR_REASON:
             move = self._provenance(move)
-        told = self._unloads.pop(event.bundle, None)
         if isinstance(event, UnloadRequested):
             _bounded(self._unloads)[event.bundle] = move
-        elif told is not None and told.src == move.src:
-            # UnloadRequested then TransferPrepared: the same move, told twice.
-            return Change(replace(told, kind="transfer", dst=dst, decision=told.decision or decision), told)
         return Change(move)
 
     def _move(self, record: Record, kind: str, bundle: str, src: str | None, dst: str | None,
