@@ -46,7 +46,7 @@ async def test_explain_the_summary_the_dashboard_and_metrics_on_one_seeded_run(
         dst = next(b.broker_id for b in cluster.brokers() if b.broker_id != child.owner)
         await cluster.unload(NS, child.bundle.rsplit("/", 1)[1], destination=dst)
         await _explain_tells_the_whole_story(cluster, parent, child.bundle, dst)
-        await _the_readers_count_the_same_moves(cluster)
+        await _the_readers_count_the_same_moves(cluster, child.bundle, capsys)
     assert await asyncio.to_thread(main, ["explain", child.bundle, "--log-dir", str(tmp_path / "log")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].split() == ["#", "time", "(UTC)", "move", "from", "->", "to", "reason",
@@ -76,7 +76,8 @@ async def _explain_tells_the_whole_story(cluster: Cluster, parent: str, child: s
     assert child in split.children and "split (as parent)" in render(parent, parent_story)
 
 
-async def _the_readers_count_the_same_moves(cluster: Cluster) -> None:
+async def _the_readers_count_the_same_moves(cluster: Cluster, child: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     stats = RunStats(start_ms=0)
     stats.fold(await cluster.link.history())
     async with TestClient(TestServer(create_app(cluster))) as client:
@@ -86,6 +87,11 @@ async def _the_readers_count_the_same_moves(cluster: Cluster) -> None:
                 break
             await asyncio.sleep(0.05)
         text = await (await client.get("/metrics")).text()
+        capsys.readouterr()
+        url = str(client.make_url("")).rstrip("/")
+        assert await asyncio.to_thread(main, ["--admin-url", url, "explain", child]) == 0
+        over_http = capsys.readouterr().out  # the same table, from the web service's explain
+        assert over_http == render(child, await cluster.explain(child)) + "\n"
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
