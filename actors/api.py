@@ -75,7 +75,8 @@ from events.catalog import (
     UnloadNamespace,
 )
 from events.log.port import Record
-from projections.explain import MoveRecord, moves_of
+from projections.explain import moves_of
+from projections.moves import Move
 from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
 
 C = TypeVar("C", bound=Command)
@@ -436,7 +437,7 @@ class Cluster(ActorLife, Waiting):
         log: of what is left, with a ``retained`` anomaly naming the first offset held)."""
         return await self.view.replay()
 
-    async def explain(self, bundle: str) -> list[MoveRecord]:
+    async def explain(self, bundle: str) -> list[Move]:
         """Every move of ``bundle`` in the log, with the decision (inputs, scores) behind it."""
         return moves_of(bundle, await self.transport.history())
 

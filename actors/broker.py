@@ -52,8 +52,6 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
-from events.report_parts import continuation, split_bundles
-from projections.load import report_to_payload, stats_to_payload
 from projections.ownership_index import OwnershipIndex
 
 _WAITS = (BundleAssigned, UnloadRequested, TransferPrepared, SplitRequested)
@@ -224,10 +222,7 @@ class BrokerBody(Follower):
         """Append a load report; folding it back (``last_confirmed_ms``) proves it landed."""
         report, stats = load or self._load()
         self.last_report, self.last_published_ms = report, now_ms
-        parts = split_bundles([stats_to_payload(s) for s in stats])
-        return self._append(*(LoadReported(broker_id=self.broker_id, bundles=bundles,
-                                           broker_load=report_to_payload(report) if i == 0 else continuation(i))
-                              for i, bundles in enumerate(parts)))
+        return self._append(*LoadReported.parts(report, stats))
 
     # -- confirmations -----------------------------------------------------------------------
     def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:

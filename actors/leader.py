@@ -18,7 +18,8 @@ Invariants:
   that chose the destination, ``run_ms``: when the run ran, and ``folded``: partition -> the last
   offset folded then) into UnloadRequested/TransferPrepared; a skipped run is a SheddingSkipped
   stamped at the run's time, with the same ``folded``; an auto-split's reason becomes
-  SplitRequested.reason (``auto:<Reason>`` ids);
+  SplitRequested.reason (``auto:<Reason>`` ids); a placement the leader makes rides on the
+  assignment (``AssignBundle.decision``, bounded by ``events.decisions.stored_placement``);
 - no decision is executed twice: the shedding memory (grace period, cool-down sources) is folded
   from the decision events of the log, so a restarted leader knows what its predecessor shed; a
   placement waits for the state it caused (one request per bundle version at a time);
@@ -105,6 +106,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadRequested,
 )
+from events.decisions import stored_placement
 from events.log.port import Record
 from projections.load import LoadProjection
 from projections.ownership_index import BUNDLE_EVENTS, touched
@@ -362,14 +364,17 @@ class LeaderBody(Holding, Follower, Sweeping):
         cap = self.settings.orphan_retry_max_ms if reason == "orphan" else None
         if self._waiting(bundle, record, now_ms, cap):
             return Effects(reply=Receipt(f"{self.candidate_id}:pending", detail={"pending": bundle}))
+        decision: dict[str, Any] | None = None
         if dst is None:
-            dst = self.placer.place(self._view(now_ms, exclude), bundle, self.rng).broker
+            placement = self.placer.place(self._view(now_ms, exclude), bundle, self.rng)
+            dst, decision = placement.broker, {"kind": "assign", "placement": stored_placement(placement.to_dict())}
         if dst is None:
             return None
         version = 0 if record is None else record.version
         self._sent(bundle, record, now_ms)
         command = AssignBundle(command_id=f"{self.candidate_id}:assign:{bundle}:v{version}:e{self.my_epoch}:{now_ms}",
-                               epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force)
+                               epoch=self.my_epoch, bundle=bundle, dst=dst, reason=reason, force=force,
+                               decision=decision)
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,

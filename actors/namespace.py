@@ -271,7 +271,8 @@ class NamespaceBody(Follower):
             raise InvalidTransition(
                 f"{cmd.bundle} is {record.state}; only an unowned bundle can be assigned", bundle=cmd.bundle)
         self._check(cmd.bundle, BundleState.ASSIGNING, cmd.dst, src, now_ms, force=cmd.force)
-        return [BundleAssigned(bundle=cmd.bundle, dst=cmd.dst, src=src, reason=cmd.reason, force=cmd.force)]
+        return [BundleAssigned(bundle=cmd.bundle, dst=cmd.dst, src=src, reason=cmd.reason, force=cmd.force,
+                               decision=dict(cmd.decision or {}))]
 
     def _confirm_ownership(self, cmd: ConfirmOwnership, now_ms: int) -> list[Event]:
         self._bundle(cmd.bundle)

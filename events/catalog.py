@@ -7,7 +7,10 @@ Invariants:
 - payloads hold only dict/list/str/int/float/bool/None/bytes (msgpack and orjson round-trip
   them; tuples would come back as lists, so fields are lists);
 - decision-carrying events hold ``decision`` as a plain dict (``Decision.to_dict()``), so this
-  module needs nothing from the shedding code;
+  module needs nothing from the shedding code; ``decided()`` reads it typed
+  (``events.decisions``). A load report's maps are typed the same way: ``LoadReported.parts``
+  builds the events from ``balancer.load`` values, ``report()`` and ``bundle_stats()`` read them
+  (``events.reports``); the stored form is the same plain maps either way;
 - what a fold needs inside a field's maps and lists (beyond its annotation) is ``events.usable``:
   ``view_of`` refuses a payload that breaks it;
 - every class is keyword-only: the field order is not part of the contract, the names are;
@@ -23,7 +26,10 @@ from typing import Any, ClassVar
 
 from balancer.bundles import namespace_of
 from balancer.errors import DecodeError
+from balancer.load import BrokerReport, BundleStats
 from events._fields import Check, check_for
+from events.decisions import DecisionRecord
+from events.reports import report_parts, stats_from_payload, typed_report
 from events.usable import RULES as _USABLE
 
 LEADER_KEY = "_leader"
@@ -124,6 +130,19 @@ class LoadReported(Event):
     def default_key(self) -> str:
         return self.broker_id
 
+    @classmethod
+    def parts(cls, report: BrokerReport, stats: list[BundleStats]) -> list[LoadReported]:
+        """The events of one report: one, or several parts when its bundles do not fit one."""
+        return [cls(broker_id=report.broker_id, broker_load=load, bundles=bundles)
+                for load, bundles in report_parts(report, stats)]
+
+    def report(self, failure_domain: str | None = None) -> BrokerReport | None:
+        """The broker's report; None for a continuation part (it carries bundles only)."""
+        return typed_report(self.broker_id, self.broker_load, failure_domain)
+
+    def bundle_stats(self) -> list[BundleStats]:
+        return [stats_from_payload(raw) for raw in self.bundles or ()]
+
 
 @dataclass(frozen=True, kw_only=True)
 class NamespaceCreated(Event):
@@ -157,14 +176,23 @@ class FailureDomainSet(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class BundleAssigned(Event):
+    """v2 adds ``decision``: why this broker, when the leader's placement chose it (``kind``
+    ``assign`` and ``placement``: the candidates, their scores, the filter steps); empty when the
+    destination was given (an admin's, a transfer's, an orphan's surviving destination)."""
+
+    VERSION: ClassVar[int] = 2
     bundle: str
     dst: str
     src: str | None = None
     reason: str = "lookup"  # "lookup" | "transfer" | "orphan" | "admin"
     force: bool = False
+    decision: dict[str, Any] = field(default_factory=dict)
 
     def default_key(self) -> str:
         return namespace_of(self.bundle)
+
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +215,9 @@ class UnloadRequested(Event):
     def default_key(self) -> str:
         return namespace_of(self.bundle)
 
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
+
 
 @dataclass(frozen=True, kw_only=True)
 class TransferPrepared(Event):
@@ -198,6 +229,9 @@ class TransferPrepared(Event):
 
     def default_key(self) -> str:
         return namespace_of(self.bundle)
+
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -376,6 +410,9 @@ class ExecutionRequested(Event):
     def default_key(self) -> str:
         return PROPOSALS_KEY
 
+    def decided(self) -> DecisionRecord:
+        return DecisionRecord.from_payload(self.decision)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExecutionAccepted(Event):
@@ -486,10 +523,14 @@ class SetFailureDomain(Command):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AssignBundle(Command):
+    """v2 adds ``decision``: the placement that chose ``dst`` (the event carries it on)."""
+
+    VERSION: ClassVar[int] = 2
     bundle: str
     dst: str | None = None
     reason: str = "lookup"
     force: bool = False
+    decision: dict[str, Any] | None = None
 
     def default_key(self) -> str:
         return namespace_of(self.bundle)

@@ -64,9 +64,20 @@ def _shedding_skipped_v1(payload: Payload) -> Payload:
     return {**payload, "folded": None}
 
 
+def _bundle_assigned_v1(payload: Payload) -> Payload:
+    # v1 did not keep why the leader chose the broker: no placement to show.
+    return {**payload, "decision": {}}
+
+
+def _assign_bundle_v1(payload: Payload) -> Payload:
+    return {**payload, "decision": None}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BrokerLeft", 1): _broker_left_v1,
     ("SheddingSkipped", 1): _shedding_skipped_v1,
+    ("BundleAssigned", 1): _bundle_assigned_v1,
+    ("AssignBundle", 1): _assign_bundle_v1,
 }
 
 

@@ -20,7 +20,8 @@ from events.codec import to_json_value
 from events.log.port import Record
 from lbctl.admin_http import endpoint
 from lbctl.log import open_log
-from projections.explain import MoveRecord, moves_of, render
+from projections.explain import moves_of, render
+from projections.moves import Move
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,7 +78,7 @@ def _explain(args: argparse.Namespace) -> int:
                     getattr(args, "auth_params", None), getattr(args, "client_conf", None))
     if http is not None:
         found = http.call("GET", f"/bb/v1/explain/{bundle}")["moves"]
-        moves = [MoveRecord(**move) for move in found]
+        moves = [Move.from_dict(move) for move in found]
         if not moves:  # the service lists no move: a bundle of the current layout, or none
             rows = http.call("GET", f"/bb/v1/namespaces/{namespace_of(bundle)}/bundles")
             if not any(f"{namespace_of(bundle)}/{row.get('range')}" == bundle

@@ -65,8 +65,9 @@ from lbctl import numargs
 from lbctl.procmem import MemorySampler
 from lbctl.run_plot import check_plot_path, write_plot
 from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
-from lbctl.runstats import Move, RunStats
+from lbctl.runstats import RunStats
 from lbctl.summary import summary
+from projections.moves import Move
 
 if TYPE_CHECKING:  # aiohttp is imported only when a run serves the web API
     from web.serve import WebService

@@ -18,7 +18,7 @@ from lbctl.runstats import RunStats
 
 SUFFIXES = (".png", ".svg", ".pdf")
 MOVE_COLOURS = {"transfer": "tab:red", "unload": "tab:orange", "split": "tab:purple",
-                "reassign": "tab:gray"}
+                "takeover": "tab:gray", "assign": "tab:olive"}
 
 
 def check_plot_path(path: str) -> Path:

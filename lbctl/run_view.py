@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lbctl.run_view_wide import is_wide, spread
-from lbctl.runstats import Move
+from projections.moves import Move
 
 BAR_WIDTH = 30
 RECENT = 10

@@ -3,9 +3,10 @@
 Invariants:
 - a pure fold of the records it is given, in order (each record once): nothing is asked of the
   cluster, so the live view and the summary say what the log says;
-- a *move* is a decision that takes a bundle from its broker: ``TransferPrepared`` (transfer),
-  ``UnloadRequested`` (unload), ``SplitRequested`` (split) and a forced ``BundleAssigned``
-  (orphan reassignment); placements of unowned bundles (lookups) are counted apart;
+- moves are ``projections.moves``' (the rule the dashboard and ``/metrics`` count by too): the
+  view lists transfers, unloads, splits, takeovers and assignments other than a lookup's;
+  placements of unowned bundles by lookups are counted apart (``placements``); a move told
+  twice (a transfer after its unload) replaces the one listed;
 - a broker's load is the max resource usage (``balancer.load.max_usage``: CPU, direct memory,
   bandwidth in/out, as a fraction) of its latest report; a broker that left is dropped;
 - balance is over the brokers that reported: ``max/mean`` of their loads and the population
@@ -22,38 +23,12 @@ from dataclasses import dataclass, field
 
 from balancer.errors import DecodeError
 from balancer.load import max_usage
-from events.catalog import (
-    BrokerLeft,
-    BundleAssigned,
-    LeaderElected,
-    LoadReported,
-    SplitRequested,
-    TransferPrepared,
-    UnloadRequested,
-)
-from events.envelope import Envelope
+from events.catalog import BrokerLeft, LeaderElected, LoadReported
 from events.log.port import Record
-from events.report_parts import is_continuation
-from projections.load import report_from_payload
+from projections.moves import Change, Move, MovesFold
 from projections.tracking import Anomaly
 
 KEPT_ANOMALIES = 100
-
-Moved = TransferPrepared | UnloadRequested | SplitRequested | BundleAssigned
-"""The events the view lists as moves (an assignment only when forced: a reassignment)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    """One bundle move as the live view shows it."""
-
-    ts_ms: int
-    kind: str
-    bundle: str
-    src: str | None
-    dst: str | None
-    reason: str
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +59,7 @@ class RunStats:
     """The cluster's clock at the last ``tick`` (the run's progress)."""
     anomalies: list[Anomaly] = field(default_factory=list)
     """Records no fold can use (``bad_event``), the newest ``KEPT_ANOMALIES``."""
+    folded: MovesFold = field(default_factory=MovesFold)
 
     def fold(self, records: list[Record]) -> list[Move]:
         """Fold new records; the moves among them."""
@@ -105,33 +81,31 @@ class RunStats:
                 "bad_event", record.offset, env.key, env.seq, env.type, exc.message)]
             return None
         if isinstance(event, LoadReported):
-            if not is_continuation(event.broker_load):
-                report = report_from_payload(env.key, event.broker_load)
+            report = event.report()
+            if report is not None:  # None: a later part of a report, bundles only
                 self.loads[env.key] = max_usage(report)
                 self.msg_rates[env.key] = report.msg_rate_in + report.msg_rate_out
         elif isinstance(event, BrokerLeft):
             self.loads.pop(env.key, None)
             self.msg_rates.pop(env.key, None)
-        elif isinstance(event, LeaderElected):
-            if event.epoch >= self.epoch:
-                self.epoch, self.leader_id = event.epoch, event.leader_id
-        elif isinstance(event, TransferPrepared):
-            return self._move(env, "transfer", event, event.dst)
-        elif isinstance(event, UnloadRequested):
-            return self._move(env, "unload", event, None)
-        elif isinstance(event, SplitRequested):
-            return self._move(env, "split", event, None)
-        elif isinstance(event, BundleAssigned):
-            if event.force:
-                return self._move(env, "reassign", event, event.dst)
-            if event.reason == "lookup":
-                self.placements += 1
-        return None
+        elif isinstance(event, LeaderElected) and event.epoch >= self.epoch:
+            self.epoch, self.leader_id = event.epoch, event.leader_id
+        change = self.folded.take(record)
+        return None if change is None else self._moved(change)
 
-    def _move(self, env: Envelope, kind: str, event: Moved, dst: str | None) -> Move:
-        reason = event.reason or "-"
-        self.by_reason[(kind, reason)] += 1
-        return Move(env.ts_ms, kind, event.bundle, event.src, dst, reason, env.epoch)
+    def _moved(self, change: Change) -> Move | None:
+        move, previous = change.move, change.previous
+        if move.kind == "assign" and move.reason == "lookup":
+            self.placements += 1
+            return None
+        if previous is not None:  # the same move told again: replace it where it is listed
+            self.by_reason[(previous.kind, previous.reason or "-")] -= 1
+            self.by_reason += Counter()  # drop a count that fell to zero
+            self.moves = [move if m is previous else m for m in self.moves]
+            self.by_reason[(move.kind, move.reason or "-")] += 1
+            return None
+        self.by_reason[(move.kind, move.reason or "-")] += 1
+        return move
 
     # -- balance -----------------------------------------------------------------------------
     def balance(self) -> Balance | None:
@@ -158,5 +132,7 @@ class RunStats:
         return max(0, self.now_ms - self.start_ms)
 
     def unloads(self) -> int:
-        """Moves that take a bundle from its owner (transfers and unloads)."""
-        return sum(n for (kind, _), n in self.by_reason.items() if kind in ("transfer", "unload"))
+        """Moves that take a bundle from its owner by a decision (transfers and unloads; the
+        children a split unloads are the split's): what ``/metrics`` counts as unloads."""
+        return sum(n for (kind, reason), n in self.by_reason.items()
+                   if kind in ("transfer", "unload") and reason != "split")

@@ -64,6 +64,8 @@ def move_lines(stats: RunStats, hours: float) -> list[str]:
     for (kind, reason), count in sorted(stats.by_reason.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
         lines.append(f"    {kind:<9} {reason:<22} {count}")
     splits = sum(n for (kind, _), n in stats.by_reason.items() if kind == "split")
-    lines.append(f"  unloads/h: {stats.unloads() / hours:.1f} (transfers and unloads); "
+    children = sum(n for (kind, reason), n in stats.by_reason.items() if kind == "unload" and reason == "split")
+    also = f", not the {children} children the splits unloaded" if children else ""
+    lines.append(f"  unloads/h: {stats.unloads() / hours:.1f} (transfers and unloads{also}); "
                  f"splits/h: {splits / hours:.1f}; placements: {stats.placements}")
     return lines

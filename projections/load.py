@@ -6,7 +6,8 @@ Invariants:
   never reads a clock, callers ask ``expired(now_ms, timeout_ms)``;
 - bundle loads are the latest reported by the bundle's reporting broker, fed through the same
   ``balancer.load.LoadModel`` the leader uses, so averages and EMAs match a live leader's;
-- reports are admitted once per (key, seq) like every projection (``SequenceTracker``).
+- reports are admitted once per (key, seq) like every projection (``SequenceTracker``);
+- a report is read typed (``LoadReported.report``/``bundle_stats``, codec in ``events.reports``).
 """
 
 from __future__ import annotations
@@ -21,68 +22,21 @@ from balancer.load import (
     LONG_TERM_SAMPLES,
     SHORT_TERM_SAMPLES,
     BrokerLoadData,
-    BrokerReport,
     BundleData,
-    BundleStats,
     RateAverages,
-    ResourceUsage,
 )
 from events.catalog import BrokerLeft, BrokerRegistered, LoadReported
-from events.report_parts import is_continuation
+from events.reports import (
+    report_from_payload,
+    report_to_payload,
+    stats_from_payload,
+    stats_to_payload,
+)
 from projections.tracking import Anomaly, EnvelopeLike, SequenceTracker
 
 LOAD_TYPES = frozenset(cls.TYPE for cls in (LoadReported, BrokerRegistered, BrokerLeft))
 """The type names of the load view's events: one set lookup skips every other record untyped."""
 BrokerEvent = LoadReported | BrokerRegistered | BrokerLeft
-_RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
-_RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
-
-
-def report_to_payload(report: BrokerReport) -> dict[str, Any]:
-    """The ``broker_load`` field of a LoadReported event."""
-    out: dict[str, Any] = {
-        name: {"usage": getattr(report, name).usage, "limit": getattr(report, name).limit}
-        for name in _RESOURCES
-    }
-    for name in (*_RATES, "topics", "bundles", "producers", "consumers"):
-        out[name] = getattr(report, name)
-    return out
-
-
-def report_from_payload(broker_id: str, payload: Mapping[str, Any],
-                        failure_domain: str | None = None) -> BrokerReport:
-    fields: dict[str, Any] = {}
-    for name in _RESOURCES:
-        raw = payload.get(name)
-        if raw is not None:
-            fields[name] = ResourceUsage(float(raw.get("usage", 0)), float(raw.get("limit", 0)))
-    for name in _RATES:
-        fields[name] = float(payload.get(name, 0.0))
-    for name in ("topics", "bundles", "producers", "consumers"):
-        fields[name] = int(payload.get(name, 0))
-    return BrokerReport(broker_id, failure_domain=failure_domain, **fields)
-
-
-def stats_to_payload(stats: BundleStats) -> dict[str, Any]:
-    return {
-        "bundle": stats.bundle, **{name: getattr(stats, name) for name in _RATES},
-        "topics": stats.topics, "producers": stats.producers, "consumers": stats.consumers,
-    }
-
-
-def stats_from_payload(payload: Mapping[str, Any]) -> BundleStats:
-    return BundleStats(
-        str(payload["bundle"]),
-        msg_rate_in=float(payload.get("msg_rate_in", 0.0)),
-        msg_rate_out=float(payload.get("msg_rate_out", 0.0)),
-        msg_throughput_in=float(payload.get("msg_throughput_in", 0.0)),
-        msg_throughput_out=float(payload.get("msg_throughput_out", 0.0)),
-        topics=int(payload.get("topics", 0)),
-        producers=int(payload.get("producers", 0)),
-        consumers=int(payload.get("consumers", 0)),
-    )
-
-
 @dataclass(slots=True)
 class BrokerInfo:
     broker_id: str
@@ -144,13 +98,12 @@ class LoadProjection:
         self._report(info, event, ts_ms)
 
     def _report(self, info: BrokerInfo, event: LoadReported, ts_ms: int) -> None:
-        if not is_continuation(event.broker_load):  # a later part carries bundles only
-            report = report_from_payload(info.broker_id, event.broker_load, info.failure_domain)
+        report = event.report(info.failure_domain)
+        if report is not None:  # None: a later part, which carries bundles only
             if info.load is None:
                 info.load = BrokerLoadData(report)
             info.load.apply_report(report, ts_ms, self.config)
-        for raw in event.bundles or ():
-            stats = stats_from_payload(raw)
+        for stats in event.bundle_stats():
             data = self.bundles.get(stats.bundle)
             if data is None:
                 data = self.bundles[stats.bundle] = BundleData(stats.bundle, info.broker_id, stats)

@@ -15,7 +15,7 @@ from actors.api import Cluster
 from balancer.bundles import validate_namespace
 from balancer.errors import Unavailable, UnknownNamespace
 from balancer.load import max_usage
-from projections.load import report_from_payload
+from events.reports import report_from_payload
 from web.shapes import policies
 
 

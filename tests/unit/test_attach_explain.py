@@ -30,14 +30,17 @@ async def test_a_driven_move_a_pulsar_move_and_a_refused_execution_each_say_wher
         later = await steering.cycle(m.clock.advance(60_000))
         assert later is not None
     records = (await m.log.read()).records
-    (move,) = moves_of(driven.bundle, records)
+    story = moves_of(driven.bundle, records)  # the whole story: its assignment, then the move
+    assert [(m.kind, m.origin) for m in story] == [("assign", ""), ("transfer", "driven")]
+    move = story[1]
     assert move.origin == "driven" and move.execution["proposal"] == proposal.proposal_id
     assert move.decision["strategy"] == "TransferShedder"
     text = render(driven.bundle, [move])
     assert f"driven by proposal {proposal.proposal_id} (TransferShedder, drive mode)" in text
     assert "carried out by Pulsar: pulsar:loadbalancer-service-unit-state@" in text
     assert "accepted 204; confirmed: Owned at b2" in text and "max_broker = b1" in text
-    (own,) = moves_of(b[3], records)
+    assign, own = moves_of(b[3], records)
+    assert assign.kind == "assign" and own.kind == "transfer"
     assert own.origin == "pulsar"
     assert "made by Pulsar itself, not by this project: pulsar:loadbalancer-service-unit-state@" in render(b[3], [own])
     refused = [x for bundle in b for x in moves_of(bundle, records) if x.origin == "execution"]

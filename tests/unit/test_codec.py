@@ -111,14 +111,14 @@ def test_every_type_round_trips() -> None:
 
 
 @pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack",
-                                  "catalog_2026_11c.msgpack"])
+                                  "catalog_2026_11c.msgpack", "catalog_2026_11d.msgpack"])
 def test_bytes_stored_before_stay_readable(name: str) -> None:
     stored = msgpack.unpackb((FIXTURES / name).read_bytes())
     assert [decode(raw) for raw in stored] == golden_envelopes()[:len(stored)]
 
 
 def test_bytes_written_today_are_stable() -> None:
-    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11c.msgpack").read_bytes())
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11d.msgpack").read_bytes())
     assert [encode(env) for env in golden_envelopes()] == stored
 
 

@@ -66,7 +66,7 @@ def test_cli_prints_the_inputs_and_scores(log_dir: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert out.startswith(f"{BUNDLE}: 3 move(s)")
     assert "b1 -> b2" in out and "PlannedTransferShedder" in out and "gain = 0.25" in out
-    assert "b3 -> (placement)" in out
+    assert "b3 -> (released, no destination)" in out and "None" not in out and "{" not in out
     assert main(["explain", BUNDLE, "--log-dir", str(log_dir), "--json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["dst"] for x in lines] == ["b2", "b3", None]

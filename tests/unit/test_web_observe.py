@@ -128,11 +128,16 @@ async def test_the_dashboard_feed_carries_brokers_ranges_and_moves(served: tuple
     assert sum(r["upper"] - r["lower"] for r in ranges) == 0xFFFFFFFF
     move = state["moves"][0]
     assert (move["bundle"], move["src"], move["dst"], move["reason"]) == (bundle, src, dst, "admin")
+    assert move["kind"] == "transfer"  # a move with a destination: the CLI's word too
     assert state["leader"]["epoch"] >= 1
 
     explained = await (await client.get("/bb/v1/dashboard/explain", params={"bundle": bundle})).json()
     assert explained["row"]["owner"] == dst
-    assert [m["event"] for m in explained["moves"]] == ["TransferPrepared"]
+    assert [(m["kind"], m["event"]) for m in explained["moves"]] == [
+        ("assign", "BundleAssigned"), ("transfer", "TransferPrepared")]
+    placement = explained["moves"][0]["decision"]["placement"]  # why the first owner
+    assert set(placement["candidates"]) == {"broker-1", "broker-2", "broker-3"} and placement["scores"]
+    assert f"{src} -> {dst}" in explained["text"] and "score" in explained["text"]
     missing = await client.get("/bb/v1/dashboard/explain", params={"bundle": f"{NS}/0x1_0x2"})
     assert missing.status == 404 and "0x1_0x2" in (await missing.json())["error"]
 

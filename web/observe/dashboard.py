@@ -7,7 +7,9 @@
   nothing changed for ``HEARTBEAT_S``; the page's ``EventSource`` reconnects by itself; every
   stream ends when the service shuts down (``Observer.release``), so an open page never holds it;
 - ``GET /bb/v1/dashboard/explain?bundle=ID``: ``Cluster.explain`` of the bundle, its current row,
-  as JSON (an unknown bundle: 404 with one line naming it).
+  as JSON: ``moves`` (``projections.moves.Move.to_dict``: kind, route, label, reason, the
+  decision with a placement's candidates and scores) and ``text``, the table ``lbctl explain``
+  prints (an unknown bundle: 404 with one line naming it).
 
 Invariants: every value comes from the observer and the client's views (``Cluster``); nothing
 here sends a command. Times are cluster time in epoch milliseconds (the page prints them).
@@ -24,7 +26,8 @@ from aiohttp import web
 
 from balancer.bundles import HashRange
 from balancer.errors import LoadBalancerError
-from web.observe.observer import Observer
+from projections.explain import render
+from web.observe.observer import Observer, move_row
 from web.observe.whynot import rule, threshold_line
 
 PUSH_EVERY_S = 0.5
@@ -44,7 +47,7 @@ def state(observer: Observer) -> dict[str, Any]:
         "leader": {"id": leader.leader_id, "epoch": leader.epoch},
         "brokers": brokers,
         "namespaces": [{"name": ns, "bundles": _ranges(observer, ns)} for ns in cluster.namespaces()],
-        "moves": [_named(m.to_dict()) for m in reversed(observer.moves)],
+        "moves": [move_row(m) for m in reversed(observer.moves)],
         "anomalies": {"counts": dict(observer.anomaly_counts),
                       "recent": list(reversed(observer.recent_anomalies))},
         "balancer": observer.balancer,  # the status fetched in the background; None: none yet
@@ -54,13 +57,6 @@ def state(observer: Observer) -> dict[str, Any]:
                    "splits": sum(observer.tally.splits.values()),
                    "records": observer.version},
     }
-
-
-def _named(move: dict[str, Any]) -> dict[str, Any]:
-    """A move under the CLI's word: one with a destination is a transfer."""
-    if move["kind"] == "unload" and move["dst"]:
-        move["kind"] = "transfer"
-    return move
 
 
 def _threshold(observer: Observer) -> dict[str, Any]:
@@ -115,7 +111,8 @@ def handlers(observer: Observer) -> list[web.RouteDef]:
             moves = await observer.cluster.explain(bundle)
         except LoadBalancerError as exc:
             return _json({"error": str(exc)}, 503)
-        return _json({"bundle": bundle, "row": row, "moves": [m.to_dict() for m in moves]})
+        return _json({"bundle": bundle, "row": row, "moves": [m.to_dict() for m in moves],
+                      "text": render(bundle, moves)})
 
     return [web.get("/bb/v1/dashboard/state", get_state),
             web.get("/bb/v1/dashboard/events", get_events),

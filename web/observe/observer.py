@@ -11,6 +11,9 @@ Invariants:
   balancer's status (its pause, throttle and last cycle: the leader's own);
 - latencies are timed on this process's monotonic clock as records are taken
   (``web.observe.latency``), from records stamped after the service started (``live``);
+- the moves listed are ``projections.moves``' (taken from the ``Tally``'s fold: the dashboard,
+  ``/metrics`` and the run summary count the same moves), every kind but a lookup's placement;
+  a move told again replaces the one listed;
 - the dashboard's history is bounded: ``SERIES`` load samples per broker, ``MOVES`` moves,
   ``ANOMALIES`` anomalies; ``version`` rises with every record taken, and ``changed`` wakes
   whoever waits on it (the server-sent events).
@@ -23,17 +26,15 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from actors.api import Cluster
 from balancer.errors import DecodeError
 from balancer.load import max_usage
+from events.catalog import BrokerLeft, LoadReported
 from events.envelope import Envelope
 from events.log.port import Record
-from events.report_parts import is_continuation
-from projections.load import report_from_payload
+from projections.moves import Change, Move
 from web.observe.latency import Latencies
 from web.observe.tally import Tally
 from web.observe.whynot import MOVES as SHED_MOVES
@@ -45,7 +46,6 @@ SERIES = 240
 MOVES = 40
 ANOMALIES = 20
 STATUS_EVERY_S = 2.0
-MOVE_TYPES = ("UnloadRequested", "TransferPrepared", "SplitRequested", "BundleAssigned")
 WHY_NOT_TYPES = ("SheddingSkipped", *SHED_MOVES)
 
 
@@ -57,20 +57,10 @@ def _usable(env: Envelope) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class Move:
-    """A change of ownership as the dashboard lists it."""
-
-    ts_ms: int
-    kind: str
-    bundle: str
-    src: str | None
-    dst: str | None
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ts_ms": self.ts_ms, "kind": self.kind, "bundle": self.bundle, "src": self.src,
-                "dst": self.dst, "reason": self.reason}
+def move_row(move: Move) -> dict[str, Any]:
+    """A move as the dashboard lists it: ``reason`` is the decision's when it has one."""
+    return {"ts_ms": move.ts_ms, "kind": move.kind, "bundle": move.bundle, "src": move.src,
+            "dst": move.dst, "reason": move.why, "label": move.label}
 
 
 class Observer:
@@ -157,19 +147,19 @@ class Observer:
     # -- folding -----------------------------------------------------------------------------
     def take(self, record: Record) -> None:
         """Fold one record (the tally, the series, the moves), then note new anomalies."""
-        self.tally.take(record)
+        change = self.tally.take(record)
         env = record.envelope
-        usable = _usable(env)
+        usable = _usable(env)  # an unusable one is named by the ownership view (anomalies below)
         if usable:
             self.latencies.take(record, time.monotonic() * 1000.0, env.ts_ms >= self.live_from_ms)
-        if not usable:
-            pass  # named by the ownership view: it reaches the dashboard's anomalies below
-        elif env.type == "LoadReported":
-            self._sample(env.payload, env.ts_ms)
-        elif env.type == "BrokerLeft":
-            self.series.pop(str(env.payload["broker_id"]), None)
-        elif env.type in MOVE_TYPES:
-            self._note_move(env.type, env.payload, env.ts_ms)
+        if usable and env.type in ("LoadReported", "BrokerLeft"):
+            event = env.typed
+            if isinstance(event, LoadReported):
+                self._sample(event, env.ts_ms)
+            elif isinstance(event, BrokerLeft):
+                self.series.pop(event.broker_id, None)
+        if change is not None:
+            self._note_move(change)
         if usable and env.type in WHY_NOT_TYPES:
             latest = {broker: samples[-1][1] for broker, samples in self.series.items() if samples}
             self.why_not.take(env.type, env.payload, env.ts_ms, latest)
@@ -178,32 +168,22 @@ class Observer:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    def _sample(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        load = payload["broker_load"]
-        if is_continuation(load):
-            return
-        broker = str(payload["broker_id"])
-        report = report_from_payload(broker, load)
+    def _sample(self, event: LoadReported, ts_ms: int) -> None:
+        report = event.report()
+        if report is None:
+            return  # a later part of a report: bundles only
         rate = report.msg_rate_in + report.msg_rate_out
-        self.series.setdefault(broker, deque(maxlen=SERIES)).append(
+        self.series.setdefault(event.broker_id, deque(maxlen=SERIES)).append(
             (ts_ms, round(max_usage(report) * 100.0, 2), round(rate, 1)))
 
-    def _note_move(self, kind: str, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle = str(payload["bundle"])
-        if kind == "BundleAssigned":
-            if payload.get("reason") not in ("orphan", "admin") or payload.get("src"):
-                return  # lookups place new bundles; a transfer's destination is its own move
-            self.moves.append(Move(ts_ms, "assign", bundle, None, str(payload["dst"]),
-                                   str(payload["reason"])))
+    def _note_move(self, change: Change) -> None:
+        move, previous = change.move, change.previous
+        if move.kind == "assign" and move.reason == "lookup":
+            return  # lookups place new bundles: counted by /metrics, not listed
+        if previous is not None:
+            self.moves = deque((move if m is previous else m for m in self.moves), maxlen=MOVES)
             return
-        decision = payload.get("decision") or {}
-        dst = payload.get("dst") or decision.get("destination")
-        last = self.moves[-1] if self.moves else None
-        if last is not None and last.bundle == bundle and last.kind == "unload" and kind == "TransferPrepared":
-            self.moves.pop()  # UnloadRequested then TransferPrepared: one move, told twice
-        move_kind = "split" if kind == "SplitRequested" else "unload"
-        reason = str(decision.get("reason") or payload.get("reason") or "")
-        self.moves.append(Move(ts_ms, move_kind, bundle, payload.get("src"), dst, reason))
+        self.moves.append(move)
 
     def _note_anomalies(self) -> None:
         view = self.cluster.ownership()

@@ -4,16 +4,17 @@
 Pulsar's meanings (the extensible manager's ``UnloadCounter``, ``SplitCounter``,
 ``AssignCounter``, docs/operations.md#metrics; the latencies are ``web.observe.latency``'s):
 
-- an unload (``UnloadRequested`` or ``TransferPrepared``, counted once per move) is a
-  ``Success`` under its decision's reason (an admin unload: ``Admin``; the children a split
-  unloads are the split's, not unloads); a skipped shedding run (``SheddingSkipped``) a
-  ``Skip`` under its reason; a refused unload command (``CommandRejected``) a
+- moves are ``projections.moves``' (the fold the run summary and the dashboard read, so they
+  count the same moves): a transfer or an unload is a ``Success`` under its decision's reason
+  (an admin unload: ``Admin``; the children a split unloads are the split's, not unloads:
+  ``Move.sheds``), an assignment (or a takeover with no source) an ``AssignCounter``
+  ``Success``; a skipped shedding run (``SheddingSkipped``) a ``Skip`` under its reason; a refused unload command (``CommandRejected``) a
   ``Failure``/``Unknown``. A broker counts once per shedding run it lost bundles in;
 - counters are attributed to the leader that was elected when the event was logged (the
   ``broker`` label): after an election the new leader's series starts at 0, as in Pulsar, and a
   ``sum()`` over brokers is the cluster's total;
-- memory is bounded: a move or a split is forgotten once it settles, and at most
-  ``MAX_PENDING`` unsettled ones are kept (the oldest go first).
+- memory is bounded: a split is forgotten once it settles, and at most ``MAX_PENDING``
+  unsettled ones are kept (the oldest go first); the moves fold bounds its own.
 
 A record whose payload no fold can use (``events.usable``) is counted in ``bad_events`` and
 folds nothing. Pure: no clock, no I/O; the exporter owns one and feeds it every record once, in log order.
@@ -27,6 +28,7 @@ from typing import Any
 
 from balancer.errors import DecodeError
 from events.log.port import Record
+from projections.moves import MOVE_TYPES, Change, MovesFold
 
 MAX_PENDING = 10_000
 
@@ -56,11 +58,11 @@ class Tally:
         self.split_breakdown: Counter[tuple[str, str, str]] = Counter()
         self.assign_breakdown: Counter[tuple[str, str]] = Counter()  # broker, result
         self.rejected: Counter[tuple[str, str]] = Counter()  # command, code
-        self._unloading: dict[str, bool] = {}  # a move counted, not yet settled -> has a destination
         self._split_reasons: dict[str, str] = {}
         self._run: tuple[Any, set[str]] = (None, set())
         self.bad_events = 0
         """Records whose payload no fold can use (``events.usable``): counted, not folded."""
+        self.moves = MovesFold()
 
     def leaders(self) -> list[str]:
         """Every leader a counter is attributed to, the current one included."""
@@ -68,58 +70,49 @@ class Tally:
                  *(k[0] for k in self.assign_breakdown), *(k[0] for k in self.split_breakdown)}
         return sorted(found | {self.leader})
 
-    def take(self, record: Record) -> None:
+    def take(self, record: Record) -> Change | None:
+        """Fold one record; the move it made or told again (``projections.moves``), if any."""
         env = record.envelope
         self.appended[env.type] += 1
         handler = _HANDLERS.get(env.type)
+        if handler is None and env.type not in MOVE_TYPES:
+            return None
+        try:
+            change = self.moves.take(record)  # types the event: its rules refuse what no fold can use
+        except DecodeError:
+            self.bad_events += 1  # the ownership view names it (the dashboard's anomalies)
+            return None
         if handler is not None:
-            try:
-                env.typed  # noqa: B018  (built once per record: its rules refuse what no fold can use)
-            except DecodeError:
-                self.bad_events += 1  # the ownership view names it (the dashboard's anomalies)
-                return
             handler(self, env.payload, env.ts_ms)
+        if change is not None:
+            self._moved(change)
+        return change
 
     # -- elections and moves --------------------------------------------------------------------
     def _elected(self, payload: Mapping[str, Any], ts_ms: int) -> None:
         if int(payload["epoch"]) >= self.epoch:
             self.leader, self.epoch = str(payload["leader_id"]), int(payload["epoch"])
 
-    def _move_started(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle, src = str(payload["bundle"]), str(payload.get("src") or "")
-        if bundle in self._unloading:
-            return  # UnloadRequested then TransferPrepared of one move: counted once
-        decision = payload.get("decision") or {}
-        if len(self._unloading) >= MAX_PENDING:
-            del self._unloading[next(iter(self._unloading))]  # the oldest: its end was never logged
-        self._unloading[bundle] = bool(payload.get("dst") or decision.get("destination"))
-        logged = str(payload.get("reason", "")).lower()
-        if logged == "split":
+    def _moved(self, change: Change) -> None:
+        move = change.move
+        if change.previous is not None:
+            return  # told again (a transfer after its unload): counted once
+        if move.kind == "assign" or (move.kind == "takeover" and not move.src):
+            self.assign_breakdown[move.leader, "Success"] += 1
+        if move.kind not in ("transfer", "unload") or not move.sheds:
             return  # a split's children: counted as the split (Pulsar's unload counter skips them)
-        reason = "Admin" if logged == "admin" else str(decision.get("reason") or "Unknown")
-        self.unload_bundles[self.leader] += 1
-        self.unload_breakdown[self.leader, "Success",
+        decided = move.decided
+        reason = "Admin" if move.reason.lower() == "admin" else (decided.reason or "Unknown")
+        self.unload_bundles[move.leader] += 1
+        self.unload_breakdown[move.leader, "Success",
                               reason if reason in UNLOAD_SUCCESS_REASONS else "Unknown"] += 1
-        run = decision.get("run_ms")
-        if run is not None and reason != "Admin":
-            if self._run[0] != run:
-                self._run = (run, set())
+        if decided.run_ms is not None and reason != "Admin":
+            if self._run[0] != decided.run_ms:
+                self._run = (decided.run_ms, set())
+            src = move.src or ""
             if src not in self._run[1]:
                 self._run[1].add(src)
-                self.unload_brokers[self.leader] += 1
-
-    def _assigned(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        if payload.get("src"):  # the destination's half of a transfer
-            return
-        self.assign_breakdown[self.leader, "Success"] += 1
-
-    def _released(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        bundle = str(payload["bundle"])
-        if self._unloading.get(bundle) is False:  # a plain unload ends Free
-            del self._unloading[bundle]
-
-    def _owned(self, payload: Mapping[str, Any], ts_ms: int) -> None:
-        self._unloading.pop(str(payload["bundle"]), None)
+                self.unload_brokers[move.leader] += 1
 
     # -- splits, skips, refusals ----------------------------------------------------------------
     def _split_requested(self, payload: Mapping[str, Any], ts_ms: int) -> None:
@@ -149,11 +142,6 @@ class Tally:
 
 _HANDLERS = {
     "LeaderElected": Tally._elected,
-    "UnloadRequested": Tally._move_started,
-    "TransferPrepared": Tally._move_started,
-    "BundleReleased": Tally._released,
-    "BundleAssigned": Tally._assigned,
-    "BundleOwned": Tally._owned,
     "SplitRequested": Tally._split_requested,
     "SplitCompleted": Tally._split_completed,
     "SheddingSkipped": Tally._skipped,
