@@ -121,7 +121,7 @@ class BrokerBody(Follower):
         if isinstance(event, _WAITS):
             # Kept only from waits that name this broker: a record waits on it only after such
             # an event, and any later wait replaces that record, so a confirmation reads the seq
-            # of the event that started its wait (issue 23: a hundred brokers each holding
+            # of the event that started its wait (a hundred brokers each holding
             # every bundle's seq was a wall; and the shared fold hands a broker only the
             # records that name it, ``concerned``).
             dst = event.dst if isinstance(event, BundleAssigned | TransferPrepared) else None
@@ -248,7 +248,7 @@ class BrokerBody(Follower):
         if last is not None and last[2] == asked and now_ms - last[1] < wait_ms:
             # The same command, sent too recently: not built again (every tick walks every
             # waiting bundle). In a storm (``confirm_backoff_from`` waiting) each retry waits
-            # twice as long, up to ``retry_backoff_max_ms`` (issue 23: re-sends every 2 s were
+            # twice as long, up to ``retry_backoff_max_ms`` (re-sends every 2 s were
             # 96% of the brokers' calls, most timing out in the shard's queue); otherwise every
             # ``retry_ms``, so a handover under load completes within the in-flight wait.
             return NOTHING

@@ -81,7 +81,7 @@ NOTHING = Effects()
 
 def combine(parts: Iterable[Effects]) -> Effects:
     """``sum`` of ``parts`` with ``+``, in one pass (a broker's tick may confirm thousands of
-    bundles: adding them pairwise copied the growing tuples each time, issue 23)."""
+    bundles: adding them pairwise copied the growing tuples each time)."""
     present = [part for part in parts if part]
     if len(present) <= 1:
         return present[0] if present else NOTHING
@@ -161,7 +161,7 @@ class Outcomes:
     def __init__(self, kept: int = 100_000) -> None:
         self._by_id: dict[str, _Outcome] = {}
         self.kept = kept
-        """The newest ``kept`` command ids are remembered (issue 23: bounded memory); a repeat of
+        """The newest ``kept`` command ids are remembered (bounded memory); a repeat of
         an older one is treated as new. Eviction follows log order, so a body rebuilt from the
         log remembers exactly what the live one does."""
 

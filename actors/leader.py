@@ -150,8 +150,8 @@ class LeaderBody(Holding, Follower, Sweeping):
         self.split_hits = SplitHitCounts()
         self.pending: dict[str, tuple[int, int, int]] = {}
         """Bundle -> (record version, when, tries before) of the last command sent about it (one
-        at a time); the same version is asked again after ``backoff_ms`` of its tries (issue 23:
-        in a storm a fixed ``retry_ms`` sent every bundle's assignment again while the first
+        at a time); the same version is asked again after ``backoff_ms`` of its tries (in a
+        storm a fixed ``retry_ms`` sent every bundle's assignment again while the first
         still waited in the shard's queue)."""
         self.draining: dict[str, int] = {}
         self.views = PlacingViews()  # soft: rebuilt on demand
@@ -160,7 +160,7 @@ class LeaderBody(Holding, Follower, Sweeping):
         self.timers = _Timers()
         self.placing = BundleIndex()
         self._recovering = False
-        """The placing view's bundles, kept per record (issue 23: no placement walks them all)."""
+        """The placing view's bundles, kept per record (no placement walks them all)."""
         self.outcomes = Outcomes(self.settings.outcomes_kept)
         self.shed_folded = SheddingMemory()
         """The shedding memory as the log's decision events make it (what a restarted leader

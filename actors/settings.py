@@ -64,7 +64,7 @@ class ActorSettings:
     namespace_shards: int = 1
     """Namespace bodies: each writes the namespaces whose name hashes to its shard."""
     outcomes_kept: int = 100_000
-    """Command outcomes a writer remembers for idempotent repeats (the newest; issue 23: memory
+    """Command outcomes a writer remembers for idempotent repeats (the newest; memory
     stays bounded over a long run). A repeat of an older command id is handled as new."""
 
     def __post_init__(self) -> None:

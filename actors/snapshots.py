@@ -325,7 +325,7 @@ def collector_paused() -> Iterator[None]:
 
     A rebuild allocates a body's whole state at once and frees almost nothing: every few hundred
     allocations the collector would walk the young objects, and every tenth time the older ones
-    too, which on a host holding a hundred bodies was 4/5 of a leader's recovery (issue 23)."""
+    too, which on a host holding a hundred bodies was 4/5 of a leader's recovery."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

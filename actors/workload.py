@@ -197,12 +197,12 @@ class ClientsBody(Follower):
         self.settings = settings or ActorSettings()
         self._next_ms = 0
         self._unowned: dict[str, set[str]] = {}
-        """Namespace -> bundles of its layout that are Init or Free, kept per fold (issue 23: a
+        """Namespace -> bundles of its layout that are Init or Free, kept per fold (a
         tick looks at what may need a lookup, not at every bundle)."""
         self._asked: dict[str, tuple[int, int, int]] = {}
         """Bundle -> (record version, when it may be asked again, lookups before) while it stays
         unowned: a lookup is repeated after ``lookup_retry_ms``, then twice as long each time up
-        to ``retry_backoff_max_ms``, as a Pulsar client backs off (issue 23: every unowned bundle
+        to ``retry_backoff_max_ms``, as a Pulsar client backs off (every unowned bundle
         asked again every second was most of a 65,536-bundle storm's commands). Soft state."""
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "_unowned")

@@ -1,4 +1,4 @@
-"""Load reports in parts (issue 23 item 3): a broker's report never outgrows a log message.
+"""Load reports in parts: a broker's report never outgrows a log message.
 
 A ``LoadReported`` costs about 177 bytes per bundle; Kafka refuses a message above 1 MiB, so a
 broker owning more than about 5,900 bundles could not report at all, and was then expired. A

@@ -1,4 +1,4 @@
-"""The live view of a wide cluster (issue 23 item 6): a summary instead of one line per broker.
+"""The live view of a wide cluster: a summary instead of one line per broker.
 
 Invariants:
 - up to ``LISTED`` brokers every broker is shown, as before; beyond that a frame shows counts

@@ -1,4 +1,4 @@
-"""``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim/, issue 6).
+"""``lbctl sim``: seeded fault simulation of the whole system (actors/runtime/sim/).
 
 ``lbctl sim --seeds N [--scenario S]`` runs seeds 0..N-1 (each scenario in turn by default) in a
 process pool, with a progress bar and its time left (off a terminal: a line at once, then at least

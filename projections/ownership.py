@@ -476,7 +476,7 @@ def namespace_of_topic(topic: str) -> str:
 
 def _layouts(p: OwnershipProjection) -> dict[str, tuple[Any, str | None, Any]]:
     # Runs are canonical (one per edge sequence): comparing them compares the boundaries
-    # without materialising 65,537 of them per body per check (issue 23).
+    # without materialising 65,537 of them per body per check.
     return {n: (i.layout.runs, i.anti_affinity_group, i.isolation)
             for n, i in p.namespaces.items()}
 

@@ -1,4 +1,4 @@
-"""Broker -> the bundles whose ownership record names it, kept per event (issue 23).
+"""Broker -> the bundles whose ownership record names it, kept per event.
 
 Invariants:
 - ``involving(b)`` is exactly the set of bundles whose current record has ``dst == b`` or

@@ -70,7 +70,7 @@ class SequenceTracker:
     positions: dict[str, list[int]] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)
     kept: int = field(default=1_000, compare=False)
-    """At most about this many anomalies are kept, the newest (issue 23: memory stays bounded
+    """At most about this many anomalies are kept, the newest (memory stays bounded
     over a long run); ``dropped`` counts the older ones let go."""
     dropped: int = 0
 

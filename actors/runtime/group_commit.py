@@ -1,5 +1,5 @@
 """Group commit: the commands queued behind a live host's lock, decided one after another and
-appended in one transaction (issue 23, item 2: a lookup storm answered in batches).
+appended in one transaction (a lookup storm answered in batches).
 
 Invariants:
 - only a command the body names a scope for (``batch_scope``) joins a group; its scope is what

@@ -1,4 +1,4 @@
-"""The cyclic collector's schedule for a host that runs bodies (issue 23).
+"""The cyclic collector's schedule for a host that runs bodies.
 
 CPython's collector walks the whole old generation each time the objects promoted since its
 last full walk reach a quarter of it. A body in a storm promotes hundreds of thousands of

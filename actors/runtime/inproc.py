@@ -408,9 +408,9 @@ class InProcessHost(HostCalls):
             record = self.records[self._cursor[name]]
             self._cursor[name] += 1
             effects = self.bodies[name].on_event(record, self.now_for(name))
-            if effects is not NOTHING:  # most records change nothing to do (issue 23: 100 bodies)
+            if effects is not NOTHING:  # most records change nothing to do (100 bodies)
                 self.apply(name, effects)
-        # Cheap first: this runs once per body per pump (issue 23: a hundred bodies).
+        # Cheap first: this runs once per body per pump (a hundred bodies).
         if self._cursor.get(name, 0) - self._snapshot_at.get(name, 0) >= self._snapshot_floor:
             self._maybe_snapshot(name)
 

@@ -13,7 +13,7 @@ Invariants:
 - commands between actors are fire-and-forget, as in the in-process host: the sender never waits
   on another actor while it holds its body, so no cycle of actors can deadlock; the sends of one
   turn of the sender's event loop to one actor travel as one Ray call (``commands``, at most
-  ``MAX_BATCH`` each; issue 23: a lookup storm is thousands of sends a second, and a Ray call
+  ``MAX_BATCH`` each; a lookup storm is thousands of sends a second, and a Ray call
   costs far more than a command), in send order, and each is delivered exactly as alone
   (``LiveHost.command``, which may group them); ``LEADER`` is the
   actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new

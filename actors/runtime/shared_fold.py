@@ -1,7 +1,7 @@
 """SharedFold: one fold of the log that all the bodies of an in-process host read.
 
 A hundred brokers in one process each folding every record into a view of their own is the
-in-process host's cost, not the cluster's (issue 23: 13.6M folds at 100 x 65,536). Every body
+in-process host's cost, not the cluster's (13.6M folds at 100 x 65,536). Every body
 folds the same records in the same order, so the ``Follower`` part of each is the same function
 of the same log: the host folds it once, into its client's view, and lets the bodies read it.
 

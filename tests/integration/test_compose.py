@@ -117,7 +117,7 @@ def test_compose_up_where_a_docker_engine_answers() -> None:
 
 
 def test_prometheus_scrapes_the_web_service_and_grafana_shows_the_dashboard() -> None:
-    """Issue 22: bb-web serves /metrics on its container port, Prometheus scrapes it there,
+    """bb-web serves /metrics on its container port, Prometheus scrapes it there,
     Grafana's provisioned data source is that Prometheus and its dashboard is mounted."""
     found = services()
     web_port = host_ports(found["bb-web"])[0].split(":")[1]

@@ -1,4 +1,4 @@
-"""A deployment named by conf/cluster.yaml (issue 10): the actors run on a Ray cluster they did
+"""A deployment named by conf/cluster.yaml: the actors run on a Ray cluster they did
 not start, over Kafka, and ``lbctl --cluster FILE`` verbs from other processes attach to them.
 
 The session's Ray cluster and Kafka stand in for a deployment's: ``lbctl --cluster FILE run

@@ -1,4 +1,4 @@
-"""The deployment path without Docker (issue 10): the real pieces as separate processes.
+"""The deployment path without Docker: the real pieces as separate processes.
 
 Kafka from jars (the session's), a Ray head and a worker node started with ``ray start`` on
 loopback, and ``lbctl --cluster cluster.yaml`` driving them exactly as it drives the compose

@@ -1,4 +1,4 @@
-"""Forged ownership: events appended by a writer that was not entitled to them. Issue 19 found
+"""Forged ownership: events appended by a writer that was not entitled to them. Once,
 a ``BundleAssigned(force=True)`` + ``BundleOwned(owner="broker-evil")`` from any writer moved a
 bundle, and a ``BrokerRegistered`` under an unrelated key redirected every lookup. Each forgery
 here leaves the views as they were and is an anomaly named with its offset.

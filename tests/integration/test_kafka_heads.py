@@ -1,4 +1,4 @@
-"""A Kafka writer's heads checkpoint on a real broker (issue 23, item 4): a restarted
+"""A Kafka writer's heads checkpoint on a real broker: a restarted
 transactional writer reads only the tail of its partition after its checkpoint, continues every
 key's seq exactly, and ignores a checkpoint it cannot use (reading from offset 0 instead).
 """

@@ -3,7 +3,7 @@ its directory, every committed record reads back as it was written (a damaged on
 letter in its place), readers change nothing, and the next writer moves what it cannot use
 aside, saying which file and byte.
 
-Each test damages a copy of one log the way issue 19 found it damaged and compares what is read
+Each test damages a copy of one log the way it was found damaged and compares what is read
 back with the pristine log, and with what the Spark reader's code (``spark_replay.sources``: the
 segments it lists, the rows each task reads) reads from the same files.
 """

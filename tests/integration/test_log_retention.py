@@ -1,4 +1,4 @@
-"""Retention of the embedded log (issue 23, item 4): whole sealed segments below a floor dropped.
+"""Retention of the embedded log: whole sealed segments below a floor dropped.
 
 What a user notices: after retention the log opens, reads from its first held record and says
 that the ones before it were dropped (never a silent jump); appends go on with the right seq and

@@ -1,4 +1,4 @@
-"""Retention under a running Ray cluster (issue 23, item 4): a connect after it sees what a fold
+"""Retention under a running Ray cluster: a connect after it sees what a fold
 from offset 0 sees.
 
 What a user notices: `Cluster.connect` (what every `lbctl` verb and the web service use) on an

@@ -1,4 +1,4 @@
-"""Retention and the log's readers (issue 23, item 4): what is dropped is what every reader holds.
+"""Retention and the log's readers: what is dropped is what every reader holds.
 
 What a user notices: after `lbctl log retain --apply` (or a cluster that retains by itself) every
 body restarted from its snapshot and the records left is the body a fold from offset 0 gave, the

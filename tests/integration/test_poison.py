@@ -1,6 +1,6 @@
 """Poisoned records through the normal log, on a cluster kept by ``lbctl run --host inproc
 --keep``: each is well framed but not an event this code may trust (a string epoch, a load
-report whose bundles are not maps, a seq or an epoch of 2^64-1). Issue 19 found each one broke
+report whose bundles are not maps, a seq or an epoch of 2^64-1). Each one once broke
 every later resume or verb for good. Now the cluster resumes, lookups answer, the record is a
 dead letter named by its offset, and a namespace key's view says it is degraded.
 """

@@ -1,4 +1,4 @@
-"""Poisoned records on Ray over real Kafka (issue 19's poison suite, the live host): each is a
+"""Poisoned records on Ray over real Kafka (the poison suite on the live host): each is a
 well-framed record no writer of this cluster could have made (a string epoch, a load report
 whose bundles are not maps, a seq or an epoch of 2^64-1), appended raw to the cluster's topic.
 Before, each broke every later resume for good and an actor whose recovery raised restarted

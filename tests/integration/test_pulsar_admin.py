@@ -1,6 +1,6 @@
 """Apache Pulsar's own ``PulsarAdmin`` client (4.0.0, from Maven Central) against the web service of
 ``lbctl run --web-service-port``: on the in-process host with token authentication on, and on Ray
-over real Kafka. tests/integration/java/AdminWalk.java calls every method issue 21 lists and
+over real Kafka. tests/integration/java/AdminWalk.java calls every admin method the project serves and
 prints what it got; each answer is held against the cluster's own view afterwards. On the same
 service, ``lbctl`` over REST (a client.conf's webServiceUrl, authPlugin, authParams) runs the
 README's admin walk-through with pulsar-admin's flag spellings.

@@ -1,4 +1,4 @@
-"""The live system on real Ray over a real Kafka (issue 5's acceptance): 3 brokers, 2 namespaces.
+"""The live system on real Ray over a real Kafka: 3 brokers, 2 namespaces.
 
 One cluster serves the module (the scenarios run in file order; the crash scenarios last). After
 every scenario, the client's and every actor's live ownership view equal a fresh replay of the

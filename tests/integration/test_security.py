@@ -1,4 +1,4 @@
-"""A secured deployment (issue 20): Kafka over SASL_SSL (SCRAM-SHA-512) with ACLs per role,
+"""A secured deployment: Kafka over SASL_SSL (SCRAM-SHA-512) with ACLs per role,
 Ray with TLS, and Spark reading the secured Kafka.
 
 One broker per module (``tests.kafka_secure``): its ACLs are the ones ``lbctl kafka acls``
@@ -276,7 +276,7 @@ def test_the_live_system_runs_with_role_principals_on_tls_ray_and_the_auditor_re
 
 def assert_audited(audit: subprocess.CompletedProcess[str]) -> None:
     """Spark read the whole secured topic as the auditor and audited it. A broker key's repeated
-    seq (two processes appending to one broker's key: issue 19's log integrity) is reported to
+    seq (two processes appending to one broker's key) is reported to
     the lead, not counted here; any other violation fails."""
     found = re.search(r"audit: (\d+) records, (\d+) violation", audit.stdout)
     assert found is not None and int(found[1]) > 100, audit.stdout + audit.stderr

@@ -59,7 +59,7 @@ LARGE_STEPS = 60
 
 
 def test_the_large_scenario_keeps_every_invariant_at_pulsar_scale() -> None:
-    """50 brokers x 8,192 bundles with crashes, outages and a rolling restart (issue 23)."""
+    """50 brokers x 8,192 bundles with crashes, outages and a rolling restart."""
     assert SCENARIOS["large"].brokers >= 50 and SCENARIOS["large"].bundles >= 8192
     with ProcessPoolExecutor(2) as pool:
         results = list(pool.map(simulate, LARGE_SEEDS, repeat("large"), repeat(LARGE_STEPS)))

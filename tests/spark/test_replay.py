@@ -1,4 +1,4 @@
-"""Spark replay acceptance (issue 7): audits of a live log over real Kafka, faults found with their
+"""Spark replay acceptance: audits of a live log over real Kafka, faults found with their
 offsets, corrupt records skipped, what-if over a recorded run, Pulsar import, bad grids."""
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def test_whatif_reproduces_the_live_strategy_and_ranks_the_others(
     assert twin["same_as"] == "same settings as ThresholdShedder (live config)"
     assert f"best: {ranked.iloc[0]['config']}" in html and "None" not in html.split("<h1>Plots")[0]
 
-    # Issue 22: the report with the audit's findings and the ownership Gantt chart.
+    # the report with the audit's findings and the ownership Gantt chart.
     intervals = [r.asDict() for r in timeline(df).collect()]
     audited = audit(df)
     html = write_report(tmp_path / "full", result, audited, intervals, end_ms=audited.end_ms).read_text()

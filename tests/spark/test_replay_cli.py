@@ -1,4 +1,4 @@
-"""The replay verbs as Spark users expect them (issue 18, item 8): a Parquet export verb, bounded
+"""The replay verbs as Spark users expect them: a Parquet export verb, bounded
 Kafka reads named as Spark names them, ISO-8601 instants in timelines, and the jobs run through
 ``spark-submit`` with the master spark-submit chose."""
 

@@ -1,4 +1,4 @@
-"""Retries back off (issue 19: a poisoned broker key made a broker retry its registration 151
+"""Retries back off (a poisoned broker key made a broker retry its registration 151
 times and the leader its expiry 270 times in 5 cluster-minutes). Registration and expiry retry
 after ``retry_ms``, then twice as long each time, up to ``retry_backoff_max_ms``."""
 

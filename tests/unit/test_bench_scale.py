@@ -1,4 +1,4 @@
-"""Table S's arithmetic and its smallest size (issue 23): rows carry the smallest size's figure
+"""Table S's arithmetic and its smallest size: rows carry the smallest size's figure
 and the growth exponent; a cold start places every bundle and a restart brings them all back."""
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def test_a_leader_places_a_lookup_on_a_registered_broker(broker: str) -> None:
 
 
 def test_a_leader_asks_again_for_an_unmoved_bundle_later_and_later() -> None:
-    """Issue 23 (storms): an assignment still waiting in the shard's queue is not sent again at
+    """In a storm, an assignment still waiting in the shard's queue is not sent again at
     every lookup; the same record version is asked again after retry_ms, 2x, 4x ..."""
     body = LeaderBody(CONFIG, rng=Random(1))
     leader = GivenBody(body).given(registered("broker-1"),

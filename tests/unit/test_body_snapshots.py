@@ -1,4 +1,4 @@
-"""Body snapshots (issue 23, item 4): a restart restores the newest snapshot and folds the tail.
+"""Body snapshots: a restart restores the newest snapshot and folds the tail.
 
 What a user notices: a restarted body is the body a fold from offset 0 would give (property,
 over the simulator's random histories with crashes, splits, shedding and leader changes); its

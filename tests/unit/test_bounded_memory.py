@@ -1,4 +1,4 @@
-"""Memory stays bounded over a long run (issue 23 item 5).
+"""Memory stays bounded over a long run.
 
 Command outcomes (idempotent repeats) and anomalies are the state that grew with history; both
 keep the newest within a bound (``ActorSettings.outcomes_kept``, ``SequenceTracker.kept``), and

@@ -1,5 +1,5 @@
-"""What a Python, Spark or Pulsar user expects of the package (issue 18, item 8), and the spec the
-code cites living in the repository (item 3)."""
+"""What a Python, Spark or Pulsar user expects of the package, and the spec the
+code cites living in the repository."""
 
 from __future__ import annotations
 
@@ -112,3 +112,17 @@ def test_replay_takes_its_spark_master_from_the_flag_then_spark_submit_then_the_
     assert _master(argparse.Namespace(master=None, cluster_conf=None)) == "local[2]"
     monkeypatch.setenv(SUBMITTED, "1")
     assert _master(argparse.Namespace(master=None, cluster_conf=str(deployment))) is None
+
+
+TRACKER = re.compile(r"\b[Ii]ssues? \d+\b")
+
+
+def test_comments_give_reasons_not_tracker_numbers() -> None:
+    # The tracker is not in the repository: a number in it tells a reader nothing. Public
+    # trackers named with their project (Pulsar's, a client's) are fine.
+    files = [p for package in (*PACKAGES, "web", "attach", "tests") for p in (ROOT / package).rglob("*.py")]
+    cited = sorted(f"{p.relative_to(ROOT)}:{n}" for p in files
+                   for n, line in enumerate(p.read_text().splitlines(), 1)
+                   if TRACKER.search(line) and not re.search(r"(pulsar|client|apache|ray|kafka)[-\w/]* #?issues? \d", line, re.I)
+                   and "TRACKER" not in line)
+    assert not cited, cited

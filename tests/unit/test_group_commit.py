@@ -1,4 +1,4 @@
-"""Group commit in ``LiveHost`` (issue 23, item 2): the namespace shard decides the commands
+"""Group commit in ``LiveHost``: the namespace shard decides the commands
 queued behind its lock one after another and appends them in one transaction, and the log it
 writes and the answers it gives are exactly those of the same commands one by one."""
 

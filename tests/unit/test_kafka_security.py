@@ -1,4 +1,4 @@
-"""kafka.security of cluster.yaml (issue 20): parsed and checked at load, passwords only ever
+"""kafka.security of cluster.yaml: parsed and checked at load, passwords only ever
 read from a variable or a file, the aiokafka and Spark settings built from it, the ACL model."""
 
 from __future__ import annotations

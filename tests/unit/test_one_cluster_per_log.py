@@ -1,6 +1,6 @@
 """One cluster per log directory: a cluster started on an embedded log another lbctl process is
-using is refused by name, on the Ray host as on the in-process one (issue 19 found two
-`lbctl run --host ray --keep` writing one log)."""
+using is refused by name, on the Ray host as on the in-process one (two
+`lbctl run --host ray --keep` once wrote one log)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An index is an optimisation, never a new rule (issue 23).
+"""An index is an optimisation, never a new rule.
 
 The live leader places from a view whose bundles come from an index kept per event
 (``balancer.placement.index``, ``projections.views.sync_placing``) and from preallocations kept

@@ -1,4 +1,4 @@
-"""A broker with 50,000 bundles still reports (issue 23 item 3).
+"""A broker with 50,000 bundles still reports.
 
 Its report is appended in parts that each fit a Kafka message (1 MiB), and the leader's load view
 folded from the parts equals the view folded from one unsplit report: the broker's load once,

@@ -1,4 +1,4 @@
-"""``lbctl run --plot FILE`` (issue 22): the balance-over-time picture of a run, and the bad
+"""``lbctl run --plot FILE``: the balance-over-time picture of a run, and the bad
 paths it refuses before any cluster starts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The in-process host's shared fold (issue 23, S1): one fold of the log for every body.
+"""The in-process host's shared fold (S1): one fold of the log for every body.
 
 What a user notices: a cluster on ``Cluster``'s in-process host behaves as one whose bodies each
 fold the log: every body reacts to a record with the view as of that record, a broker is handed

@@ -1,4 +1,4 @@
-"""``/metrics`` and the dashboard's feed over a real in-process cluster (issue 22).
+"""``/metrics`` and the dashboard's feed over a real in-process cluster.
 
 The web service is the real aiohttp application (``web.app.create_app``) on a test server; the
 cluster is the real actor bodies on the in-process host. What a user would notice: the unloads

@@ -1,4 +1,4 @@
-"""The invariants the simulator checks after every step (issue 6), as one ``Checker``.
+"""The invariants the simulator checks after every step, as one ``Checker``.
 
 Invariants checked (each names itself in a ``Violation``):
 - ``single_owner``: no two live brokers serve overlapping hash ranges of a namespace at once

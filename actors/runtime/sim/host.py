@@ -1,4 +1,4 @@
-"""SimHost: the actor bodies under a seeded fault scheduler (ARCHITECTURE §4, issue 6).
+"""SimHost: the actor bodies under a seeded fault scheduler (ARCHITECTURE §4).
 
 The same bodies as ``InProcessHost`` on the same virtual clock and ``MemoryEventLog``, plus faults:
 every command delivery may be dropped, delayed or duplicated, and concurrent deliveries are

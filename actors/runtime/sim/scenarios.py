@@ -167,7 +167,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("rolling_restart", _rolling_restart, crash_rate=0.01),
     Scenario("leader_churn", _leader_churn, leaders=2),
     Scenario("split_storm", _split_storm, bundles=2, config=_SPLITTY),
-    # Pulsar-sized (issue 23): 50 brokers, 8,192 bundles, the background faults of every
+    # Pulsar-sized: 50 brokers, 8,192 bundles, the background faults of every
     # scenario (crashes of any body, log outages, skews, unloads, lookups) and a rolling restart.
     Scenario("large", _rolling_restart, brokers=50, namespaces=("public/large",), bundles=8192,
              topics_per_namespace=3 * 8192, rate=200_000.0, crash_rate=0.01, rotation=False,
