@@ -98,7 +98,7 @@ async def _the_readers_count_the_same_moves(cluster: Cluster, child: str,
             found[sample.name] = found.get(sample.name, 0.0) + sample.value
     splits = sum(n for (kind, _), n in stats.by_reason.items() if kind == "split")
     assert stats.unloads() >= 1 and splits == 1
-    assert stats.unloads() == state["totals"]["unloads"] == found["brk_lb_unload_bundle_total"]
-    assert splits == state["totals"]["splits"] == found["brk_lb_bundles_split_total"]
+    assert stats.unloads() == state["totals"]["unloads"] == found["pulsar_lb_unload_bundle_total"]
+    assert splits == state["totals"]["splits"] == found["pulsar_lb_bundles_split_total"]
     assert {m["kind"] for m in state["moves"]} <= {"transfer", "unload", "split", "takeover", "assign"}
     assert "transfer" in {m["kind"] for m in state["moves"]}

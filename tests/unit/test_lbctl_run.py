@@ -61,13 +61,16 @@ def test_keep_records_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize(("argv", "bad"), [
-    (["--brokers", "0"], "--brokers 0"),
-    (["--minutes", "0"], "--minutes 0"),
+    (["--brokers", "0"], "--brokers: '0'"),
+    (["--minutes", "0"], "--minutes: '0'"),
     (["--conf", "/nonexistent/broker.conf"], "/nonexistent/broker.conf"),
 ])
 def test_bad_run_input_is_one_line_and_exit_2(argv: list[str], bad: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "--host", "inproc", *argv])
+    try:
+        code = main(["run", "--host", "inproc", *argv])
+    except SystemExit as exit_:  # a number out of range ends the parse
+        code = int(exit_.code or 0)
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and bad in err
 
