@@ -97,7 +97,7 @@ test: install kafka-jars pulsar-jars pulsar-admin-jars pulsar-server-jars web-to
 	KAFKA_LIBS=$(KAFKA_LIBS) BB_SPARK_JARS=$(SPARK_JARS) PULSAR_LIBS=$(PULSAR_LIBS) PULSAR_ADMIN_LIBS=$(PULSAR_ADMIN_LIBS) PULSAR_SERVER_LIBS=$(PULSAR_SERVER_LIBS) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: install
-	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests -m "not (kafka or ray or spark or pulsar or security or slow)" --ignore=tests/integration --ignore=tests/pulsar --ignore=tests/spark --ignore=tests/docs $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/lbctl bench --quick

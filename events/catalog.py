@@ -2,7 +2,7 @@
 
 Invariants:
 - a class's ``TYPE`` (its name) and its field names are stored forever in logs: renaming either
-  breaks old data; ``tests/unit/test_catalog.py`` pins both. A change of fields bumps
+  breaks old data; ``tests/events/test_catalog.py`` pins both. A change of fields bumps
   ``VERSION`` and adds an upcaster in ``events/codec.py``;
 - payloads hold only dict/list/str/int/float/bool/None/bytes (msgpack and orjson round-trip
   them; tuples would come back as lists, so fields are lists);
@@ -40,7 +40,8 @@ PROPOSALS_KEY = "_proposals"
 """The key of proposals and of their executions on an attached Pulsar cluster: one key, so one
 order of a proposal and every step of its executions on any log."""
 
-# The three topics of ARCHITECTURE §2; ``Message.TOPIC`` names the one a message belongs to.
+# The streams a message belongs to (``Message.TOPIC``). The logs keep every event on one topic
+# (ARCHITECTURE §2); the names stay, as stored records and the Kafka topics' settings name them.
 EVENTS_TOPIC = "events"
 LOAD_TOPIC = "load"
 COMMANDS_TOPIC = "commands"

@@ -11,7 +11,7 @@ use it: ``Envelope.typed`` (``catalog.view_of``) refuses an unusable payload wit
 Invariants:
 - a rule never raises and returns None (usable) or one short reason naming the field; a payload
   that is not even what its schema says is left to the codec and the event's class;
-- every payload the project's writers store is usable (``tests/unit/test_fold_totality.py``
+- every payload the project's writers store is usable (``tests/events/test_fold_totality.py``
   folds the writers' events and hostile ones through every fold);
 - optional structure stays optional: a key a fold reads with a default may be absent, but
   present it has the type the fold needs;

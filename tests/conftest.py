@@ -1,7 +1,7 @@
 """Shared pytest fixtures for the whole suite.
 
 Sections: Kafka (below), Ray, Pulsar; Spark fixtures go in their own section, each session-scoped
-and started lazily (only when a test requests it), so `tests/unit` never starts a JVM or Ray.
+and started lazily (only when a test requests it), so the tests of one package (`make unit`) never start a JVM or Ray.
 
 Invariants:
 - At most one Kafka per test session (`kafka`), stopped at session end; its source is chosen by

@@ -32,7 +32,7 @@ from events.log.local import LocalEventLog
 from events.log.port import Record
 from events.signing import Root
 from projections.ownership import OwnershipProjection
-from tests.unit.cluster_scenarios import lookup
+from tests.support.cluster_scenarios import lookup
 
 NS = "public/default"
 BUNDLE = f"{NS}/0x00000000_0xffffffff"

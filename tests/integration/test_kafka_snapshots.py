@@ -27,8 +27,8 @@ from actors.snapshots import SnapshotPolicy
 from balancer.config import LoadBalancerConfig
 from balancer.errors import HistoryMissing
 from events.catalog import CreateNamespace
+from tests.actors.test_body_snapshots import folded
 from tests.kafka_server import KafkaHandle
-from tests.unit.test_body_snapshots import folded
 
 pytestmark = pytest.mark.kafka
 

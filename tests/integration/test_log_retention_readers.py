@@ -34,7 +34,7 @@ from events.log.local import LocalEventLog, LocalStore
 from events.log.memory import MemoryEventLog
 from events.log.port import Record
 from lbctl.main import main
-from tests.unit.test_body_snapshots import canonical, folded
+from tests.actors.test_body_snapshots import canonical, folded
 
 SEGMENT_BYTES = 20_000
 

@@ -20,7 +20,7 @@ from balancer.errors import StateConflict
 from balancer.liveness import LogOutages
 from balancer.ownership import BundleState
 from events.catalog import AssignBundle, DrainBundle, SplitBundle
-from tests.unit.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
+from tests.support.cluster_scenarios import assert_consistent, bundles, make_host, owner, place_all
 
 
 def _placed() -> tuple[InProcessHost, str, str, str]:

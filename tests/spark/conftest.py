@@ -36,7 +36,7 @@ def spark() -> Iterator[Any]:
 def recorded() -> list[Record]:
     from balancer.config import LoadBalancerConfig
     from events.catalog import AssignBundle
-    from tests.unit.cluster_scenarios import RATE, bundles, call, make_host
+    from tests.support.cluster_scenarios import RATE, bundles, call, make_host
 
     config = LoadBalancerConfig.from_mapping({"loadBalancerAutoBundleSplitEnabled": False})
     host = make_host(config, rate=RATE, clients=True)

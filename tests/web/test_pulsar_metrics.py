@@ -3,7 +3,7 @@ in-process cluster), read over HTTP as Prometheus and a load balancer read them.
 
 What a user would notice: every family that is not the project's own (``bb_*``) is one of Pulsar
 4.0's, with Pulsar's label set and ``metric`` value (``web.observe.pulsar_names``, itself checked
-against Pulsar's jar by tests/unit/test_pulsar_metric_names.py), so Pulsar's dashboards and
+against Pulsar's jar by tests/web/test_pulsar_metric_names.py), so Pulsar's dashboards and
 alerts find them; every counter and every latency histogram is there, at 0, before anything
 happened; the latencies measure something in process; the per-bundle series follow
 ``exposeBundlesMetricsInPrometheus``; ``/metrics/``, ``/status.html`` and

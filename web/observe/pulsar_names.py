@@ -3,7 +3,7 @@
 Each ``PulsarFamily`` is one name and one label set, with where Pulsar 4.0.7 makes it: the
 class of ``pulsar-broker-4.0.7.jar`` that holds the name as a string constant, and the line of
 its source (``apache/pulsar`` tag v4.0.7, the line the class file's own line table gives for
-that constant). ``tests/unit/test_pulsar_metric_names.py`` reads the jar and checks every entry:
+that constant). ``tests/web/test_pulsar_metric_names.py`` reads the jar and checks every entry:
 the name is in the class, at the cited line, with its label names.
 
 How a name reaches ``/metrics`` in Pulsar: a load manager's ``Metrics`` objects carry ``brk_*``

@@ -22,7 +22,7 @@ from events.log.local import LocalEventLog
 from lbctl import numargs
 from lbctl.attach import using
 from lbctl.main import build_parser, main
-from tests.unit.cluster_scenarios import make_host, place_all
+from tests.support.cluster_scenarios import make_host, place_all
 
 
 def lbctl(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

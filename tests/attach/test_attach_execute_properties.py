@@ -14,7 +14,7 @@ from attach.execute import Executions
 from attach.proposals import Proposal, ProposedMove
 from events.catalog import PROPOSALS_KEY, Event, ExecutionRequested
 from projections.ownership import OwnershipProjection
-from tests.unit.mirrored import Mirrored
+from tests.support.mirrored import Mirrored
 
 OPS = ("request", "accept", "refuse", "unanswered", "land", "elsewhere", "split", "wait", "restart")
 TERMINAL = ("ExecutionRefused", "ExecutionConfirmed", "ExecutionFailed")

@@ -20,7 +20,7 @@ from balancer.bundles import namespace_of
 from balancer.decisions import ShedResult
 from balancer.load import MIB
 from balancer.shedding.base import is_system_namespace
-from tests.unit.test_shedding_modular import MINUTE, T0, Cluster, Harness, bundle_id
+from tests.balancer.test_shedding_modular import MINUTE, T0, Cluster, Harness, bundle_id
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
 NAMESPACES = ("t/a", "t/b", "t/c", "pulsar/system", "pulsar/host:8080")

@@ -27,8 +27,8 @@ from events.catalog import (
 from events.log.memory import MemoryEventLog
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
-from tests.unit.fake_pulsar import FakePulsar, fake_pulsar
-from tests.unit.mirrored import EXTENSIBLE, Mirrored
+from tests.support.fake_pulsar import FakePulsar, fake_pulsar
+from tests.support.mirrored import EXTENSIBLE, Mirrored
 
 
 def _config(extra: str = "") -> LoadBalancerConfig:

@@ -19,8 +19,8 @@ from events.log.local import LocalEventLog
 from lbctl.admin_http import AdminHttp
 from lbctl.main import main
 from lbctl.steer import SteerHook, prepare
-from tests.unit.fake_pulsar import FakePulsar, fake_pulsar
-from tests.unit.mirrored import EXTENSIBLE, Clock, Mirrored
+from tests.support.fake_pulsar import FakePulsar, fake_pulsar
+from tests.support.mirrored import EXTENSIBLE, Clock, Mirrored
 
 
 def _args(**kw: object) -> argparse.Namespace:

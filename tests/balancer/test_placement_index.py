@@ -24,7 +24,7 @@ from balancer.placement.modular import ModularPlacement
 from events.envelope import Envelope
 from events.log.port import Record
 from projections.views import cluster_view
-from tests.unit.histories import BROKERS, HistoryBuilder
+from tests.support.histories import BROKERS, HistoryBuilder
 
 STRATEGIES = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobin")
 

@@ -25,7 +25,7 @@ from events.catalog import CreateNamespace, SetNamespacePolicy
 from events.log.local import LocalEventLog
 from lbctl.attach import using
 from lbctl.main import main
-from tests.unit.cluster_scenarios import (
+from tests.support.cluster_scenarios import (
     assert_consistent,
     bundles,
     call,

@@ -11,7 +11,7 @@ from attach.proposals import Proposal
 from balancer.config import LoadBalancerConfig
 from events.catalog import ProposalRecorded
 from projections.shed_replay import LeaderReplay
-from tests.unit.mirrored import EXTENSIBLE, MB, Mirrored
+from tests.support.mirrored import EXTENSIBLE, MB, Mirrored
 
 MODULAR = ("loadBalancerLoadSheddingStrategy=ThresholdShedder\nloadBalancerCPUResourceWeight=0\n"
            "loadBalancerBundleUnloadMinThroughputThreshold=1\nattachDecisionIntervalSeconds=60\n")

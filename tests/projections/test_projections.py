@@ -18,7 +18,7 @@ from balancer.ownership import (
 from events.envelope import Envelope
 from projections.ownership import OwnershipProjection
 from projections.tracking import SequenceTracker
-from tests.unit.histories import history, with_redeliveries
+from tests.support.histories import history, with_redeliveries
 
 
 def _fold(envelopes: list[Envelope], projection: OwnershipProjection | None = None) -> OwnershipProjection:

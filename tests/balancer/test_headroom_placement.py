@@ -16,7 +16,7 @@ from balancer.placement.headroom import HeadroomPlacement
 from balancer.placement.least_long_term_msg_rate import LeastLongTermMessageRate
 from balancer.shedding.base import create_strategy
 from balancer.simulator import pulsar_placer
-from tests.unit.test_planned_transfer import CONFIG, MIB, T0, view_of
+from tests.balancer.test_planned_transfer import CONFIG, MIB, T0, view_of
 
 OWNERS = {"t/a/0x00000000_0x40000000": "b0", "t/a/0x40000000_0x80000000": "b1",
           "t/b/0x00000000_0x40000000": "b2", "t/b/0x40000000_0x80000000": "b2"}

@@ -25,7 +25,7 @@ from events.catalog import CreateNamespace, UnloadBundle
 from events.log.port import Record
 from projections.ownership import OwnershipProjection
 from projections.ownership_index import touched
-from tests.unit.test_body_snapshots import canonical
+from tests.actors.test_body_snapshots import canonical
 
 NAMESPACE = "public/default"
 

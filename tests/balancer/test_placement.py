@@ -19,7 +19,7 @@ from balancer.placement.anti_affinity import may_leave_broker
 from balancer.placement.filters import version_key
 from balancer.placement.isolation import host_of, isolation_candidates
 from balancer.shedding.base import ClusterView, IsolationPolicy, NamespacePolicy
-from tests.unit.placement_documents import (
+from tests.support.placement_documents import (
     EXTENSIBLE,
     FULL,
     HALVES,

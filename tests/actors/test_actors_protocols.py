@@ -44,7 +44,7 @@ from events.catalog import (
     SplitBundle,
     UnloadBundle,
 )
-from tests.unit.cluster_scenarios import (
+from tests.support.cluster_scenarios import (
     NAMESPACES,
     RATE,
     SETTINGS,

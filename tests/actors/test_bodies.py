@@ -27,7 +27,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadRequested,
 )
-from tests.unit.given import GivenBody, appended
+from tests.support.given import GivenBody, appended
 
 CONFIG = LoadBalancerConfig()
 NS = "public/default"

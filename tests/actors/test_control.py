@@ -25,7 +25,7 @@ from events.catalog import AssignBundle, LookupBundle, PauseBalancer, ResumeBala
 from lbctl.attach import using
 from lbctl.main import main
 from projections.control import control_history
-from tests.unit.cluster_scenarios import (
+from tests.support.cluster_scenarios import (
     all_owned,
     assert_consistent,
     bundles,

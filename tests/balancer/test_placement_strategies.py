@@ -19,7 +19,7 @@ from balancer.placement.least_resource_usage import LeastResourceUsageWithWeight
 from balancer.placement.modular import ModularPlacement
 from balancer.shedding.avg import AvgShedder
 from balancer.shedding.base import ClusterView
-from tests.unit.placement_documents import (
+from tests.support.placement_documents import (
     EXTENSIBLE,
     FULL,
     HALVES,

@@ -17,7 +17,7 @@ from attach.modular import OwnershipPoll
 from attach.positions import Position
 from balancer.ownership import BundleState
 from events.catalog import MIRROR_KEY, LoadReported, SourceMessageRejected
-from tests.unit.test_attach_channel import Folder
+from tests.attach.test_attach_channel import Folder
 
 SAMPLES = Path(__file__).parent.parent / "fixtures" / "pulsar"
 NS = "public/default"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from attach.drive import Steering
 from balancer.config import LoadBalancerConfig
 from projections.explain import moves_of, render
-from tests.unit.fake_pulsar import FakePulsar, fake_pulsar
-from tests.unit.mirrored import EXTENSIBLE, Mirrored
+from tests.support.fake_pulsar import FakePulsar, fake_pulsar
+from tests.support.mirrored import EXTENSIBLE, Mirrored
 
 
 async def test_a_driven_move_a_pulsar_move_and_a_refused_execution_each_say_where_they_came_from() -> None:

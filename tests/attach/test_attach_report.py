@@ -15,8 +15,8 @@ from attach.report import (
 )
 from balancer.config import LoadBalancerConfig
 from events.catalog import UnloadRequested
-from tests.unit.fake_pulsar import fake_pulsar
-from tests.unit.mirrored import EXTENSIBLE, Mirrored
+from tests.support.fake_pulsar import fake_pulsar
+from tests.support.mirrored import EXTENSIBLE, Mirrored
 
 
 async def _report(m: Mirrored, b: list[str], owners: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ from events.catalog import (
     TransferPrepared,
     UnloadRequested,
 )
-from tests.unit.given import GivenBody
+from tests.support.given import GivenBody
 from web.observe.latency import MAX_PENDING, Latencies
 
 B = "public/default/0x00000000_0x80000000"

@@ -13,7 +13,7 @@ from attach.report import advise_report, render_advise
 from attach.shedder_runs import ShedderRuns, breakdown
 from balancer.config import LoadBalancerConfig
 from events.catalog import Event, ProposalRecorded, ShedderUnloadsCounted, SheddingSkipped
-from tests.unit.mirrored import EXTENSIBLE, Mirrored
+from tests.support.mirrored import EXTENSIBLE, Mirrored
 
 T0 = 1_700_000_000_000
 
