@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeAlias
 
 from actors.cluster.kept import FINDING_HELP
-from balancer.bundles import validate_namespace
+from balancer.bundles import BundleId, validate_namespace
 from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownFailureDomain
 from balancer.topics import namespace_of_topic
 from lbctl import numargs
@@ -269,7 +269,7 @@ async def _split(admin: AdminTransport, args: argparse.Namespace) -> int:
     if done.children == [done.parent]:
         text = f"{done.parent}: {done.algorithm} found no boundary; not split (owner {done.owner or '-'})"
     else:
-        names = ", ".join(c.rsplit("/", 1)[1] for c in done.children)
+        names = ", ".join(BundleId.parse(c).range.name for c in done.children)
         text = (f"split {done.parent} into {names} (owner {done.owner or '-'})"
                 + ("; children unloaded" if args.unload else ""))
     emit(args, {**asdict(done), "unloaded": args.unload}, text)
