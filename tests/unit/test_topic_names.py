@@ -40,6 +40,12 @@ def test_a_bundle_ids_namespace_is_the_same_from_the_value_type_and_the_text(nam
     assert namespace_of(namespace) == namespace  # a namespace passes unchanged
 
 
+def test_a_malformed_bundle_id_is_its_own_namespace_never_a_neighbours():
+    assert namespace_of("public/default/junk") == "public/default/junk"
+    assert namespace_of("public/default") == "public/default"
+    assert namespace_of("acme/us-west/orders/0x00000000_0xffffffff") == "acme/us-west/orders"
+
+
 def test_a_bare_name_lives_in_public_default():
     topic = TopicName.parse("orders")
     assert (str(topic), topic.tenant, topic.cluster) == ("persistent://public/default/orders", "public", None)
