@@ -62,6 +62,7 @@ from balancer.errors import (
     UnknownFailureDomain,
     UnknownNamespace,
 )
+from balancer.topics import namespace_of_topic
 from events.catalog import (
     Command,
     CreateNamespace,
@@ -77,7 +78,7 @@ from events.catalog import (
 from events.log.port import Record
 from projections.explain import moves_of
 from projections.moves import Move
-from projections.ownership import BundleRow, OwnershipProjection, namespace_of_topic
+from projections.ownership import BundleRow, OwnershipProjection
 
 C = TypeVar("C", bound=Command)
 

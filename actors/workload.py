@@ -28,6 +28,7 @@ from balancer.errors import LoadBalancerError
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
+from balancer.topics import namespace_of_topic
 from events.catalog import LookupBundle, Message, NamespaceCreated, SplitCompleted
 from events.log.port import Record
 from projections.ownership_index import touched
@@ -51,7 +52,7 @@ class TopicSpec:
 
     @property
     def namespace(self) -> str:
-        return self.name.partition("://")[2].rsplit("/", 1)[0]
+        return namespace_of_topic(self.name)
 
 
 @dataclass(frozen=True, slots=True)

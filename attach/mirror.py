@@ -63,6 +63,7 @@ from attach.positions import Position, parse_causation, rest_causation
 from attach.shadow import Shadow
 from attach.shedder_runs import METRICS_PATH, ShedderRuns
 from attach.source import EXTENSIBLE, MODULAR, PulsarSource
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, MalformedInput
 from events.catalog import MIRROR_KEY, Event, LoadReported, SourceMessageRejected, SplitRequested
@@ -396,7 +397,7 @@ class Mirror:
             for bundle in self.source.owned(broker):
                 owners[str(bundle)] = broker
         layouts: dict[str, list[int]] = {}
-        for namespace in sorted({b.rpartition("/")[0] for b in owners} | set(self.shadow.layouts)):
+        for namespace in sorted({namespace_of(b) for b in owners} | set(self.shadow.layouts)):
             path = self.source.bundles_path(namespace)
             try:
                 layouts[namespace] = self.source.boundaries(namespace)
@@ -406,7 +407,7 @@ class Mirror:
             self._outbox += self.modular.layout_seen(namespace, boundaries, owners, ts_ms=now,
                                                      causation_id=rest_causation(self.source.bundles_path(namespace)))
         for namespace in sorted(self.shadow.layouts):
-            mine = {b: o for b, o in owners.items() if b.rpartition("/")[0] == namespace}
+            mine = {b: o for b, o in owners.items() if namespace_of(b) == namespace}
             self._outbox += self.modular.owners_seen(namespace, mine, ts_ms=now, causation_id=rest_causation(
                 self.source.owned_path("*")))
 

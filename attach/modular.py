@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from attach.channel import Append
 from attach.shadow import SPLIT_ALGORITHM, Shadow, Want
-from balancer.bundles import HashRange, NamespaceBundles
+from balancer.bundles import HashRange, NamespaceBundles, namespace_of
 from balancer.ownership import BundleState
 from events.catalog import (
     Event,
@@ -63,7 +63,7 @@ class OwnershipPoll:
         return [Append(namespace, tuple(events), ts_ms, (causation_id,) * len(events))] if events else []
 
     def _split(self, parent: str, children: list[HashRange], owners: Mapping[str, str]) -> list[Event]:
-        namespace = parent.rpartition("/")[0]
+        namespace = namespace_of(parent)
         record = self.shadow.record(parent)
         owner = (record.dst if record is not None and record.state is BundleState.OWNED else None) \
             or next((owners[f"{namespace}/{c.name}"] for c in children if f"{namespace}/{c.name}" in owners), None)

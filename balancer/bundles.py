@@ -183,7 +183,11 @@ _PARSED: dict[str, BundleId] = {}
 
 def namespace_of(bundle: str) -> str:
     """``tenant/ns/0xLLLLLLLL_0xUUUUUUUU`` (or v1 ``property/cluster/ns/...``) -> its namespace;
-    a namespace passes unchanged. The one rule, for every layer (it runs in every placement)."""
+    a namespace passes unchanged. The one rule, for every layer (it runs in every placement):
+    the text before the last ``/`` when what follows it reads as a hash range, else the text
+    itself, so a malformed id is its own (unknown) namespace, never a neighbour's. It equals
+    ``BundleId.parse(bundle).namespace`` on every id; a topic's namespace is
+    ``balancer.topics.namespace_of_topic``'s."""
     head, sep, last = bundle.rpartition("/")
     return head if sep and last.startswith("0x") and "_0x" in last else bundle
 

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 
 MIB = 1024 * 1024
@@ -211,7 +212,7 @@ class BundleData:
 
     @property
     def namespace(self) -> str:
-        return self.bundle.rsplit("/", 1)[0]
+        return namespace_of(self.bundle)
 
     def add_sample(self, stats: BundleStats) -> None:
         self.stats = stats

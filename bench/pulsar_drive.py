@@ -38,6 +38,7 @@ from typing import Any
 
 from attach.pulsar_admin import PulsarAdmin
 from attach.report import executions
+from balancer.bundles import namespace_of
 from bench.pulsar_traffic import TrafficPlan, run_traffic
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -123,7 +124,7 @@ def owners(cluster: Cluster, namespace: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for broker in cluster.broker_ids:
         for name in admin.get_json(f"/admin/v2/brokers/{cluster.name}/{broker}/ownedNamespaces") or {}:
-            if name.rpartition("/")[0] == namespace:
+            if namespace_of(name) == namespace:
                 out[name.rpartition("/")[2]] = broker
     return out
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from actors.api import Cluster
 from actors.effects import Receipt
+from balancer.bundles import BundleId
 from balancer.control import parse_duration
 from balancer.errors import Unavailable
+from balancer.topics import namespace_of_topic
 from events.log.port import Record
-from lbctl.admin_names import namespace_of
 from lbctl.admin_verbs import Doc, Located, Move, Split
 from web import documents
 
@@ -113,12 +114,12 @@ class ClusterTransport:
     async def lookup(self, topic: str, timeout_s: float) -> Located:
         owner = await self.cluster.lookup(topic, timeout_s=timeout_s)
         url = next((b.url for b in self.cluster.brokers() if b.broker_id == owner), "")
-        return Located(url, self.cluster.ownership().degraded_reason(namespace_of(topic)))
+        return Located(url, self.cluster.ownership().degraded_reason(namespace_of_topic(topic)))
 
     async def bundle_range(self, topic: str) -> str:
         cluster = await self._read()
-        cluster.bundles(namespace_of(topic))  # names an unknown namespace
-        return cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1]
+        cluster.bundles(namespace_of_topic(topic))  # names an unknown namespace
+        return BundleId.parse(cluster.ownership().bundle_of_topic(topic)).range.name
 
     async def brokers(self) -> Doc:
         return documents.brokers_document(await self._read())

@@ -4,18 +4,17 @@ of Pulsar's ``TopicName`` forms, a split's positions (a broker's ``host:port``:
 
 Invariants: pure (no cluster, no service); a name that is not one is ``MalformedInput`` (exit 2)
 naming it as given, before anything is sent; a full topic name is ``domain://tenant/ns/topic``
-(or the v1 ``domain://tenant/cluster/ns/topic``), its namespace everything before the last ``/``.
+(or the v1 ``domain://tenant/cluster/ns/topic``), parsed and namespaced by ``balancer.topics``.
 """
 
 from __future__ import annotations
 
 import re
 
-from balancer.bundles import validate_namespace
 from balancer.errors import MalformedInput
+from balancer.topics import TopicName
 
 _NAME = re.compile(r"[-=:.\w]+")  # a tenant's name, as Pulsar's NamedEntity allows it
-DOMAINS = ("persistent", "non-persistent")
 
 
 def tenant_name(raw: str) -> str:
@@ -25,23 +24,9 @@ def tenant_name(raw: str) -> str:
 
 
 def topic_name(raw: str) -> str:
-    """The full name of a topic given as ``domain://t/n/topic``, the v1 ``domain://t/cluster/n/topic``,
-    ``t/n/topic`` (persistent) or a bare name (``persistent://public/default/NAME``), the forms
-    Pulsar's ``TopicName.get`` takes."""
-    domain, sep, rest = raw.partition("://")
-    if not sep:
-        domain, rest = "persistent", raw if "/" in raw else f"public/default/{raw}"
-    parts = rest.split("/")
-    if domain not in DOMAINS or len(parts) not in ((3, 4) if sep else (3,)) or not all(parts):
-        raise MalformedInput(f"topic {raw!r}: expected persistent://tenant/namespace/topic",
-                             value=raw)
-    validate_namespace("/".join(parts[:-1]))
-    return f"{domain}://{rest}"
-
-
-def namespace_of(topic: str) -> str:
-    """The namespace of a full topic name (``topic_name``'s)."""
-    return topic.split("://", 1)[1].rsplit("/", 1)[0]
+    """The full name of a topic given in any form Pulsar's ``TopicName.get`` takes
+    (``balancer.topics.TopicName.parse``)."""
+    return str(TopicName.parse(raw))
 
 
 def split_positions(raw: str | None) -> list[int] | None:

@@ -22,6 +22,7 @@ import asyncio
 import json
 from typing import Any
 
+from balancer.topics import TopicName
 from lbctl.admin_http import AdminHttp
 from lbctl.admin_verbs import Doc, Located, Move, Split
 from web.replies import ALGORITHM_HEADER, DEGRADED_HEADER
@@ -142,5 +143,6 @@ class HttpTransport:
 
 def _lookup_path(topic: str) -> str:
     """Pulsar's lookup path of a full topic name: v2 (tenant/namespace) or v1 (with a cluster)."""
-    domain, rest = topic.split("://", 1)
-    return f"/lookup/v2/{'topic' if rest.count('/') == 2 else 'destination'}/{domain}/{rest}"
+    name = TopicName.parse(topic)
+    kind = "topic" if name.cluster is None else "destination"
+    return f"/lookup/v2/{kind}/{name.domain}/{name.namespace}/{name.local}"

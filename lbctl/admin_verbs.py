@@ -37,10 +37,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeAlias
 
 from actors.cluster.kept import FINDING_HELP
-from balancer.bundles import validate_namespace
+from balancer.bundles import BundleId, validate_namespace
 from balancer.errors import MalformedInput, Unavailable, UnknownBroker, UnknownFailureDomain
+from balancer.topics import namespace_of_topic
 from lbctl import numargs
-from lbctl.admin_names import namespace_of, split_positions, tenant_name, topic_name
+from lbctl.admin_names import split_positions, tenant_name, topic_name
 from lbctl.admin_print import (
     emit,
     emit_lines,
@@ -268,7 +269,7 @@ async def _split(admin: AdminTransport, args: argparse.Namespace) -> int:
     if done.children == [done.parent]:
         text = f"{done.parent}: {done.algorithm} found no boundary; not split (owner {done.owner or '-'})"
     else:
-        names = ", ".join(c.rsplit("/", 1)[1] for c in done.children)
+        names = ", ".join(BundleId.parse(c).range.name for c in done.children)
         text = (f"split {done.parent} into {names} (owner {done.owner or '-'})"
                 + ("; children unloaded" if args.unload else ""))
     emit(args, {**asdict(done), "unloaded": args.unload}, text)
@@ -359,13 +360,13 @@ async def _lookup(admin: AdminTransport, args: argparse.Namespace) -> int:
     topic = topic_name(args.topic)
     found = await admin.lookup(topic, args.timeout)
     if found.degraded is not None:
-        warn(f"the view of {namespace_of(topic)} is degraded: {found.degraded}")
+        warn(f"the view of {namespace_of_topic(topic)} is degraded: {found.degraded}")
     if not (args.table or args.json):
         print(found.broker_url)
         return 0
     rows = (await admin.brokers())["brokers"]
     owner = next((r["broker"] for r in rows if r["url"] == found.broker_url), None)
-    bundle = f"{namespace_of(topic)}/{await admin.bundle_range(topic)}"
+    bundle = f"{namespace_of_topic(topic)}/{await admin.bundle_range(topic)}"
     emit(args, {"broker": owner, "brokerUrl": found.broker_url, "bundle": bundle},
          f"{owner or '-'}\t{found.broker_url}")
     return 0

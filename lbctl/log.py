@@ -19,6 +19,7 @@ from pathlib import Path
 from actors.cluster.kept import LOG_SUBDIR, read_spec, state_dir
 from actors.cluster_conf import ClusterConf
 from actors.retention import Holder, report_lines, retain
+from balancer.bundles import namespace_of
 from balancer.errors import InvalidInput, MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
@@ -249,7 +250,7 @@ def _ownership(args: argparse.Namespace) -> int:
                                f"{', '.join(sorted(projection.namespaces)) or 'none'}",
                                value=args.namespace)
     for row in projection.bundles(args.namespace):
-        degraded = projection.degraded_reason(row.bundle.rsplit("/", 1)[0])
+        degraded = projection.degraded_reason(namespace_of(row.bundle))
         if args.json:
             fields = dataclasses.asdict(row)
             if degraded is not None:

@@ -53,6 +53,7 @@ from balancer.ownership import (
     owner_of,
     same_brokers,
 )
+from balancer.topics import namespace_of_topic
 from events.authority import leader_written
 from events.catalog import (
     CLUSTER_KEY,
@@ -462,16 +463,6 @@ def entitled(envelope: Envelope, elected: int | None, cluster_id: str | None = N
 def is_ownership_key(key: str) -> bool:
     """Keys whose events decide who owns what: namespaces, the leader's, the cluster's."""
     return "/" in key or key in (LEADER_KEY, CLUSTER_KEY)
-
-
-def namespace_of_topic(topic: str) -> str:
-    """``persistent://tenant/ns/t`` -> ``tenant/ns`` (V1 names keep their cluster segment)."""
-    _, _, rest = topic.partition("://")
-    parts = (rest or topic).split("/")
-    if len(parts) < 3:
-        raise InvalidBundle(f"{topic!r} is not a topic name (domain://tenant/namespace/topic)",
-                            value=topic)
-    return "/".join(parts[:-1])
 
 
 def _layouts(p: OwnershipProjection) -> dict[str, tuple[Any, str | None, Any]]:

@@ -18,6 +18,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from balancer.bundles import namespace_of
+
 if TYPE_CHECKING:
     from spark_replay.audit import AuditReport
     from spark_replay.whatif import WhatIf
@@ -271,7 +273,7 @@ def gantt(intervals: Sequence[dict[str, Any]], end_ms: int) -> dict[str, bytes]:
 
     by_namespace: dict[str, list[dict[str, Any]]] = {}
     for row in intervals:
-        by_namespace.setdefault(str(row["bundle"]).rsplit("/", 1)[0], []).append(row)
+        by_namespace.setdefault(namespace_of(str(row["bundle"])), []).append(row)
     out: dict[str, bytes] = {}
     for namespace, rows in sorted(by_namespace.items()):
         bundles = sorted({str(r["bundle"]) for r in rows}, key=lambda b: b.rsplit("/", 1)[1])

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
+from balancer.bundles import namespace_of
 from balancer.errors import DecodeError, MalformedInput
 from events.codec import decode, reason_of
 from events.log._segment import Segment
@@ -101,7 +102,7 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         "decision": orjson.dumps(decision, option=orjson.OPT_NON_STR_KEYS).decode() if decision else None,
     }
     if out["namespace"] is None and isinstance(out["bundle"], str):
-        out["namespace"] = out["bundle"].rsplit("/", 1)[0]
+        out["namespace"] = namespace_of(out["bundle"])
     if kind in ("BalancerPaused", "BalancerResumed"):
         out["decision"] = orjson.dumps(p).decode()  # the pause, whole: the audit reads it back
     if kind == "LeaderElected":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.api import Cluster
-from balancer.bundles import validate_namespace
+from balancer.bundles import BundleId, validate_namespace
 from balancer.errors import Unavailable, UnknownNamespace
 from balancer.load import max_usage
 from events.reports import report_from_payload
@@ -57,7 +57,7 @@ def bundles_document(cluster: Cluster, namespace: str) -> dict[str, Any]:
         raise UnknownNamespace(f"namespace {namespace!r} does not exist; known: "
                                f"{', '.join(sorted(known)) or 'none'}", value=namespace)
     rows = list(cluster.ownership().bundles(namespace))
-    ranges = [row.bundle.rsplit("/", 1)[1] for row in rows]
+    ranges = [BundleId.parse(row.bundle).range.name for row in rows]
     document: dict[str, Any] = {
         "numBundles": len(rows),
         "boundaries": [r.split("_")[0] for r in ranges] + ([ranges[-1].split("_")[1]] if ranges else []),

@@ -16,13 +16,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
+from balancer.bundles import BundleId
 from balancer.errors import MalformedInput
+from balancer.topics import DOMAINS, namespace_of_topic
 from web import shapes
 from web.replies import answer, degraded, document, text
 
 TOPIC = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
 V1_TOPIC = "/lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}"
-DOMAINS = ("persistent", "non-persistent")
 
 
 def add_routes(app: web.Application, cluster: Cluster) -> None:
@@ -30,14 +31,14 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         topic = _topic(request)
         owner = await cluster.lookup(topic)
         url = next((b.url for b in cluster.brokers() if b.broker_id == owner), "")
-        namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+        namespace = namespace_of_topic(topic)
         return degraded(document(shapes.lookup_data(url)), cluster.ownership().degraded_reason(namespace))
 
     async def bundle(request: web.Request) -> web.Response:
         topic = _topic(request)
         await cluster.catch_up()
-        cluster.bundles(topic.split("://", 1)[1].rsplit("/", 1)[0])  # names an unknown namespace
-        return text(cluster.ownership().bundle_of_topic(topic).rsplit("/", 1)[1])
+        cluster.bundles(namespace_of_topic(topic))  # names an unknown namespace
+        return text(BundleId.parse(cluster.ownership().bundle_of_topic(topic)).range.name)
 
     for path in (TOPIC, V1_TOPIC):
         app.router.add_get(path + "/bundle", answer(bundle))

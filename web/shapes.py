@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from balancer.bundles import BundleId
 from balancer.errors import MalformedInput, UnknownBroker
 from projections.ownership import BundleRow
 
@@ -22,7 +23,7 @@ def boundary(value: int) -> str:
 
 def bundles_data(rows: Sequence[BundleRow]) -> dict[str, Any]:
     """``BundlesData``: the boundaries of a namespace's bundles, in range order."""
-    ranges = [row.bundle.rsplit("/", 1)[1].split("_") for row in rows]
+    ranges = [BundleId.parse(row.bundle).range.name.split("_") for row in rows]
     boundaries = [low for low, _ in ranges] + ([ranges[-1][1]] if ranges else [])
     return {"boundaries": boundaries, "numBundles": len(rows)}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from balancer.bundles import namespace_of
 from balancer.load import BundleStats, LoadModel, compare_bundle_stats
 
 Output = dict[str, Any]
@@ -34,7 +35,7 @@ def _detailed(pulsar: Output) -> bool:
 def _namespace_counts(bundles: set[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for bundle in bundles:
-        namespace = bundle.rsplit("/", 1)[0]
+        namespace = namespace_of(bundle)
         counts[namespace] = counts.get(namespace, 0) + 1
     return counts
 

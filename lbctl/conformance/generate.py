@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from balancer.bundles import BundleId, namespace_of
+
 FULL = 0xFFFFFFFF
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -331,7 +333,7 @@ def autosplit(rng: random.Random) -> Case:
     ids = _bundle_ids(rng, rng.randint(0, 16))
     cap = config["loadBalancerNamespaceMaximumBundles"]
     edge = rng.random() < 0.1  # at or next to the cap, where the order of candidates matters
-    counts = {b.rsplit("/", 1)[0]: _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
+    counts = {namespace_of(b): _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
               for b in ids}
     bundles = {b: {"topics": _pick(rng, 0, 1, 2, 5, 6, rng.randint(0, 2000)),
                    "producers": rng.randint(0, 6), "consumers": rng.randint(0, 6),
@@ -358,7 +360,7 @@ def autosplit_extensible(rng: random.Random) -> Case:
         ids.append("tenant/ns0/0x7fffffff_0x80000000")  # one hash wide: cannot split
     cap = config["loadBalancerNamespaceMaximumBundles"]
     edge = rng.random() < 0.15
-    counts = {b.rsplit("/", 1)[0]: _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
+    counts = {namespace_of(b): _pick(rng, cap - 1, cap, cap + 1) if edge else rng.randint(0, cap // 2)
               for b in ids if rng.random() < 0.9}
     hot = {b: rng.random() < 0.4 for b in ids}
     cycles = []
@@ -375,8 +377,8 @@ def autosplit_extensible(rng: random.Random) -> Case:
         cycle: dict[str, Any] = {"bundles": bundles}
         if ids and rng.random() < 0.3:
             base = rng.choice(ids)
-            namespace, _, hash_range = base.rpartition("/")
-            lower, upper = (int(x, 16) for x in hash_range.split("_"))
+            parsed = BundleId.parse(base)
+            namespace, lower, upper = parsed.namespace, parsed.range.lower, parsed.range.upper
             width = upper - lower
             wider = (f"{namespace}/0x{lower:08x}_0x{upper + width:08x}" if upper + width <= FULL
                      else f"{namespace}/0x{lower - width:08x}_0x{upper:08x}")  # a parent

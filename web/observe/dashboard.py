@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from balancer.bundles import HashRange
+from balancer.bundles import BundleId, namespace_of
 from balancer.errors import LoadBalancerError
 from projections.explain import render
 from web.observe.observer import Observer, move_row
@@ -71,7 +71,7 @@ def _threshold(observer: Observer) -> dict[str, Any]:
 def _ranges(observer: Observer, namespace: str) -> list[dict[str, Any]]:
     out = []
     for row in observer.cluster.bundles(namespace):
-        hash_range = HashRange.parse(row.bundle.rsplit("/", 1)[1])
+        hash_range = BundleId.parse(row.bundle).range
         out.append({"bundle": row.bundle, "lower": hash_range.lower, "upper": hash_range.upper,
                     "state": row.state, "owner": row.owner})
     return out
@@ -120,7 +120,7 @@ def handlers(observer: Observer) -> list[web.RouteDef]:
 
 
 def _row_of(observer: Observer, bundle: str) -> dict[str, Any] | None:
-    namespace = bundle.rsplit("/", 1)[0]
+    namespace = namespace_of(bundle)
     if namespace not in observer.cluster.namespaces():
         return None
     for row in observer.cluster.bundles(namespace):

@@ -25,6 +25,7 @@ import msgpack
 
 from actors.runtime.sim.host import Fault
 from actors.runtime.tickets import run_sync
+from balancer.bundles import namespace_of
 from balancer.errors import WriterFenced
 from events.catalog import (
     CLUSTER_KEY,
@@ -144,7 +145,7 @@ def _forgery(host: SimHost, variant: str, pick: int) -> tuple[str, int, list[Mes
         return None
     bundle, owner = owned[pick % len(owned)]
     thief = _pick([b for b in brokers if b != owner], pick)
-    ns, epoch = bundle.rsplit("/", 1)[0], host.client.epoch
+    ns, epoch = namespace_of(bundle), host.client.epoch
     take: list[Message] = [BundleAssigned(bundle=bundle, dst=thief, src=owner, reason="admin", force=True),
                            BundleOwned(bundle=bundle, owner=thief, src=owner)]
     table: dict[str, tuple[str, int, list[Message]]] = {
@@ -182,7 +183,7 @@ def fire_zombie(host: SimHost, fault: Fault) -> bool:
     if not namespaces or not owned or len(brokers) < 2:
         return False
     bundle, owner = owned[pick % len(owned)]
-    ns = bundle.rsplit("/", 1)[0]
+    ns = namespace_of(bundle)
     _, newest = run_sync(host.log.head(ns))
     if newest < 2:
         return False
@@ -206,7 +207,7 @@ def _impostor(host: SimHost, variant: str, pick: int) -> tuple[str, int, list[Me
         return None
     bundle, owner = owned[pick % len(owned)]
     thief = _pick([b for b in brokers if b != owner], pick)
-    ns, epoch = bundle.rsplit("/", 1)[0], host.client.epoch
+    ns, epoch = namespace_of(bundle), host.client.epoch
     candidate = host.client.leader_id or "leader"
     move: list[Message] = [BundleAssigned(bundle=bundle, dst=thief, src=owner, reason="admin", force=True),
                            BundleOwned(bundle=bundle, owner=thief, src=owner)]

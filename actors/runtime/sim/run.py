@@ -27,6 +27,7 @@ from actors.runtime.sim.scenarios import SCENARIOS, Scenario
 from actors.settings import ActorSettings, broker_body_name
 from actors.snapshots import SnapshotPolicy
 from actors.workload import ClientsBody, Workload
+from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from events.catalog import CreateNamespace, LookupBundle, SplitBundle, UnloadBundle
 
@@ -227,7 +228,7 @@ def _split(run: _Run, fault: Fault) -> bool:
     pick, algorithm, unload = fault.value
     bundle = bundles[int(pick) % len(bundles)]
     host.submit(SplitBundle(command_id=host.command_id("admin"), epoch=host.epoch,
-                            namespace=bundle.rsplit("/", 1)[0], bundle=bundle,
+                            namespace=namespace_of(bundle), bundle=bundle,
                             algorithm=str(algorithm), unload=bool(unload)))
     return True
 
