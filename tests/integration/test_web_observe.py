@@ -295,8 +295,17 @@ def test_with_auth_on_the_dashboard_takes_a_login_then_works(secured: Served, br
         field.send_keys(given)
         browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
 
+    def refusal() -> str:  # the form posts and a new page comes: wait for it, not for the click
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        try:
+            found = browser.find_elements(By.ID, "login-message")
+            return str(found[0].text) if found else ""
+        except StaleElementReferenceException:
+            return ""  # the old page went away while it was read
+
     log_in("not-a-token")
-    assert "does not verify" in browser.find_element(By.ID, "login-message").text
+    until("the login's refusal", lambda: "does not verify" in refusal())
     assert browser.get_cookies() == []  # a refused token starts no session
     log_in("token:" + secured.token)  # client.conf's authParams form
     first_paint(browser, tmp_path)
