@@ -11,7 +11,9 @@ length, and while the log is down no deadline passes.
 Invariants:
 - pure: times are the ``now_ms`` arguments (the observer's own clock), never read here;
 - ``observe`` may be called any number of times with the same state: only changes count, and
-  an outage spans from the first failed observation to the first healthy one after it;
+  an outage spans from the last healthy observation before it (it may have begun right after
+  that one) to the first healthy one after it, so no outage is undercounted and no broker's
+  silence overcounted: a leader that looks once a tick never expires a broker early;
 - ``available_ms(since, now)`` is ``now - since`` minus the observed outage time within
   [since, now]; it never exceeds ``now - since`` and is 0 while the log is down;
 - only outages that can still overlap a broker's silence are kept (``horizon_ms``).
@@ -37,6 +39,8 @@ class LogOutages:
     """Outages ended longer ago than this are forgotten (far beyond any session timeout)."""
     down_since: int | None = None
     windows: list[tuple[int, int]] = field(default_factory=list)
+    last_healthy: int | None = None
+    """The time of the newest healthy observation (an outage may have begun right after it)."""
 
     @property
     def down(self) -> bool:
@@ -46,12 +50,13 @@ class LogOutages:
         """One observation: an append or read of the log succeeded (``healthy``) or failed."""
         if not healthy:
             if self.down_since is None:
-                self.down_since = now_ms
+                self.down_since = now_ms if self.last_healthy is None else self.last_healthy
             return
         if self.down_since is not None:
             if now_ms > self.down_since:
                 self.windows.append((self.down_since, now_ms))
             self.down_since = None
+        self.last_healthy = now_ms
         self.windows = [w for w in self.windows if w[1] >= now_ms - self.horizon_ms]
 
     def available_ms(self, since_ms: int, now_ms: int) -> int:

@@ -123,6 +123,18 @@ def test_log_outages_count_only_available_time() -> None:
     assert outages.available_ms(5_000, 10_000) == 5_000
 
 
+def test_an_outage_counts_from_the_last_healthy_look_so_no_broker_expires_early() -> None:
+    # Seed 927290 steady: four outages inside one broker's silence, each seen a tick after it
+    # began; counted from the first failed look they were undercounted by up to a tick each,
+    # and the leader expired a live broker 4 ms before its session, counted in available time.
+    outages = LogOutages()
+    outages.observe(True, 1_000)
+    outages.observe(False, 2_000)  # the log went down some time after 1,000
+    outages.observe(True, 4_000)
+    assert outages.windows == [(1_000, 4_000)]
+    assert outages.available_ms(0, 10_000) == 7_000
+
+
 # -- seeds 1676, 3279, 3748 scale_in: a drain request from a lagging view -----------------------
 def test_a_drain_request_for_a_bundle_the_broker_no_longer_owns_moves_nothing() -> None:
     # The draining broker's view still showed a bundle that had moved to another broker; the

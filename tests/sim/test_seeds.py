@@ -39,6 +39,7 @@ STEPS = 500
     pytest.param(2013, "rolling_restart", id="forged-election-fenced-the-store-2013"),
     pytest.param(2007, "leader_churn", id="forged-election-fenced-the-store-2007"),
     pytest.param(712876, "scale_in", id="six-drops-in-a-row-of-one-bundles-placement"),
+    pytest.param(927290, "steady", id="outages-undercounted-by-a-tick-each-expired-a-live-broker"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
