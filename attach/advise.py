@@ -136,7 +136,7 @@ class Advisor:
 
     def _take_reported_emas(self, event: LoadReported) -> None:
         info = self.replay.load.brokers.get(str(event.broker_id))
-        reported = event.broker_load.get("pulsar") if isinstance(event.broker_load, dict) else None
+        reported = event.broker_load.get("pulsar")
         if info is None or info.load is None or not isinstance(reported, dict):
             return
         for theirs, ours in (("weightedMaxEMA", "weighted_max_ema"), ("msgThroughputEMA", "msg_throughput_ema")):

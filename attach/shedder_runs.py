@@ -24,8 +24,9 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from attach.channel import Append
 from attach.positions import rest_causation
@@ -33,28 +34,25 @@ from events.catalog import ShedderUnloadsCounted, SheddingSkipped
 
 BREAKDOWN = "pulsar_lb_unload_broker_breakdown_total"
 METRICS_PATH = "/metrics"
-_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
 Counts = dict[tuple[str, str], float]
 
 
 def breakdown(text: str) -> Counts:
-    """(result, reason) -> count of the breakdown family in a Prometheus text exposition."""
+    """(result, reason) -> count of the breakdown family in a Prometheus text exposition.
+
+    Only the family's own lines are parsed (a broker's whole exposition is large and read at
+    every poll), one at a time, so a line the parser refuses costs that line, not the read."""
     counts: Counts = {}
     for line in text.splitlines():
-        if not line.startswith(BREAKDOWN):
+        if not line.startswith(BREAKDOWN + "{"):
             continue
-        found = _LINE.match(line)
-        if found is None or found["name"] != BREAKDOWN:
-            continue
-        labels = dict(_LABEL.findall(found["labels"] or ""))
         try:
-            value = float(found["value"])
+            samples = [s for family in text_string_to_metric_families(line + "\n") for s in family.samples]
         except ValueError:
             continue
-        key = (labels.get("result", ""), labels.get("reason", ""))
-        counts[key] = counts.get(key, 0.0) + value
+        for sample in samples:
+            key = (sample.labels.get("result", ""), sample.labels.get("reason", ""))
+            counts[key] = counts.get(key, 0.0) + sample.value
     return counts
 
 
