@@ -378,10 +378,10 @@ class Cluster(ActorLife, Waiting):
         """idle, executing, paused or stalled, with the figures (``actors.control_status``)."""
         from actors.control_status import leader_of, mirrored_status, status_document
 
-        if self.transport.kind == "pulsar":
-            return mirrored_status(str(self.transport.describe()["pulsar_url"]))
         await self.transport.catch_up()
         statuses = await self.fleet.statuses(timeout_s)
+        if self.transport.kind == "pulsar" and not statuses:  # a mirror that nothing here steers
+            return mirrored_status(str(self.transport.describe()["pulsar_url"]))
         return status_document(self.config, leader_of(statuses), dict(self.view.cursor.position),
                                sorted(self.view.brokers))
 

@@ -47,6 +47,7 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
         control["paused"] = None  # its time is up; the leader records the end at its next tick
     lag = fold_lag(log_end, leader.get("position") or {})
     reasons = _stalled(config, control, lag, leader.get("load_seen") or {}, brokers)
+    reasons += [str(r) for r in control.get("stalled") or ()]  # what only that leader can tell
     throttle = control["throttle"]
     waiting = len(throttle["queue"]) + int(throttle["inFlight"])
     if reasons:

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.config import LoadBalancerConfig
-from balancer.control import Caps, Move, Pause, Throttle
+from balancer.control import Caps, Move, Pause, Throttle, pause_duration_ms
 from balancer.ownership import OwnershipRecord
 from events.catalog import (
     BalancerPaused,
     BalancerResumed,
     Message,
+    PauseBalancer,
+    ResumeBalancer,
     SheddingSkipped,
     TransferPrepared,
     UnloadRequested,
@@ -132,3 +134,26 @@ class Control:
                 "lastCycle": (self.last if self.last.at_ms is not None else folded.last).to_dict(),
                 "movesLastHour": folded.moves_last_hour(now_ms), "nowMs": now_ms,
                 "maxPauseMs": self.config.load_balancer_max_pause_minutes * 60_000}
+
+
+def hold_event(command: PauseBalancer | ResumeBalancer, held: ControlFold, config: LoadBalancerConfig,
+               now_ms: int) -> BalancerPaused | BalancerResumed | None:
+    """What a pause or a resume records at ``now_ms`` (None: a resume with no pause holding);
+    a pause longer than ``loadBalancerMaxPauseMinutes`` is refused naming its length."""
+    if isinstance(command, PauseBalancer):
+        duration = pause_duration_ms(command.duration_ms, config.load_balancer_max_pause_minutes * 60_000)
+        return BalancerPaused(since_ms=now_ms, until_ms=now_ms + duration, reason=command.reason,
+                              by=command.by)
+    pause = held.paused(now_ms)
+    if pause is None:
+        return None
+    return BalancerResumed(since_ms=pause.since_ms, at_ms=now_ms, by=command.by)
+
+
+def expiry_event(held: ControlFold, now_ms: int, sent: int | None) -> BalancerResumed | None:
+    """The end of the newest pause once its time is up, unless the log shows it already or it
+    was recorded by this writer (``sent``: the ``since_ms`` of the pause it ended last)."""
+    pause = held.pause
+    if pause is None or now_ms < pause.until_ms or sent == pause.since_ms:
+        return None
+    return BalancerResumed(since_ms=pause.since_ms, at_ms=pause.until_ms, by="expired")

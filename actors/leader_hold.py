@@ -16,15 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.effects import NOTHING, Effects, Receipt, appending, combine, unanswered
-from actors.leader_control import Control, ControlFold
+from actors.leader_control import Control, ControlFold, expiry_event, hold_event
 from balancer.config import LoadBalancerConfig
-from balancer.control import pause_duration_ms
 from balancer.decisions import Decision
 from balancer.shedding.run import SheddingRun
 from events.catalog import (
     LEADER_KEY,
-    BalancerPaused,
-    BalancerResumed,
     PauseBalancer,
     ResumeBalancer,
     SheddingSkipped,
@@ -54,16 +51,9 @@ class Holding:
 
     def _hold(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Effects:
         """Pause (refused beyond ``loadBalancerMaxPauseMinutes``) or resume, on this leader's time."""
-        event: BalancerPaused | BalancerResumed
-        if isinstance(command, PauseBalancer):
-            duration = pause_duration_ms(command.duration_ms, self.config.load_balancer_max_pause_minutes * 60_000)
-            event = BalancerPaused(since_ms=now_ms, until_ms=now_ms + duration, reason=command.reason,
-                                   by=command.by)
-        else:
-            pause = self.held.paused(now_ms)
-            if pause is None:
-                return Effects(reply=Receipt(command.command_id, detail={"paused": False}))
-            event = BalancerResumed(since_ms=pause.since_ms, at_ms=now_ms, by=command.by)
+        event = hold_event(command, self.held, self.config, now_ms)
+        if event is None:
+            return Effects(reply=Receipt(command.command_id, detail={"paused": False}))
         return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
@@ -103,10 +93,9 @@ class Holding:
 
     def _pause_ended(self, now_ms: int) -> Effects:
         """Record the end of a pause whose time is up, once (on this leader's clock)."""
-        pause = self.held.pause
-        if pause is None or now_ms < pause.until_ms or self.control.expired_sent == pause.since_ms:
+        event = expiry_event(self.held, now_ms, self.control.expired_sent)
+        if event is None:
             return NOTHING
-        self.control.expired_sent = pause.since_ms  # once; the fold clears the pause
-        event = BalancerResumed(since_ms=pause.since_ms, at_ms=pause.until_ms, by="expired")
+        self.control.expired_sent = event.since_ms  # once; the fold clears the pause
         return appending(LEADER_KEY, [event], epoch=self.my_epoch)
 

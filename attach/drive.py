@@ -19,7 +19,10 @@ Invariants:
 - Pulsar's own placement of new bundles (lookups) is untouched: drive mode sends only unloads
   with a destination and splits;
 - this hook's records go under ``PROPOSALS_KEY``, through the log's single writer (the mirror's
-  ``append``) when there is one, else straight to the log at epoch 0.
+  ``append``) when there is one, else straight to the log at epoch 0;
+- the operator's pause holds every move back (proposals are still recorded) and the throttle's
+  in-flight caps hold as the project's own leader keeps them (``attach/control.py``); a cycle, a
+  pause and a resume run one at a time, so the log is read and written in order.
 """
 
 from __future__ import annotations
@@ -28,18 +31,31 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from random import Random
+from typing import Any
 
+from actors.effects import Receipt
+from actors.leader_control import expiry_event, hold_event
 from attach.advise import Advisor
-from attach.execute import Executions, Selection
+from attach.control import DriveHold
+from attach.execute import HELD_PAUSED, Executions, Selection
 from attach.proposals import DRIVE, SPLIT, Proposal
 from attach.pulsar_admin import SHEDDING_KEY, SPLIT_KEY, Answer, PulsarAdmin, describe, enabled
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
-from events.catalog import PROPOSALS_KEY, Event, ExecutionRequested
+from events.catalog import (
+    PROPOSALS_KEY,
+    BalancerPaused,
+    Event,
+    ExecutionRequested,
+    PauseBalancer,
+    ResumeBalancer,
+)
 from events.log.port import DeadLetter, EventLog, Record
 from projections.ownership import OwnershipProjection
 
 Printer = Callable[[str], None]
+HELD_TYPES = frozenset({"BalancerPaused", "BalancerResumed", "ExecutionRequested", "LoadReported"})
+"""What ``DriveHold`` folds: the pause, this hook's moves, the brokers' report times."""
 Appender = Callable[[str, Sequence[Event], int, str], Awaitable[object]]
 """Appends events under a key, stamped at a time, with a causation id: the log's single writer
 (the mirror) when there is one."""
@@ -83,11 +99,16 @@ class Steering:
         self.dry_run, self.printer = dry_run, printer
         self.append = append or direct_appender(log)
         self.advisor = Advisor(config, mode, rng=rng or Random(0), splits=splits)
+        self.hold = DriveHold(config)
         self.executions = Executions(per_cycle=config.attach_drive_max_executions_per_cycle,
-                                     per_minute=config.attach_drive_max_executions_per_minute,
-                                     timeout_ms=config.attach_drive_execution_timeout_seconds * 1000)
+                                     per_minute=min(config.attach_drive_max_executions_per_minute,
+                                                    self.hold.caps.per_minute),
+                                     timeout_ms=config.attach_drive_execution_timeout_seconds * 1000,
+                                     caps=self.hold.caps)
+        self._busy = asyncio.Lock()
+        """One cycle, pause or resume at a time: each reads the log and writes to it in order."""
         self.position: dict[int, int] = {}
-        self.unwritten: list[Event] = []
+        self.unwritten: list[tuple[Event, str]] = []
         self.proposals: list[Proposal] = []
         self.dead_letters = 0
         self._shedding_noted = False
@@ -104,12 +125,18 @@ class Steering:
 
     async def cycle(self, now_ms: int) -> Proposal | None:
         """One cycle at ``now_ms``: the proposal made, if a decision cycle was due."""
+        async with self._busy:
+            return await self._cycle(now_ms)
+
+    async def _cycle(self, now_ms: int) -> Proposal | None:
         await self.catch_up()
         await self._record([*self.executions.settle(), *self.executions.expire(now_ms, self._ownership)], now_ms)
+        await self._pause_ended(now_ms)
         if not self.advisor.due(now_ms):
             return None
         proposal = self.advisor.decide(now_ms)
         self.proposals.append(proposal)
+        self.hold.decided(proposal)
         if self.dry_run:
             self._print_dry(proposal)
             return proposal
@@ -118,15 +145,52 @@ class Steering:
         self._print_proposal(proposal)
         if self.mode == DRIVE:
             await self._execute(proposal, now_ms)
+            await self.catch_up()  # its own requests and answers: the status counts them at once
         return proposal
 
     async def close(self, now_ms: int) -> None:
         """Attach stops: every open execution gets its terminal event."""
+        async with self._busy:
+            await self._close(now_ms)
+
+    async def _close(self, now_ms: int) -> None:
         await self.catch_up()
         ending = self.executions.shutdown(now_ms, self._ownership)
         await self._record(ending, now_ms)
         for event in ending:
             self.printer(f"{self.mode}: {event.TYPE} {getattr(event, 'execution_id', '')}")
+
+    # -- the operator's hold (attach/control.py) --------------------------------------------
+    async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Receipt:
+        """Record the operator's pause or resume (refused beyond ``loadBalancerMaxPauseMinutes``;
+        a resume with nothing paused records nothing), then fold it."""
+        async with self._busy:
+            await self.catch_up()
+            event = hold_event(command, self.hold.held, self.config, now_ms)
+            if event is None:
+                return Receipt(command.command_id, detail={"paused": False})
+            if not await self._record([event], now_ms, cause=command.command_id):
+                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
+                                  "try again", value=command.TYPE)
+            await self.catch_up()
+            until = f" until {event.until_ms} ms: {event.reason}" if isinstance(event, BalancerPaused) else ""
+            self.printer(f"{self.mode}: {event.TYPE} by {event.by}{until}")
+            return Receipt(command.command_id, ((event.TYPE, event.to_payload()),))
+
+    def status(self, now_ms: int) -> dict[str, Any]:
+        """The leader-shaped status of this hook (``attach.control.DriveHold.status``)."""
+        stalled: list[str] = []
+        if self._shedding_noted:
+            stalled.append(f"Pulsar's {SHEDDING_KEY} is true: drive mode sends nothing while Pulsar sheds by itself")
+        if self.unwritten:
+            stalled.append(f"the log refused {len(self.unwritten)} record(s); they are written first next cycle")
+        return self.hold.status(self.executions, now_ms, self.position, stalled)
+
+    async def _pause_ended(self, now_ms: int) -> None:
+        event = expiry_event(self.hold.held, now_ms, self.hold.expired_sent)
+        if event is not None and await self._record([event], now_ms):
+            self.hold.expired_sent = event.since_ms
+            self.printer(f"{self.mode}: the pause since {event.since_ms} ms ended ({event.by})")
 
     # -- reading ---------------------------------------------------------------------------
     async def catch_up(self) -> int:
@@ -144,19 +208,21 @@ class Steering:
     def _fold(self, record: Record) -> None:
         self.advisor.fold(record.partition, record.offset, record.envelope)
         self.executions.fold(record.envelope, self._ownership)
+        if record.envelope.type in HELD_TYPES:
+            self.hold.fold(record.envelope.typed, record.envelope.ts_ms)
 
     @property
     def _ownership(self) -> OwnershipProjection:
         return self.advisor.replay.ownership
 
     # -- writing ---------------------------------------------------------------------------
-    async def _record(self, events: Sequence[Event], now_ms: int) -> bool:
+    async def _record(self, events: Sequence[Event], now_ms: int, cause: str = "") -> bool:
         """Write what earlier cycles could not, then ``events``; False if the log refused
-        (they are kept for the next cycle)."""
-        self.unwritten.extend(events)
+        (they are kept for the next cycle). ``cause``: the command they answer."""
+        self.unwritten.extend((event, cause) for event in events)
         while self.unwritten:
-            event = self.unwritten[0]
-            cause = str(getattr(event, "execution_id", "") or getattr(event, "proposal_id", ""))
+            event, asked = self.unwritten[0]
+            cause = asked or str(getattr(event, "execution_id", "") or getattr(event, "proposal_id", ""))
             try:
                 await self.append(PROPOSALS_KEY, [event], now_ms, cause)
             except (LoadBalancerError, OSError) as exc:
@@ -170,7 +236,15 @@ class Steering:
         assert self.admin is not None
         if not await self._shedding_off():
             return
+        pause = self.hold.held.paused(now_ms)
+        if pause is not None:
+            self.hold.hold_back([(move, HELD_PAUSED) for move in proposal.moves], now_ms)
+            if proposal.moves:
+                self.printer(f"drive: paused until {pause.until_ms} ms by {pause.by} ({pause.reason}): "
+                             f"{len(proposal.moves)} move(s) of {proposal.proposal_id} not sent")
+            return
         selection = self.executions.select(proposal, self._ownership, now_ms)
+        self.hold.hold_back(selection.held, now_ms)
         self._print_held(selection)
         for request in selection.send:
             method, path, query = _call_of(request)

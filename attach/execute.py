@@ -18,8 +18,10 @@ Invariants:
   request decides (Owned at the destination: confirmed; Owned elsewhere: diverted; the parent
   of a split: confirmed for that split, gone for anything else);
 - at most one open execution per bundle; at most ``per_cycle`` requests per cycle and
-  ``per_minute`` in any 60 s window of request times; a move whose bundle is not Owned at its
-  source in the ownership view, or is moving, is not sent;
+  ``per_minute`` in any 60 s window of request times; given the throttle's ``caps``, at most
+  ``caps.cluster`` open executions in all and ``caps.per_broker`` touching one broker (as
+  source or destination), the same caps the project's own leader keeps; a move whose bundle is
+  not Owned at its source in the ownership view, or is moving, is not sent;
 - pure: times are passed in; nothing here does I/O.
 """
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attach.proposals import SPLIT, TRANSFER, Proposal, ProposedMove
+from balancer.control import Caps
 from balancer.ownership import BundleState, OwnershipRecord
 from events.catalog import (
     BundleAssigned,
@@ -50,6 +53,7 @@ MINUTE_MS = 60_000
 TERMINAL = (ExecutionRefused, ExecutionConfirmed, ExecutionFailed)
 HELD_IN_FLIGHT, HELD_CYCLE_CAP, HELD_MINUTE_CAP = "in_flight", "cycle_cap", "minute_cap"
 HELD_MOVED, HELD_NO_DESTINATION = "moved", "no_destination"
+HELD_CLUSTER_CAP, HELD_BROKER_CAP, HELD_PAUSED = "cluster_cap", "broker_cap", "paused"
 
 
 @dataclass
@@ -85,8 +89,9 @@ class Selection:
 class Executions:
     """Open executions and the caps' history, folded from the log."""
 
-    def __init__(self, *, per_cycle: int, per_minute: int, timeout_ms: int) -> None:
+    def __init__(self, *, per_cycle: int, per_minute: int, timeout_ms: int, caps: Caps | None = None) -> None:
         self.per_cycle, self.per_minute, self.timeout_ms = per_cycle, per_minute, timeout_ms
+        self.caps = caps
         self.open: dict[str, Execution] = {}
         self.by_bundle: dict[str, str] = {}
         self.requested: deque[int] = deque()
@@ -152,6 +157,7 @@ class Executions:
             self.requested.popleft()
         out = Selection()
         last_minute = len(self.requested)
+        busy = self.busy()
         for index, move in enumerate(proposal.moves):
             record = ownership.records.get(move.bundle)
             if move.bundle in self.by_bundle:
@@ -164,9 +170,31 @@ class Executions:
                 out.held.append((move, HELD_MINUTE_CAP))
             elif move.kind != SPLIT and move.destination is None:
                 out.held.append((move, HELD_NO_DESTINATION))
+            elif (held := self._capped(move, busy, len(self.open) + len(out.send))) is not None:
+                out.held.append((move, held))
             else:
                 out.send.append(_request(proposal, index, move, record))
+                for broker in _brokers(move.source, move.destination):
+                    busy[broker] = busy.get(broker, 0) + 1
         return out
+
+    def busy(self) -> dict[str, int]:
+        """Broker -> open executions touching it (as source or destination)."""
+        out: dict[str, int] = {}
+        for execution in self.open.values():
+            for broker in _brokers(execution.request.src, execution.request.dst):
+                out[broker] = out.get(broker, 0) + 1
+        return out
+
+    def _capped(self, move: ProposedMove, busy: dict[str, int], flying: int) -> str | None:
+        """Which of the throttle's in-flight caps holds ``move`` back (None: neither)."""
+        if self.caps is None:
+            return None
+        if flying >= self.caps.cluster:
+            return HELD_CLUSTER_CAP
+        if any(busy.get(b, 0) >= self.caps.per_broker for b in _brokers(move.source, move.destination)):
+            return HELD_BROKER_CAP
+        return None
 
     # -- ending ----------------------------------------------------------------------------
     def settle(self) -> list[Event]:
@@ -220,6 +248,10 @@ class Executions:
 
     def in_flight(self) -> list[Execution]:
         return sorted(self.open.values(), key=lambda e: e.requested_ms)
+
+
+def _brokers(src: str, dst: str | None) -> tuple[str, ...]:
+    return (src,) if dst is None else (src, dst)
 
 
 def _request(proposal: Proposal, index: int, move: ProposedMove, record: OwnershipRecord) -> ExecutionRequested:

@@ -12,7 +12,10 @@ Invariants:
   (``lbctl:<local user>`` on the cluster, the token's role over REST); a duration of 0, negative,
   NaN, unreadable or longer than ``loadBalancerMaxPauseMinutes`` is refused in one line naming
   it, exit 2, and nothing is recorded;
-- ``status`` sends no command and appends nothing.
+- ``status`` sends no command and appends nothing;
+- on a state directory that ``lbctl attach --mode advise|drive --web-service-port`` writes, the
+  three verbs go to that process's web service (it alone can hold its moves back): the same
+  verbs, the same output (``lbctl.admin.run``).
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ def register(sub: SubParsers) -> None:
     pause.add_argument("--for", dest="duration", required=True,
                        help="how long: 90s, 5m, 1h (cluster time; at most loadBalancerMaxPauseMinutes)")
     pause.add_argument("--reason", required=True, help="why: recorded with the pause")
-    verb(verbs, run, "resume", "end the pause now", _balancer_resume)
-    verb(verbs, run, "status", "idle, executing (n of m), paused (until, why, who) or stalled (why)",
-         _balancer_status)
+    resume = verb(verbs, run, "resume", "end the pause now", _balancer_resume)
+    status = verb(verbs, run, "status", "idle, executing (n of m), paused (until, why, who) or stalled (why)",
+                  _balancer_status)
+    for parser in (pause, resume, status):
+        # On a state directory that `lbctl attach --mode drive` writes, that process answers.
+        parser.set_defaults(steering=True)
 
 
 async def _balancer_pause(admin: AdminTransport, args: argparse.Namespace) -> int:

@@ -109,7 +109,8 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
         print(f"attached to {mirror.source.url} (cluster {mirror.source.cluster}, {mirror.manager} load "
               f"manager); mirroring into {directory}/log (held {mirror.status.started[0]} records)", flush=True)
         if args.web_service_port is not None:
-            service = await _serve(mirror, args.web_service_port)
+            service = await _serve(mirror, args.web_service_port, next(iter(hooks), None),
+                                   getattr(args, "conf", None))
         printer = _Printer(mirror, plain=args.plain or not sys.stdout.isatty())
         await mirror.run(stop=stop, minutes=args.minutes, on_cycle=_chain([*hooks, printer]))
         printer.done()
@@ -129,14 +130,21 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
     return 0
 
 
-async def _serve(mirror: Mirror, port: int):  # type: ignore[no-untyped-def]
+async def _serve(mirror: Mirror, port: int, hook: CycleHook | None,  # type: ignore[no-untyped-def]
+                 conf: str | None):
+    """The web service of the mirror; with an advise or drive hook, its pause, resume and
+    status are that hook's (the hook records them through the mirror's writer). ``--conf``'s
+    broker.conf auth keys apply as on ``lbctl run``: a pause then needs a super-user's token."""
     from actors.api import Cluster
-    from actors.cluster.mirror_link import MirrorLink
+    from actors.cluster.mirror_link import MirrorLink, Steered
     from web.serve import serve
+    from web.settings import WebSettings
 
     assert mirror.view is not None
-    cluster = Cluster(MirrorLink(mirror.view, url=mirror.source.url, owns_view=False))
-    service = await serve(cluster, port, cluster_name=mirror.source.cluster)
+    steered = hook if isinstance(hook, Steered) else None
+    cluster = Cluster(MirrorLink(mirror.view, url=mirror.source.url, owns_view=False, steered=steered))
+    web = WebSettings.load(conf)
+    service = await serve(cluster, port, cluster_name=mirror.source.cluster, auth=web.auth, limits=web.limits)
     write_spec(mirror.state_dir, dataclasses.replace(read_spec(mirror.state_dir), web_service_url=service.url))
     print(f"web service: {service.url} (the dashboard of the mirror)", flush=True)
     return service

@@ -28,6 +28,7 @@ from random import Random
 from typing import TYPE_CHECKING, Any
 
 from actors.cluster.kept import LOG_SUBDIR, state_dir
+from actors.effects import Receipt
 from attach.drive import Steering, drive_splits, preflight
 from attach.proposals import ADVISE, DRIVE
 from attach.pulsar_admin import PulsarAdmin, load_balancer_config
@@ -40,8 +41,9 @@ from attach.report import (
     to_json,
 )
 from balancer.config import LoadBalancerConfig, broker_conf_pairs
-from balancer.errors import ConfigError, MalformedInput
-from events.catalog import Event
+from balancer.errors import ConfigError, MalformedInput, Unavailable
+from events.catalog import Event, PauseBalancer, ResumeBalancer
+from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
 from lbctl.admin_http import AdminHttp
@@ -92,6 +94,16 @@ class SteerHook:
         assert self.mirror is not None
         found: list[Event] = list(events)
         return await self.mirror.append(Append(key, tuple(found), ts_ms, tuple(cause for _ in found)))
+
+    async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt:
+        """The operator's pause or resume of this run (``actors.cluster.mirror_link.Steered``)."""
+        if self.steering is None:
+            raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
+                              "read Pulsar yet); try again in a moment", value=command.TYPE)
+        return await self.steering.pause_or_resume(command, wall_clock_ms())
+
+    def status(self) -> dict[str, Any] | None:
+        return None if self.steering is None else self.steering.status(wall_clock_ms())
 
     async def close(self) -> None:
         """Every open execution ends before the mirror closes."""

@@ -7,6 +7,9 @@ Invariants:
   ``started_ms`` (``run_ms`` for a log from before the throttle) and ends at the record of its
   bundle that puts it at rest: ``BundleOwned``, or ``BundleReleased`` of an unload; one never
   seen to end is in flight at the end of the log;
+- a move that drive mode sent to a real Pulsar (``ExecutionRequested`` of a transfer) starts at
+  its request and ends at its terminal record (``ExecutionConfirmed``, ``ExecutionFailed``,
+  ``ExecutionRefused``): the same rules hold for the moves of ``lbctl attach --mode drive``;
 - a pause holds from its ``since_ms`` until the earliest of its ``until_ms``, its
   ``BalancerResumed`` and the next pause (which replaces it);
 - ``violations`` lists, one line each, every shedding move that started while a pause held
@@ -24,6 +27,10 @@ from events.catalog import (
     BalancerResumed,
     BundleOwned,
     BundleReleased,
+    ExecutionConfirmed,
+    ExecutionFailed,
+    ExecutionRefused,
+    ExecutionRequested,
     Message,
     TransferPrepared,
     UnloadRequested,
@@ -31,7 +38,9 @@ from events.catalog import (
 from events.log.port import Record
 
 WATCHED = frozenset({"BalancerPaused", "BalancerResumed", "BundleOwned", "BundleReleased",
-                     "TransferPrepared", "UnloadRequested"})
+                     "TransferPrepared", "UnloadRequested", "ExecutionRequested", "ExecutionConfirmed",
+                     "ExecutionFailed", "ExecutionRefused"})
+EXECUTION_ENDS = (ExecutionConfirmed, ExecutionFailed, ExecutionRefused)
 
 
 NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown")
@@ -91,12 +100,22 @@ class ControlHistory:
                 dst = event.dst if isinstance(event, TransferPrepared) else None
                 self._open[event.bundle] = len(self.spans)
                 self.spans.append(MoveSpan(event.bundle, event.src, dst, started_ms(event, ts_ms), None))
+        elif isinstance(event, ExecutionRequested):
+            if event.dst is not None:  # a transfer; a split moves no load between brokers
+                self._open[event.bundle] = len(self.spans)
+                self.spans.append(MoveSpan(event.bundle, event.src, event.dst, ts_ms, None))
+        elif isinstance(event, EXECUTION_ENDS):
+            self._end(event.bundle, ts_ms)
         elif isinstance(event, BundleOwned | BundleReleased):
             index = self._open.get(event.bundle)
             if index is not None and (isinstance(event, BundleOwned) or self.spans[index].dst is None):
-                del self._open[event.bundle]
-                span = self.spans[index]
-                self.spans[index] = MoveSpan(span.bundle, span.src, span.dst, span.start_ms, ts_ms)
+                self._end(event.bundle, ts_ms)
+
+    def _end(self, bundle: str, ts_ms: int) -> None:
+        index = self._open.pop(bundle, None)
+        if index is not None:
+            span = self.spans[index]
+            self.spans[index] = MoveSpan(span.bundle, span.src, span.dst, span.start_ms, ts_ms)
 
     def paused_moves(self) -> list[tuple[MoveSpan, Pause, str]]:
         """Each shedding move that started while a pause held, with the pause and one line."""

@@ -41,6 +41,8 @@ from balancer.errors import InvalidBundle
 from events.catalog import (
     BundleOwned,
     BundleReleased,
+    ExecutionFailed,
+    ExecutionRequested,
     Message,
     TransferPrepared,
     UnloadRequested,
@@ -405,5 +407,10 @@ def _control_event(row: Any) -> Message:
                                 reason=row["reason"] or "", decision=loaded)
     if kind == "BundleOwned":
         return BundleOwned(bundle=row["bundle"], owner=row["broker"] or "", src=row["src"])
+    if kind == "ExecutionRequested":  # a move of drive mode: what its span needs
+        return ExecutionRequested(execution_id="", proposal_id="", bundle=row["bundle"], kind="transfer",
+                                  src=row["src"] or "", dst=row["dst"], decision=loaded)
+    if kind.startswith("Execution"):  # its end
+        return ExecutionFailed(execution_id="", bundle=row["bundle"], reason=kind, detail="", state={})
     return BundleReleased(bundle=row["bundle"], src=row["src"] or "")
 

@@ -10,7 +10,10 @@ the mirror shows it once Pulsar made it.
 Invariants: the link writes nothing and takes no lock (a reader of the embedded log); a refusal
 is ``InvalidInput`` (not retriable: exit status 2, one line); a lookup of a topic whose bundle the
 mirror shows unowned is refused the same way (Pulsar places a bundle on its own lookup; the
-mirror does not ask Pulsar to); the clock is the wall clock.
+mirror does not ask Pulsar to); the clock is the wall clock. The one exception: in the process
+of ``lbctl attach --mode advise|drive`` the link is given that run's hook (``Steered``), which
+takes the operator's pause and resume and answers the balancer's status; the hook records them
+through the mirror's single writer, so the link itself still writes nothing.
 """
 
 from __future__ import annotations
@@ -19,28 +22,39 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from actors.client import ClientView
+from actors.effects import Receipt
 from actors.settings import ActorSettings
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError
-from events.catalog import Command, LookupBundle
+from events.catalog import Command, LookupBundle, PauseBalancer, ResumeBalancer
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
 
 
+@runtime_checkable
+class Steered(Protocol):
+    """The advise or drive hook of the attach run this link serves (``lbctl.steer.SteerHook``)."""
+
+    async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt: ...
+
+    def status(self) -> dict[str, Any] | None: ...
+
+
 class MirrorLink:
-    """A ``Link`` over a mirrored log: views only."""
+    """A ``Link`` over a mirrored log: views only (and the hook's pause, resume and status)."""
 
     kind = "pulsar"
     virtual = False
 
     def __init__(self, view: ClientView, *, url: str | None, owns_view: bool,
-                 config: LoadBalancerConfig | None = None) -> None:
+                 config: LoadBalancerConfig | None = None, steered: Steered | None = None) -> None:
         self.view = view
+        self.steered = steered
         self.url = url or "Pulsar's web service"
         self.config = config or view.config
         self.settings = ActorSettings()
@@ -60,12 +74,23 @@ class MirrorLink:
             return InvalidInput(f"{command.bundle} is not owned in the mirror of {self.url}; Pulsar "
                                 f"places a bundle on its own lookup ({admin} topics lookup TOPIC): the "
                                 "mirror does not ask Pulsar to", value=command.bundle)
+        if isinstance(command, PauseBalancer | ResumeBalancer):
+            return InvalidInput(f"{command.TYPE}: no `lbctl attach --mode drive` serves this state "
+                                f"directory's web service, so nothing of this project balances the "
+                                f"mirror of {self.url}; Pulsar's own shedding stops with {admin} brokers "
+                                "update-dynamic-config --config loadBalancerSheddingEnabled --value false",
+                                value=command.TYPE)
         return InvalidInput(f"{command.TYPE}: this cluster is mirrored from Pulsar at {self.url}; "
                             f"send the change to Pulsar's admin ({admin} ...), the mirror shows it "
                             "once Pulsar made it", value=command.TYPE)
 
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
+        if self.steered is not None and isinstance(command, PauseBalancer | ResumeBalancer):
+            try:
+                return await self.steered.pause_or_resume(command), None
+            except LoadBalancerError as exc:
+                return None, exc
         return None, self.refusal(command)
 
     async def catch_up(self) -> None:
@@ -123,7 +148,9 @@ class MirrorLink:
         return {}
 
     async def statuses(self, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
-        return {}
+        """The steering hook's leader-shaped status, when this process runs one."""
+        found = None if self.steered is None else self.steered.status()
+        return {} if found is None else {str(found["name"]): found}
 
     async def close(self) -> None:
         if self._owns_view:
