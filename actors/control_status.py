@@ -73,10 +73,12 @@ def _stalled(config: LoadBalancerConfig, control: Mapping[str, Any], lag: int,
         out.append(f"a move has been in flight {oldest // 1000} s "
                    f"(loadBalancerStalledMoveSeconds={config.load_balancer_stalled_move_seconds})")
     bound = config.load_balancer_stalled_load_report_seconds * 1000
+    rule = f"loadBalancerStalledLoadReportSeconds={config.load_balancer_stalled_load_report_seconds}"
+    if isinstance(control.get("loadReportBound"), Mapping):  # a leader whose brokers report less often
+        bound, rule = int(control["loadReportBound"]["ms"]), str(control["loadReportBound"]["rule"])
     silent = sorted(b for b in brokers if now - int(seen.get(b, -(1 << 62))) > bound)
     if silent and now > bound:  # a cluster younger than the bound has not had the time
-        out.append(f"no fresh load data from {', '.join(silent)} "
-                   f"(loadBalancerStalledLoadReportSeconds={config.load_balancer_stalled_load_report_seconds})")
+        out.append(f"no fresh load data from {', '.join(silent)} ({rule})")
     if lag >= config.load_balancer_stalled_fold_lag_records:
         out.append(f"the leader's fold is {lag} records behind the log "
                    f"(loadBalancerStalledFoldLagRecords={config.load_balancer_stalled_fold_lag_records})")

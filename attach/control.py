@@ -59,6 +59,15 @@ class DriveHold:
     def hold_back(self, held: list[tuple[ProposedMove, str]], now_ms: int) -> None:
         self.waiting = [(move, why, now_ms) for move, why in held]
 
+    def _report_bound(self) -> dict[str, Any]:
+        """Pulsar's brokers publish a load report when it changed enough, and at least every
+        ``loadBalancerReportUpdateMaxIntervalMinutes``: silence is stalled only beyond that."""
+        every = self.config.load_balancer_report_update_max_interval_minutes
+        slack = self.config.load_balancer_stalled_load_report_seconds
+        return {"ms": (every * 60 + slack) * 1000,
+                "rule": f"Pulsar's loadBalancerReportUpdateMaxIntervalMinutes={every} "
+                        f"and loadBalancerStalledLoadReportSeconds={slack}"}
+
     def status(self, executions: Executions, now_ms: int, position: dict[int, int],
                stalled: list[str]) -> dict[str, Any]:
         """The leader-shaped status ``actors.control_status.status_document`` reads."""
@@ -75,6 +84,7 @@ class DriveHold:
         control = {"paused": None if pause is None else pause.to_dict(), "throttle": throttle,
                    "oldestMoveMs": oldest, "lastCycle": self.last.to_dict(),
                    "movesLastHour": self.held.moves_last_hour(now_ms), "nowMs": now_ms,
-                   "maxPauseMs": self.config.load_balancer_max_pause_minutes * 60_000, "stalled": stalled}
+                   "maxPauseMs": self.config.load_balancer_max_pause_minutes * 60_000, "stalled": stalled,
+                   "loadReportBound": self._report_bound()}
         return {"name": STEERING_NAME, "leads": True, "my_epoch": 0, "now_ms": now_ms,
                 "position": dict(position), "load_seen": dict(self.reported), "control": control}

@@ -22,11 +22,20 @@ from typing import Any
 
 import pytest
 
+from actors.cluster.kept import read_spec
 from bench.pulsar_traffic import TrafficPlan, run_traffic
-from events.catalog import ExecutionConfirmed, ExecutionRequested, LoadReported
+from events.catalog import (
+    BalancerPaused,
+    BalancerResumed,
+    ExecutionConfirmed,
+    ExecutionRequested,
+    LoadReported,
+)
 from events.log.local import LocalEventLog
 from events.log.port import Record
+from lbctl.admin_http import AdminHttp
 from lbctl.main import main
+from projections.control import control_history
 from tests.pulsar_server import PulsarCluster
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
@@ -64,7 +73,7 @@ def skewed(pulsar_cluster: PulsarCluster) -> Iterator[Skewed]:
     assert status == 204, body
     stop = threading.Event()
     plan = TrafficPlan(service_url=cluster.service_url, namespace=namespace, topics=16, rate=400.0,
-                       seconds=330.0, zipf=1.2, size=1024, topic_prefix="drive")
+                       seconds=520.0, zipf=1.2, size=1024, topic_prefix="drive")
     failed: list[BaseException] = []
 
     def traffic() -> None:
@@ -196,3 +205,48 @@ def test_drive_refuses_a_cluster_whose_own_shedding_is_on(
         assert not (state / "log").exists()  # refused before anything was read or recorded
     finally:
         pulsar_cluster.admin("POST", f"{path}/false")
+
+
+def test_an_operators_pause_holds_drive_mode_back_and_its_status_says_so(
+        skewed: Skewed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = skewed.cluster
+    state = tmp_path / "paused"
+    seen: dict[str, Any] = {}
+    operator = threading.Thread(target=_pause_then_look, args=(state, seen), daemon=True)
+    operator.start()  # attach takes the main thread: it handles SIGINT/SIGTERM
+    assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
+                 str(skewed.conf), "--minutes", "2.5", "--plain", "--web-service-port", "0"]) == 0
+    operator.join(timeout=60)
+    assert seen.get("paused") == 0, seen
+    status = seen["status"]
+    assert status["state"] == "paused" and status["paused"]["reason"] == "pulsar test", status["stalled"]
+    records = _records(state)
+    (pause,) = _of(records, BalancerPaused)
+    assert [e.by for e in _of(records, BalancerResumed)] == ["expired"]
+    requested = [r.envelope.ts_ms for r in records if isinstance(r.envelope.typed, ExecutionRequested)]
+    assert not [t for t in requested if pause.since_ms <= t < pause.until_ms]
+    assert control_history(records).paused_moves() == []
+    with capsys.disabled():
+        print(f"\npaused {pause.since_ms}..{pause.until_ms}; {len(requested)} execution(s), "
+              f"{sum(1 for t in requested if t >= pause.until_ms)} after the pause")
+
+
+def _pause_then_look(state: Path, seen: dict[str, Any]) -> None:
+    """The operator: once attach serves its web service, pause it through ``lbctl --state-dir``
+    and read the status over REST."""
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and not _serving(state):
+        time.sleep(0.5)
+    paused = 1
+    while paused != 0 and time.monotonic() < deadline:  # refused (retriable) until the hook has started
+        time.sleep(1)
+        paused = main(["balancer", "pause", "--for", "70s", "--reason", "pulsar test", "--state-dir", str(state)])
+    seen["paused"] = paused
+    seen["status"] = AdminHttp(str(read_spec(state).web_service_url)).call("GET", "/bb/v1/balancer/status")
+
+
+def _serving(state: Path) -> bool:
+    try:
+        return bool(read_spec(state).web_service_url)
+    except Exception:  # not written yet
+        return False
