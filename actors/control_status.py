@@ -76,7 +76,9 @@ def _stalled(config: LoadBalancerConfig, control: Mapping[str, Any], lag: int,
     rule = f"loadBalancerStalledLoadReportSeconds={config.load_balancer_stalled_load_report_seconds}"
     if isinstance(control.get("loadReportBound"), Mapping):  # a leader whose brokers report less often
         bound, rule = int(control["loadReportBound"]["ms"]), str(control["loadReportBound"]["rule"])
-    silent = sorted(b for b in brokers if now - int(seen.get(b, -(1 << 62))) > bound)
+    # A broker not heard from counts from when the leader began to watch (-inf: the log's start).
+    since = int(control.get("watchingSinceMs", -(1 << 62)))
+    silent = sorted(b for b in brokers if now - max(since, int(seen.get(b, -(1 << 62)))) > bound)
     if silent and now > bound:  # a cluster younger than the bound has not had the time
         out.append(f"no fresh load data from {', '.join(silent)} ({rule})")
     if lag >= config.load_balancer_stalled_fold_lag_records:

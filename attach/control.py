@@ -32,8 +32,10 @@ class DriveHold:
     """The pause (from the log), the last cycle, the moves held back, and what each broker last
     reported (the stalled check's load freshness)."""
 
-    def __init__(self, config: LoadBalancerConfig) -> None:
+    def __init__(self, config: LoadBalancerConfig, started_ms: int = 0) -> None:
         self.config = config
+        self.started_ms = started_ms
+        """When this attach began to watch: a broker's silence counts from then at the latest."""
         self.caps: Caps = caps_of(config)
         self.held = ControlFold()
         self.expired_sent: int | None = None
@@ -85,6 +87,6 @@ class DriveHold:
                    "oldestMoveMs": oldest, "lastCycle": self.last.to_dict(),
                    "movesLastHour": self.held.moves_last_hour(now_ms), "nowMs": now_ms,
                    "maxPauseMs": self.config.load_balancer_max_pause_minutes * 60_000, "stalled": stalled,
-                   "loadReportBound": self._report_bound()}
+                   "loadReportBound": self._report_bound(), "watchingSinceMs": self.started_ms}
         return {"name": STEERING_NAME, "leads": True, "my_epoch": 0, "now_ms": now_ms,
                 "position": dict(position), "load_seen": dict(self.reported), "control": control}

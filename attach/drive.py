@@ -116,6 +116,7 @@ class Steering:
     # -- the hook's life -------------------------------------------------------------------
     async def start(self, now_ms: int) -> None:
         """Read the whole log (a restart resumes from it) and end what it already decided."""
+        self.hold.started_ms = now_ms
         await self.catch_up()
         self.advisor.due(now_ms)  # the first decision cycle comes an interval from now
         await self._record(self.executions.settle(), now_ms)

@@ -171,3 +171,14 @@ async def test_the_attach_web_service_and_lbctl_on_its_state_directory_pause_and
     assert [e.by for e in await _of(m.log, BalancerResumed)] == ["anonymous"]  # no auth configured
     assert bundles
 
+
+
+async def test_brokers_are_stalled_only_when_silent_beyond_pulsars_report_interval() -> None:
+    m, config = Mirrored(), _config("loadBalancerReportUpdateMaxIntervalMinutes=2\n")
+    await _skewed(m)
+    m.clock.advance(10 * 60_000)  # the reports in the log are ten minutes old when attach starts
+    async with fake_pulsar() as fake:
+        steering = await _started(m, fake, config, [])
+        assert _status(steering, m.clock.advance(60_000), config)["stalled"] == []
+        stalled = _status(steering, m.clock.advance(200_000), config)["stalled"]
+        assert len(stalled) == 1 and "loadBalancerReportUpdateMaxIntervalMinutes=2" in stalled[0]
