@@ -34,7 +34,7 @@ WATCHED = frozenset({"BalancerPaused", "BalancerResumed", "BundleOwned", "Bundle
                      "TransferPrepared", "UnloadRequested"})
 
 
-NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown")
+NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown", "drain", "Drain")
 
 
 def is_shedding(event: UnloadRequested | TransferPrepared) -> bool:
