@@ -20,7 +20,7 @@ from actors.settings import LEADER
 from balancer.config import LoadBalancerConfig
 from balancer.drain import Progress, allowance, check_drain, next_bundles, parse_rate
 from balancer.errors import InvalidInput, MalformedInput, UnknownBroker
-from events.catalog import BrokerLeft, CreateNamespace, DrainBroker, LookupBundle, UndrainBroker
+from events.catalog import BrokerLeft, CreateNamespace, DrainBroker, LookupBundle, UndrainBroker, UnloadBundle
 from lbctl.attach import using
 from lbctl.main import main
 from projections.drain import drain_history
@@ -145,6 +145,10 @@ def test_drain_refusals_record_only_the_leaders_rejection() -> None:
         with pytest.raises(InvalidInput, match=named):
             call(host, DrainBroker, broker=broker, rate_per_minute=rate, by="ops")
     assert len(list(host.events("BrokerDrainRequested"))) == 1
+    # An operator's transfer to the drained broker is refused by the namespace's writer.
+    bundle = next(b for b in bundles(host) if host.view.owner(b) == "broker-2")
+    with pytest.raises(InvalidInput, match="'broker-1' is drained"):
+        call(host, UnloadBundle, bundle=bundle, dst="broker-1")
 
 
 # -- lbctl -----------------------------------------------------------------------------------------
