@@ -20,7 +20,14 @@ from actors.settings import LEADER
 from balancer.config import LoadBalancerConfig
 from balancer.drain import Progress, allowance, check_drain, next_bundles, parse_rate
 from balancer.errors import InvalidInput, MalformedInput, UnknownBroker
-from events.catalog import BrokerLeft, CreateNamespace, DrainBroker, LookupBundle, UndrainBroker, UnloadBundle
+from events.catalog import (
+    BrokerLeft,
+    CreateNamespace,
+    DrainBroker,
+    LookupBundle,
+    UndrainBroker,
+    UnloadBundle,
+)
 from lbctl.attach import using
 from lbctl.main import main
 from projections.drain import drain_history
