@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from lbctl import admin_verbs
+from lbctl import admin_verbs, drain
 from lbctl.admin_cluster import ClusterTransport
 from lbctl.admin_http import endpoint
 from lbctl.admin_rest import HttpTransport
@@ -25,6 +25,7 @@ from lbctl.attach import session
 
 def register(sub: SubParsers) -> None:
     admin_verbs.register(sub, run)
+    drain.register(admin_verbs.verbs_of(sub, "brokers"), run)
 
 
 def run(verb: Verb, args: argparse.Namespace) -> int:

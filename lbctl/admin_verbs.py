@@ -139,9 +139,6 @@ def register(sub: SubParsers, run: Runner) -> None:
     listing.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
     verb(brokers, run, "leader-broker", "the leader: its id and epoch", _leader)
     verb(brokers, run, "healthcheck", "ok if a leader is elected and a broker registered", _healthcheck)
-    from lbctl.drain import register as register_drain  # its verbs import this module's
-
-    register_drain(brokers, run)
     stats = group(sub, "broker-stats", "broker load data")
     report = verb(stats, run, "load-report", "a broker's latest load report (Pulsar's LocalBrokerData)",
                   _load_report)
@@ -201,6 +198,13 @@ def _clusters(sub: SubParsers, run: Runner) -> None:
             one.add_argument("--domain-name", required=True, help="the failure domain")
         if handler is _create_domain:
             one.add_argument("--broker-list", required=True, help="comma-separated broker ids or host:port")
+
+
+def verbs_of(sub: SubParsers, name: str) -> SubParsers:
+    """The verbs of the group ``name`` made by ``group`` (another module adds its own to it)."""
+    parser = sub.choices[name]
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return found[0]
 
 
 def group(sub: SubParsers, name: str, text: str) -> SubParsers:
