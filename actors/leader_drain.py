@@ -78,9 +78,6 @@ class Draining:
               run: tuple[int, dict[str, int]] | None = None) -> Effects:
         raise NotImplementedError
 
-    def drained(self) -> tuple[str, ...]:
-        return tuple(sorted(self.drains.drains))
-
     def _drain_command(self, command: DrainBroker | UndrainBroker, now_ms: int) -> Effects:
         """Record a drain (or its new rate) or an undrain, on this leader's time."""
         event: BrokerDrainRequested | BrokerUndrained
