@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from actors.client import BrokerStatus, ClientView, LeaderStatus
+from actors.cluster.draining import DrainVerbs
 from actors.cluster.kept import ClusterSpec, open_kept
 from actors.cluster.life import TIMEOUT_S, ActorLife
 from actors.cluster.link import Link, LinkClock, LinkFleet, LinkTransport
@@ -83,7 +84,7 @@ from projections.ownership import BundleRow, OwnershipProjection
 C = TypeVar("C", bound=Command)
 
 
-class Cluster(ActorLife, Waiting):
+class Cluster(ActorLife, Waiting, DrainVerbs):
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
 
     def __init__(self, link: Link) -> None:

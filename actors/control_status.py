@@ -1,10 +1,11 @@
-"""``balancer status``: idle, executing, paused or stalled, and why, from the leader's own words.
+"""``balancer status``: idle, executing, draining, paused or stalled, and why, from the leader's own words.
 
 Invariants:
 - the figures are the leading body's (its pause, throttle and last cycle, ``LeaderBody.status``)
   at its own time; the client adds only what it sees better: how far the log goes (the fold
   lag) and which registered brokers it knows;
-- stalled wins over paused, paused over executing: a reason to act comes first; every reason
+- stalled wins over paused, paused over draining, draining over executing: a reason to act
+  comes first; a drain holds until its undrain, the broker empty or not; every reason
   for stalled is listed, one line each (no leader; a move in flight longer than
   ``loadBalancerStalledMoveSeconds``; brokers without a load report for
   ``loadBalancerStalledLoadReportSeconds``; the leader's fold ``loadBalancerStalledFoldLagRecords``
@@ -14,12 +15,13 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from balancer.config import LoadBalancerConfig
 
-STATES = ("idle", "executing", "paused", "stalled")
+STATES = ("idle", "executing", "draining", "paused", "stalled")
 
 
 def fold_lag(log_end: Mapping[Any, int], leader_at: Mapping[Any, int]) -> int:
@@ -38,7 +40,7 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
     """The status of the balancer (see the module's invariants)."""
     if leader is None:
         return {"state": "stalled", "stalled": ["no leader: no body holds the newest epoch"],
-                "leader": None, "paused": None, "throttle": None, "lastCycle": None,
+                "leader": None, "paused": None, "draining": None, "throttle": None, "lastCycle": None,
                 "movesLastHour": None, "foldLag": None}
     control: dict[str, Any] = dict(leader["control"])
     control["nowMs"] = now = max(int(control["nowMs"]), int(leader.get("now_ms") or 0))
@@ -54,12 +56,15 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
         state = "stalled"
     elif control["paused"] is not None:
         state = "paused"
+    elif control.get("drains"):
+        state = "draining"
     else:
         state = "executing" if waiting else "idle"
     planned = max(int(control["lastCycle"]["moves"]), waiting)
     return {"state": state, "stalled": reasons, "leader": leader.get("name"), "epoch": leader.get("my_epoch"),
             "nowMs": control["nowMs"], "paused": control["paused"],
             "executing": {"done": planned - waiting, "of": planned} if waiting else None,
+            "draining": list(control.get("drains") or []),
             "throttle": throttle, "lastCycle": control["lastCycle"],
             "movesLastHour": control["movesLastHour"], "foldLag": lag, "maxPauseMs": control["maxPauseMs"]}
 
@@ -115,11 +120,24 @@ def status_text(document: Mapping[str, Any]) -> str:
                   f"throttle: {throttle['inFlight']} in flight, {len(throttle['queue'])} queued; caps "
                   f"{caps['perBroker']}/broker, {caps['cluster']} in the cluster, {caps['perMinute']}/min"]
         lines += [f"  queued: {q['bundle']} (from {q['src']})" for q in throttle["queue"]]
+        lines += [f"draining: {_drain_line(d)}" for d in document.get("draining") or ()]
     return "\n".join(lines)
+
+
+def _drain_line(drain: Mapping[str, Any]) -> str:
+    total = max(int(drain["bundles"]), int(drain["left"]))
+    away = "" if drain.get("registered", True) else ", restarting"
+    return (f"{drain['broker']} ({drain['done']} of {total} moved, {drain['left']} left, "
+            f"{drain['ratePerMinute']:g}/min, ETA {math.ceil(float(drain['etaS']))} s{away}; "
+            f"by {drain['by']} since {drain['sinceMs']} ms)")
 
 
 def _headline(document: Mapping[str, Any]) -> str:
     state = str(document["state"])
+    if state == "draining":
+        drains = document["draining"]
+        return "draining (" + "; ".join(f"{d['broker']}: {d['done']} of {max(int(d['bundles']), int(d['left']))}"
+                                        f" moved" for d in drains) + ")"
     if state == "paused":
         pause = document["paused"]
         return f"paused until {pause['untilMs']} ms (cluster time), by {pause['by']}: {pause['reason']}"

@@ -50,6 +50,7 @@ from actors.effects import (
     rejection,
 )
 from actors.leader_control import Control, ControlFold
+from actors.leader_drain import Draining
 from actors.leader_hold import Holding
 from actors.leader_sweep import Sweeping
 from actors.leader_view import (
@@ -90,6 +91,7 @@ from events.catalog import (
     BrokerLeft,
     BrokerRegistered,
     Command,
+    DrainBroker,
     DrainBundle,
     FailureDomainSet,
     LeaderElected,
@@ -103,11 +105,13 @@ from events.catalog import (
     SplitBundle,
     SplitCompleted,
     TransferPrepared,
+    UndrainBroker,
     UnloadBundle,
     UnloadRequested,
 )
 from events.decisions import stored_placement
 from events.log.port import Record
+from projections.drain import DrainFold
 from projections.load import LoadProjection
 from projections.ownership_index import BUNDLE_EVENTS, touched
 from projections.shed_replay import remember_shed
@@ -131,7 +135,7 @@ class _Timers:
     split: int = 0
 
 
-class LeaderBody(Holding, Follower, Sweeping):
+class LeaderBody(Holding, Draining, Follower, Sweeping):
     """The cluster's decision loop, active only while it holds the newest epoch."""
 
     def __init__(self, config: LoadBalancerConfig, *, rng: Random, settings: ActorSettings | None = None,
@@ -175,12 +179,15 @@ class LeaderBody(Holding, Follower, Sweeping):
         self.held = ControlFold()
         """The operator's pause and the recent shedding moves, as the log says."""
         self.control = Control(config)
+        self.drains = DrainFold()
+        """The operator's drains, as the log says (``actors.leader_drain``)."""
+        self.drain_pace: dict[tuple[str, int], list[int]] = {}
         self.alive_ms: int | None = None
         """When the elected leader last wrote under ``_leader`` (its election included)."""
         self._beat_ms = -(1 << 62)
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
-                       "folded_to", "held")
+                       "folded_to", "held", "drains")
     """Not the live shedding memory (a run adds and purges), nor the placing index (rebuilt
     by ``recover``), nor anything a tick or a command sets."""
 
@@ -200,7 +207,7 @@ class LeaderBody(Holding, Follower, Sweeping):
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role),
-                "control": self.control.status(self.held), "folded_to": self._position(),
+                "control": {**self.control.status(self.held), "drains": self.drain_status()}, "folded_to": self._position(),
                 "load_seen": {b: info.last_seen_ms for b, info in sorted(self.load.brokers.items())}}
 
     # -- folding ---------------------------------------------------------------------------
@@ -216,6 +223,7 @@ class LeaderBody(Holding, Follower, Sweeping):
         if envelope.key in (LEADER_KEY, CLUSTER_KEY):
             self.outcomes.fold(event, envelope.causation_id)
         self.held.fold(event, envelope.ts_ms)
+        self.drains.fold(event)
         if self.control.throttle.in_flight and type(event) in BUNDLE_EVENTS:
             self.control.settle(self.ownership.records, set())
         if envelope.key == LEADER_KEY and envelope.epoch == self.epoch:
@@ -287,6 +295,8 @@ class LeaderBody(Holding, Follower, Sweeping):
                 return self._set_domain(command)
             if isinstance(command, PauseBalancer | ResumeBalancer):
                 return self._hold(command, now_ms)
+            if isinstance(command, DrainBroker | UndrainBroker):
+                return self._drain_command(command, now_ms)
             if isinstance(command, LookupBundle | DrainBundle):
                 return self._lookup(command, now_ms)
             raise InvalidInput(f"the leader takes no {command.TYPE}", value=command.TYPE)
@@ -338,7 +348,7 @@ class LeaderBody(Holding, Follower, Sweeping):
 
     # -- placement ---------------------------------------------------------------------------
     def _view(self, now_ms: int, exclude: tuple[str, ...] = (), placing: bool = True) -> ClusterView:
-        skipped = (*exclude, *self.draining)
+        skipped = (*exclude, *self.draining, *self.drains.drains)
         def build() -> ClusterView:
             return cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
                                 registry=self.brokers, exclude=skipped, placing=placing,
@@ -365,9 +375,12 @@ class LeaderBody(Holding, Follower, Sweeping):
         if self._waiting(bundle, record, now_ms, cap):
             return Effects(reply=Receipt(f"{self.candidate_id}:pending", detail={"pending": bundle}))
         decision: dict[str, Any] | None = None
+        if dst in self.drains.drains:
+            dst = None  # a drained broker receives nothing: placement chooses another
         if dst is None:
             placement = self.placer.place(self._view(now_ms, exclude), bundle, self.rng)
-            dst, decision = placement.broker, {"kind": "assign", "placement": stored_placement(placement.to_dict())}
+            dst, decision = placement.broker, {"kind": "assign", "placement": stored_placement(placement.to_dict()),
+                                               "started_ms": now_ms}
         if dst is None:
             return None
         version = 0 if record is None else record.version
@@ -394,6 +407,8 @@ class LeaderBody(Holding, Follower, Sweeping):
             dst, stored["placement"] = placement.broker, placement.to_dict()
             if dst is None or dst == source:
                 return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner
+        if dst in self.drains.drains:
+            return NOTHING  # chosen before its broker was drained: it receives nothing now
         # run_ms and folded: when the run that decided it ran and how much of the log it had seen
         # (a what-if replays the run over exactly that).
         run_ms, folded = run if run is not None else (now_ms, self._position())
@@ -419,7 +434,8 @@ class LeaderBody(Holding, Follower, Sweeping):
         if not self.config.load_balancer_enabled:
             return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
-        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._start_due(now_ms)]
+        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._start_due(now_ms),
+                                self._drain_moves(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
@@ -494,8 +510,8 @@ class LeaderBody(Holding, Follower, Sweeping):
         commands: list[SplitBundle] = []
         for d in decisions:
             record = self.ownership.records.get(d.bundle)
-            if self._waiting(d.bundle, record, now_ms):
-                continue  # a move of this bundle is on its way: split it later, if still hot
+            if self._waiting(d.bundle, record, now_ms) or (record is not None and record.dst in self.drains.drains):
+                continue  # a move of this bundle is on its way (or away): split it later, if still hot
             self._sent(d.bundle, record, now_ms)
             commands.append(SplitBundle(
                 command_id=f"{AUTO_PREFIX}{d.reason}:{d.bundle}:e{self.my_epoch}:{now_ms}",

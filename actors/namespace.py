@@ -69,6 +69,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
+from projections.drain import DrainFold
 from projections.ownership import NamespaceInfo
 
 ASSIGN_REASONS = ("lookup", "transfer", "orphan", "admin")
@@ -92,8 +93,10 @@ class NamespaceBody(Follower):
         """Bundle -> (topics, in+out throughput) of its latest report (LARGEST and HOT)."""
         self.split_requests: dict[str, SplitRequested] = {}
         """Bundle -> the SplitRequested of its last split (does it unload the children?)."""
+        self.drains = DrainFold()
+        """The operator's drains: a drained broker is given no bundle, whoever asks."""
 
-    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "outcomes", "written", "loads", "split_requests")
+    SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "outcomes", "written", "loads", "split_requests", "drains")
 
     def owns(self, key: str) -> bool:
         return namespace_shard(key, self.shards) == self.shard
@@ -105,6 +108,7 @@ class NamespaceBody(Follower):
     # -- folding ---------------------------------------------------------------------------
     def fold_more(self, record: Record, event: Message) -> None:
         envelope = record.envelope
+        self.drains.fold(event)
         if isinstance(event, LoadReported):
             for raw in event.bundles or ():
                 tput = float(raw.get("msg_throughput_in", 0.0)) + float(raw.get("msg_throughput_out", 0.0))
@@ -204,6 +208,14 @@ class NamespaceBody(Follower):
                                 value=broker)
         return broker
 
+    def _receiving(self, broker: str) -> str:
+        """A registered broker no operator's drain holds: one that may be given a bundle."""
+        drain = self.drains.drains.get(self._broker(broker))
+        if drain is not None:
+            raise InvalidInput(f"broker {broker!r} is drained (since {drain.since_ms} ms, by {drain.by}): "
+                               "it takes no bundle until `lbctl brokers undrain`", value=broker)
+        return broker
+
     def _record(self, bundle: str) -> OwnershipRecord | None:
         return self.ownership.records.get(bundle)
 
@@ -254,7 +266,7 @@ class NamespaceBody(Follower):
         if cmd.reason not in ASSIGN_REASONS:
             raise InvalidInput(f"assignment reason {cmd.reason!r}; accepted: {', '.join(ASSIGN_REASONS)}",
                                value=cmd.reason)
-        self._broker(cmd.dst)
+        self._receiving(cmd.dst)
         record = self._record(cmd.bundle)
         src: str | None = None
         if cmd.force and record is not None:
@@ -289,7 +301,7 @@ class NamespaceBody(Follower):
     def _unload(self, cmd: UnloadBundle, now_ms: int) -> list[Event]:
         self._bundle(cmd.bundle)
         if cmd.dst is not None:
-            self._broker(cmd.dst)
+            self._receiving(cmd.dst)
         owner = self._owned(cmd.bundle, "unloaded")
         decision = dict(cmd.decision or {})
         if cmd.dst is None:

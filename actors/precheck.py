@@ -17,7 +17,15 @@ from actors.leader_view import check_domain
 from actors.limits import check_command
 from actors.namespace import NamespaceBody
 from balancer.errors import InvalidInput, LoadBalancerError, UnsplittableBundle
-from events.catalog import Command, PauseBalancer, ResumeBalancer, SetFailureDomain, SplitBundle
+from events.catalog import (
+    Command,
+    DrainBroker,
+    PauseBalancer,
+    ResumeBalancer,
+    SetFailureDomain,
+    SplitBundle,
+    UndrainBroker,
+)
 
 SELECTED = ("LARGEST", "HOT")
 """Split targets the writer picks from bundle loads the client may not have seen yet."""
@@ -29,8 +37,8 @@ def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     if isinstance(command, SetFailureDomain):
         check_domain(follower.brokers, follower.ownership.failure_domains, command)
         return
-    if isinstance(command, PauseBalancer | ResumeBalancer):
-        return  # ``Cluster.pause_balancer`` judged the duration; the leader judges it again
+    if isinstance(command, PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker):
+        return  # ``Cluster.pause_balancer``/``drain_broker`` judged it; the leader judges it again
     judge = NamespaceBody(follower.config)
     judge.ownership, judge.brokers, judge.epoch = follower.ownership, follower.brokers, follower.epoch
     try:

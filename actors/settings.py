@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from balancer.errors import ConfigError
 from events.catalog import (
     Command,
+    DrainBroker,
     DrainBundle,
     LookupBundle,
     PauseBalancer,
     ResumeBalancer,
     SetFailureDomain,
+    UndrainBroker,
 )
 
 LEADER = "leader"
@@ -99,7 +101,7 @@ def broker_body_name(broker_id: str) -> str:
 
 def route(command: Command, shards: int = 1) -> str:
     """The body name that handles ``command`` (``LEADER`` for the current leader)."""
-    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer):
+    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker):
         return LEADER
     if isinstance(command, LookupBundle | DrainBundle):
         return LEADER  # the leader chooses the broker

@@ -130,6 +130,10 @@ class LoadBalancerConfig:
     load_balancer_max_moves_per_minute: int = setting(
         "loadBalancerMaxMovesPerMinute", 30, POS_I,
         "throttle: shedding moves started in any 60 s of cluster time", folds=False)
+    load_balancer_drain_moves_per_minute: int = setting(
+        "loadBalancerDrainMovesPerMinute", 60, POS_I,
+        "drain: moves per minute off a drained broker when `lbctl brokers drain` gives no --rate",
+        folds=False)
     load_balancer_max_pause_minutes: int = setting(
         "loadBalancerMaxPauseMinutes", 1440, POS_I,
         "the longest `lbctl balancer pause --for` accepted", folds=False)

@@ -309,6 +309,39 @@ class BalancerResumed(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BrokerDrainRequested(Event):
+    """``broker`` takes no new bundles from ``since_ms`` (cluster time) and its bundles move
+    away at ``rate_per_minute``, as ``by`` asked; ``bundles``: how many it owned then (what the
+    progress counts down from). A later one for the same broker changes the rate."""
+
+    broker: str
+    since_ms: int
+    rate_per_minute: int
+    by: str
+    bundles: int
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokerUndrained(Event):
+    """The drain of ``broker`` begun at ``since_ms`` ended at ``at_ms`` as ``by`` asked: the
+    broker takes bundles again; ``cancelled``: its moves not started then (those handing over
+    finish), ``left``: the bundles it still owned."""
+
+    broker: str
+    since_ms: int
+    at_ms: int
+    by: str
+    cancelled: int
+    left: int
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class LeaderHeartbeat(Event):
     """The elected leader is alive: written under ``_leader`` at its epoch when it wrote nothing
     there for a heartbeat, so candidates can tell a leader that never acts and replace it."""
@@ -650,18 +683,41 @@ class ResumeBalancer(Command):
         return LEADER_KEY
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DrainBroker(Command):
+    """Empty ``broker`` at ``rate_per_minute`` and give it no new bundles until undrained."""
+
+    broker: str
+    rate_per_minute: int
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UndrainBroker(Command):
+    """Return ``broker`` to service: its drain's moves not started are cancelled."""
+
+    broker: str
+    by: str
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
 EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
     CommandRejected, SourceMessageRejected, ShedderUnloadsCounted, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
     ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed, ExecutionFailed, BalancerPaused,
-    BalancerResumed, LeaderHeartbeat,
+    BalancerResumed, LeaderHeartbeat, BrokerDrainRequested, BrokerUndrained,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,
     UnloadBundle, UnloadNamespace, SplitBundle, ConfirmRelease, ConfirmSplit, PauseBalancer,
-    ResumeBalancer,
+    ResumeBalancer, DrainBroker, UndrainBroker,
 )
 
 

@@ -179,7 +179,15 @@ def _unloads_counted(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _drain(raw: Mapping[str, Any]) -> str | None:
+    rate = raw.get("rate_per_minute")
+    if type(rate) is not int or not 1 <= rate <= 1_000_000:
+        return f"rate_per_minute {rate!r:.40} is not a drain's rate (1 to 1000000 moves a minute)"
+    return None
+
+
 RULES: dict[str, Rule] = {
+    "BrokerDrainRequested": _drain,
     "ShedderUnloadsCounted": _unloads_counted,
     "ProposalRecorded": _proposal,
     "ExecutionRequested": _decision,

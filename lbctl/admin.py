@@ -20,7 +20,7 @@ import argparse
 import asyncio
 
 from actors.cluster.kept import STATE_FILE, read_spec, state_dir
-from lbctl import admin_verbs
+from lbctl import admin_verbs, drain
 from lbctl.admin_cluster import ClusterTransport
 from lbctl.admin_http import AdminHttp, endpoint
 from lbctl.admin_rest import HttpTransport
@@ -30,6 +30,7 @@ from lbctl.attach import session
 
 def register(sub: SubParsers) -> None:
     admin_verbs.register(sub, run)
+    drain.register(admin_verbs.verbs_of(sub, "brokers"), run)
 
 
 def run(verb: Verb, args: argparse.Namespace) -> int:

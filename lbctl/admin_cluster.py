@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors.api import Cluster
+from actors.cluster.draining import progress_document
 from actors.effects import Receipt
 from balancer.bundles import BundleId
 from balancer.control import parse_duration
@@ -143,6 +144,23 @@ class ClusterTransport:
 
     async def balancer_status(self, timeout_s: float) -> Doc:
         return await self.cluster.balancer_status(timeout_s=timeout_s)
+
+    async def drain_broker(self, broker: str, rate_per_minute: float | None) -> Doc:
+        receipt = await self.cluster.drain_broker(broker, rate_per_minute, who())
+        return dict(_event(receipt, "BrokerDrainRequested"))
+
+    async def undrain_broker(self, broker: str) -> Doc:
+        undrained = (await self.cluster.undrain_broker(broker, who())).first("BrokerUndrained")
+        return {"undrained": dict(undrained) if undrained is not None else None}
+
+    async def drain_progress(self, broker: str, wait_s: float) -> Doc:
+        if wait_s > 0:
+            await self.cluster.sleep(int(wait_s * 1000))
+        return progress_document(broker, *await self.cluster.drain_progress(broker))
+
+    async def restart_broker(self, broker: str, timeout_s: float) -> None:
+        await self.cluster.shutdown_broker(broker, timeout_s=timeout_s)
+        await self.cluster.add_broker(broker, timeout_s=timeout_s)
 
 
 def _event(receipt: Receipt, kind: str) -> Mapping[str, Any]:

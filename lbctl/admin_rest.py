@@ -22,6 +22,7 @@ import asyncio
 import json
 from typing import Any
 
+from balancer.errors import Unavailable
 from balancer.topics import TopicName
 from lbctl.admin_http import AdminHttp
 from lbctl.admin_verbs import Doc, Located, Move, Split
@@ -139,6 +140,31 @@ class HttpTransport:
 
     async def balancer_status(self, timeout_s: float) -> Doc:
         return dict(await self._call("GET", f"{BB}/balancer/status"))
+
+    async def drain_broker(self, broker: str, rate_per_minute: float | None) -> Doc:
+        body = {} if rate_per_minute is None else {"ratePerMinute": rate_per_minute}
+        return dict(await self._call("POST", f"{BB}/brokers/{broker}/drain", body))
+
+    async def undrain_broker(self, broker: str) -> Doc:
+        return dict(await self._call("POST", f"{BB}/brokers/{broker}/undrain", {}))
+
+    async def drain_progress(self, broker: str, wait_s: float) -> Doc:
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        return dict(await self._call("GET", f"{BB}/brokers/{broker}/drain"))
+
+    async def restart_broker(self, broker: str, timeout_s: float) -> None:
+        """Over REST the operator restarts the broker: wait until it has left and is back."""
+        loop = asyncio.get_running_loop()
+        deadline, gone = loop.time() + timeout_s, False
+        while loop.time() < deadline:
+            present = any(r["broker"] == broker for r in (await self.brokers())["brokers"])
+            gone = gone or not present
+            if gone and present:
+                return
+            await asyncio.sleep(1.0)
+        raise Unavailable(f"broker {broker} did not leave and register again within {timeout_s:g} s",
+                          value=broker)
 
 
 def _lookup_path(topic: str) -> str:

@@ -111,6 +111,10 @@ class AdminTransport(Protocol):
     async def pause_balancer(self, duration: str, reason: str) -> Doc: ...
     async def resume_balancer(self) -> Doc | None: ...
     async def balancer_status(self, timeout_s: float) -> Doc: ...
+    async def drain_broker(self, broker: str, rate_per_minute: float | None) -> Doc: ...
+    async def undrain_broker(self, broker: str) -> Doc: ...
+    async def drain_progress(self, broker: str, wait_s: float) -> Doc: ...
+    async def restart_broker(self, broker: str, timeout_s: float) -> None: ...
 
 
 SPECIFIED = "specified_positions_divide"
@@ -194,6 +198,13 @@ def _clusters(sub: SubParsers, run: Runner) -> None:
             one.add_argument("--domain-name", required=True, help="the failure domain")
         if handler is _create_domain:
             one.add_argument("--broker-list", required=True, help="comma-separated broker ids or host:port")
+
+
+def verbs_of(sub: SubParsers, name: str) -> SubParsers:
+    """The verbs of the group ``name`` made by ``group`` (another module adds its own to it)."""
+    parser = sub.choices[name]
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return found[0]
 
 
 def group(sub: SubParsers, name: str, text: str) -> SubParsers:

@@ -43,7 +43,7 @@ WATCHED = frozenset({"BalancerPaused", "BalancerResumed", "BundleOwned", "Bundle
 EXECUTION_ENDS = (ExecutionConfirmed, ExecutionFailed, ExecutionRefused)
 
 
-NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown")
+NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown", "drain", "Drain")
 
 
 def is_shedding(event: UnloadRequested | TransferPrepared) -> bool:

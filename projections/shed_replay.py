@@ -47,6 +47,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.envelope import Envelope
+from projections.drain import DrainFold
 from projections.load import LoadProjection
 from projections.ownership import OwnershipProjection
 from projections.views import cluster_view
@@ -167,6 +168,8 @@ class LeaderReplay:
         self.load = LoadProjection(config)
         self.registry: dict[str, BrokerRegistered] = {}
         self.draining: set[str] = set()
+        self.drains = DrainFold()
+        """The operator's drains: out of the leader's views as they are out of this one's."""
         self.memory = SheddingMemory()
         self.run = SheddingRun(config)
 
@@ -174,6 +177,8 @@ class LeaderReplay:
         self.ownership.apply(offset, envelope)
         self.load.apply(offset, envelope)
         event = _typed(envelope)  # None for a bad_event: the projections named it
+        if event is not None:
+            self.drains.fold(event)
         if isinstance(event, BrokerRegistered):
             self.registry[str(event.broker_id)] = event
         elif isinstance(event, BrokerLeft):
@@ -198,7 +203,8 @@ class LeaderReplay:
         """The leader's view at ``now_ms``: a shedding run's, or a placement's (``placing``)
         without the draining brokers and those in ``exclude``."""
         return cluster_view(now_ms, self.config, ownership=self.ownership, load=self.load,
-                            registry=self.registry, exclude=(*self.draining, *exclude), placing=placing)
+                            registry=self.registry, exclude=(*self.draining, *self.drains.drains, *exclude),
+                            placing=placing)
 
     def shed(self, now_ms: int) -> ShedResult:
         return self.run.run(self.view(now_ms))

@@ -18,7 +18,10 @@ Checks (each violation names the record(s) by topic, partition and offset):
   an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
   flight (per broker, in the cluster) or the starts of the last minute over the throttle's caps
   (those of ``--conf``). Both fold ``projections.control`` over the pause and move records,
-  which reach the driver (a few per move).
+  which reach the driver (a few per move);
+- ``drained_received``: a broker received a bundle (an assignment, a transfer to it) decided
+  while an operator's drain of it held (``projections.drain``, over the drain, assignment and
+  transfer records, which reach the driver).
 
 Invariants of the code: all per-record work is Spark SQL window functions (sorted per key or per
 bundle), only the violations, the namespace layouts and aggregates reach the driver; a bundle's
@@ -39,6 +42,7 @@ from balancer.bundles import HASH_MAX, HashRange
 from balancer.control import Caps, caps_exceeded
 from balancer.errors import InvalidBundle
 from events.catalog import (
+    BundleAssigned,
     BundleOwned,
     BundleReleased,
     ExecutionFailed,
@@ -49,6 +53,8 @@ from events.catalog import (
     from_payload,
 )
 from projections.control import WATCHED, ControlHistory
+from projections.drain import WATCHED as DRAIN_WATCHED
+from projections.drain import DrainHistory
 from spark_replay.sources import readable
 
 if TYPE_CHECKING:
@@ -65,6 +71,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("corrupt_record", "every stored record decodes"),
     ("paused_move", "no shedding move starts while an operator's pause holds"),
     ("throttle_cap", "no shedding move starts over the throttle's caps (those of --conf)"),
+    ("drained_received", "a drained broker receives nothing (no assignment or transfer to it)"),
 )
 """Every check the audit runs, in the order it reports them, with what each one holds."""
 
@@ -330,6 +337,7 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
     violations += control_violations(df, caps)
+    violations += drain_violations(df)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
     ran = tuple(name for name, _ in CHECKS if caps is not None or name != "throttle_cap")
     return AuditReport(events, tuple(violations), end_ts, bound, median, ran)
@@ -387,6 +395,29 @@ def control_violations(df: DataFrame, caps: Caps | None) -> list[Violation]:
         out += [Violation("throttle_cap", None, None, None, None, None, None, _at(line), line)
                 for line in caps_exceeded(history.spans, caps)]
     return out
+
+
+def drain_violations(df: DataFrame) -> list[Violation]:
+    """``drained_received``: each bundle a broker received while drained (``projections.drain``)."""
+    rows = df.where(df.type.isin(*DRAIN_WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS) \
+        .orderBy("partition", "offset").collect()
+    history = DrainHistory()
+    for row in rows:
+        history.take(_drain_event(row), int(row["ts"]))
+    return [Violation("drained_received", None, None, line.split(" ")[3], None, None, None, _at(line), line)
+            for line in history.violations()]
+
+
+def _drain_event(row: Any) -> Message:
+    kind, decision = row["type"], row["decision"]
+    loaded = json.loads(decision) if decision else {}
+    if kind in ("BrokerDrainRequested", "BrokerUndrained"):
+        return from_payload(kind, loaded)
+    if kind == "BundleAssigned":
+        return BundleAssigned(bundle=row["bundle"], dst=row["broker"] or "", reason=row["reason"] or "",
+                              decision=loaded)
+    return TransferPrepared(bundle=row["bundle"], src=row["src"] or "", dst=row["dst"] or "",
+                            reason=row["reason"] or "", decision=loaded)
 
 
 def _at(line: str) -> int | None:

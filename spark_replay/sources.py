@@ -103,8 +103,8 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     }
     if out["namespace"] is None and isinstance(out["bundle"], str):
         out["namespace"] = namespace_of(out["bundle"])
-    if kind in ("BalancerPaused", "BalancerResumed"):
-        out["decision"] = orjson.dumps(p).decode()  # the pause, whole: the audit reads it back
+    if kind in ("BalancerPaused", "BalancerResumed", "BrokerDrainRequested", "BrokerUndrained"):
+        out["decision"] = orjson.dumps(p).decode()  # the pause or drain, whole: the audit reads it back
     if kind == "LeaderElected":
         out["leader_epoch"] = p.get("epoch")
     elif kind == "SplitCompleted":

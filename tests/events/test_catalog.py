@@ -58,6 +58,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "BalancerPaused": (1, ("by", "reason", "since_ms", "until_ms")),
     "BalancerResumed": (1, ("at_ms", "by", "since_ms")),
     "LeaderHeartbeat": (1, ("leader_id",)),
+    "BrokerDrainRequested": (1, ("broker", "bundles", "by", "rate_per_minute", "since_ms")),
+    "BrokerUndrained": (1, ("at_ms", "broker", "by", "cancelled", "left", "since_ms")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -71,6 +73,8 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "ConfirmSplit": (1, ("boundaries", "children", "command_id", "epoch", "owner", "parent")),
     "PauseBalancer": (1, ("by", "command_id", "duration_ms", "epoch", "reason")),
     "ResumeBalancer": (1, ("by", "command_id", "epoch")),
+    "DrainBroker": (1, ("broker", "by", "command_id", "epoch", "rate_per_minute")),
+    "UndrainBroker": (1, ("broker", "by", "command_id", "epoch")),
 }
 
 
@@ -84,10 +88,10 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 
 def test_the_contract_lists_are_complete() -> None:
     # contracts §1 (17 events; the mirror's SourceMessageRejected and ShedderUnloadsCounted; 7 of
-    # proposals and their executions; the operator's pause and resume) and §2 (10 commands, and
-    # pause and resume)
-    assert len(EVENTS) == 28
-    assert len(COMMANDS) == 12
+    # proposals and their executions; the operator's pause and resume; a broker's drain and
+    # undrain) and §2 (10 commands, and pause, resume, drain and undrain)
+    assert len(EVENTS) == 30
+    assert len(COMMANDS) == 14
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
 

@@ -91,6 +91,12 @@ def later_samples() -> list[c.Message]:
         c.ShedderUnloadsCounted(strategy="TransferShedder", since_ms=1_700_000_000_000,
                                 unloaded={"Underloaded": 2}),
         c.ResumeBalancer(command_id="c-10", epoch=4, by="lbctl:ops"),
+        c.BrokerDrainRequested(broker="broker-2", since_ms=1_700_000_000_000, rate_per_minute=120,
+                               by="lbctl:ops", bundles=41),
+        c.BrokerUndrained(broker="broker-2", since_ms=1_700_000_000_000, at_ms=1_700_000_100_000,
+                          by="lbctl:ops", cancelled=3, left=5),
+        c.DrainBroker(command_id="c-11", epoch=4, broker="broker-2", rate_per_minute=120, by="lbctl:ops"),
+        c.UndrainBroker(command_id="c-12", epoch=4, broker="broker-2", by="lbctl:ops"),
     ]
 
 

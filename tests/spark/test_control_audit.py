@@ -52,3 +52,41 @@ def test_a_move_while_paused_and_a_start_over_a_cap_are_named(spark: Any, record
     tight = audit(df, caps=Caps(per_broker=1, cluster=1, per_minute=1))
     assert tight.of("throttle_cap"), "the recorded run moved more than one bundle a minute"
     assert all("cap 1)" in v.detail for v in tight.of("throttle_cap"))
+
+
+def _write(records: list[Envelope], path: Path) -> None:
+    async def write() -> None:
+        async with LocalEventLog(path, fsync=False) as log:
+            for envelope in records:
+                await log.append_raw(envelope.key, [encode(envelope)], ts_ms=envelope.ts_ms)
+
+    asyncio.run(write())
+
+
+def test_a_bundle_a_drained_broker_received_is_named_and_a_real_drain_is_clean(
+        spark: Any, recorded: list[Record], tmp_path: Path) -> None:
+    from events.catalog import BrokerDrainRequested, DrainBroker
+    from tests.support.cluster_scenarios import call, make_host, place_all
+
+    transfer = next(r.envelope for r in recorded if r.envelope.type == "TransferPrepared")
+    dst, decided = transfer.payload["dst"], int(transfer.payload["decision"].get("started_ms", transfer.ts_ms))
+    leader = [r.envelope for r in recorded if r.envelope.key == "_leader"][-1]
+    # A drain recorded as if it had held when that transfer was decided: the broker received it.
+    drain = BrokerDrainRequested(broker=dst, since_ms=decided - 1_000, rate_per_minute=60, by="test", bundles=0)
+    forged = Envelope("forged-drain", drain.TYPE, drain.VERSION, "_leader", leader.seq + 1, leader.epoch,
+                      recorded[-1].envelope.ts_ms + 1, None, None, drain.to_payload())
+    _write([r.envelope for r in recorded] + [forged], tmp_path / "forged")
+    report = audit(read_local(spark, tmp_path / "forged"), caps=caps_of(LoadBalancerConfig()))
+    assert {"paused_move", "throttle_cap", "drained_received"} <= set(report.checks)
+    named = report.of("drained_received")
+    assert transfer.payload["bundle"] in {v.bundle for v in named}
+    assert all(f"{dst} received" in v.detail for v in named)
+    # A drain the leader ran: its broker received nothing, and the audit says so.
+    config = LoadBalancerConfig.from_mapping({"loadBalancerAutoBundleSplitEnabled": False})
+    host = make_host(config, bundles=8)
+    place_all(host)
+    call(host, DrainBroker, broker="broker-2", rate_per_minute=30, by="test")
+    host.advance(3 * 60_000)
+    _write([r.envelope for r in host.records], tmp_path / "drained")
+    clean = audit(read_local(spark, tmp_path / "drained"), caps=caps_of(config))
+    assert clean.of("drained_received") == [] and clean.of("paused_move") == []

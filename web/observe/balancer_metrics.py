@@ -3,7 +3,8 @@
 Invariants: built from the status the observer last fetched in the background (never during
 a scrape); before the first fetch, or when the status could not be fetched, only
 ``bb_balancer_status_up`` 0 is exported; every state is one series of ``bb_balancer_state``
-(1 for the current one, 0 for the others), so an alert can say ``state="stalled"``.
+(1 for the current one, 0 for the others), so an alert can say ``state="stalled"``; each
+drained broker is one series of ``bb_balancer_drain_bundles_left`` (none when nothing drains).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def balancer_families(status: Mapping[str, Any] | None, c: str) -> Iterable[Metr
     if status is None:
         return
     state = GaugeMetricFamily("bb_balancer_state", "The balancer's state: 1 for the current one "
-                              "(idle, executing, paused, stalled)", labels=["cluster", "state"])
+                              "(idle, executing, draining, paused, stalled)", labels=["cluster", "state"])
     for name in STATES:
         state.add_metric([c, name], 1 if status["state"] == name else 0)
     stalled = GaugeMetricFamily("bb_balancer_stalled_reasons", "Reasons the balancer is stalled "
@@ -37,6 +38,7 @@ def balancer_families(status: Mapping[str, Any] | None, c: str) -> Iterable[Metr
                               "cluster time in seconds since the epoch (0: not paused)", labels=["cluster"])
     until.add_metric([c], 0 if pause is None else pause["untilMs"] / 1000)
     yield until
+    yield from _drains(status.get("draining") or (), c)
     throttle = status.get("throttle")
     if throttle is None:
         return
@@ -54,3 +56,15 @@ def balancer_families(status: Mapping[str, Any] | None, c: str) -> Iterable[Metr
     for name, key in (("per_broker", "perBroker"), ("cluster", "cluster"), ("per_minute", "perMinute")):
         caps.add_metric([c, name], throttle["caps"][key])
     yield from (flying, queued, hour, caps)
+
+
+def _drains(drains: Iterable[Mapping[str, Any]], c: str) -> Iterable[Metric]:
+    """One series per drained broker: the bundles it still holds, and its drain's rate."""
+    left = GaugeMetricFamily("bb_balancer_drain_bundles_left", "Bundles a drained broker still "
+                             "holds (0: empty, waiting for its restart or undrain)", labels=["cluster", "broker"])
+    rate = GaugeMetricFamily("bb_balancer_drain_rate_per_minute", "A drained broker's drain rate, "
+                             "moves per minute", labels=["cluster", "broker"])
+    for drain in drains:
+        left.add_metric([c, str(drain["broker"])], drain["left"])
+        rate.add_metric([c, str(drain["broker"])], drain["ratePerMinute"])
+    yield from (left, rate)

@@ -21,6 +21,9 @@ Invariants checked (each names itself in a ``Violation``):
   fold refuses nothing (no anomaly) but the hostile faults' records;
 - ``operator_hold`` (at the end): over the whole log, no shedding move started while an
   operator's pause held and no start exceeded the throttle's caps (``actors.runtime.sim.pauses``);
+- ``drain_hold`` (at the end): over the whole log, no drained broker received a bundle while
+  drained (``actors.runtime.sim.drains``); time-based checks count a drained broker as one
+  that cannot take a bundle;
 - ``forgery``: the fold of the log names every forged record (an anomaly at its offset) and
   equals a fold of the log without them (``honest``): who wrote a record decides, not its key.
 
@@ -36,6 +39,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from actors.broker import BrokerBody
+from actors.runtime.sim.drains import DrainWatch, drain_violation
 from actors.runtime.sim.host import SimHost
 from actors.runtime.sim.hostile import HostileLog
 from actors.runtime.sim.pauses import pause_violation
@@ -88,9 +92,12 @@ class Checker:
     _elected: int = 0
     _offset: int = 0
 
+    drains: DrainWatch = field(init=False)
+
     def __post_init__(self) -> None:
         self.replay = OwnershipProjection(mode=AcceptMode.from_config(self.host.config))
         self.honest = OwnershipProjection(mode=AcceptMode.from_config(self.host.config))
+        self.drains = DrainWatch(self.host)
 
     def disturbed(self) -> None:
         """Something that stops progress just happened (or ended): restart the calm clock."""
@@ -263,9 +270,10 @@ class Checker:
         return None
 
     def _placeable(self) -> bool:
-        """Some live, registered, non-draining broker can take an orphan."""
+        """Some live, registered, non-draining broker an operator has not drained can take an orphan."""
+        drained = self.drains.drained()
         return any(isinstance(b, BrokerBody) and b.registered and not b.stopped and b.draining_since is None
-                   for b in self.host.bodies.values())
+                   and b.broker_id not in drained for b in self.host.bodies.values())
 
     def _lookups(self) -> tuple[str, str] | None:
         view, now = self.host.client.ownership, self.host.now_ms
@@ -303,4 +311,7 @@ class Checker:
         held = pause_violation(self.host)
         if held is not None:
             return Violation("operator_hold", step, self.host.now_ms, held)
+        received = drain_violation(self.host)
+        if received is not None:
+            return Violation("drain_hold", step, self.host.now_ms, received)
         return None

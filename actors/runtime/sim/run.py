@@ -20,6 +20,7 @@ from random import Random
 
 from actors.namespace import NamespaceBody
 from actors.runtime.sim.checks import Checker, Lookup, Violation
+from actors.runtime.sim.drains import fire_drain
 from actors.runtime.sim.host import Fault, SimHost
 from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_impostor, fire_zombie
 from actors.runtime.sim.pauses import fire_pause
@@ -287,7 +288,9 @@ _FIRE = {"corrupt": _hostile(fire_corrupt), "forge": _hostile(fire_forge), "zomb
          "crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _skew,
          "unload": _unload, "split": _split, "lookup": _lookup, "spike": _spike,
          "unspike": _unspike, "add_broker": _add_broker, "shutdown": _shutdown, "retire": _retire,
-         "pause": _hostile(fire_pause), "resume": _hostile(fire_pause)}
+         "pause": _hostile(fire_pause), "resume": _hostile(fire_pause),
+         "drain": _hostile(fire_drain), "undrain": _hostile(fire_drain), "drain_stop": _hostile(fire_drain),
+         "drain_start": _hostile(fire_drain)}
 
 
 def _result(run: _Run, seed: int, steps: int, violation: Violation | None, plan: list[Fault]) -> SimResult:

@@ -20,6 +20,8 @@ from typing import Any
 
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
+from actors.runtime.sim.drains import KEPT as DRAIN_KEPT
+from actors.runtime.sim.drains import drain_plan
 from actors.runtime.sim.host import DeliveryFaults, Fault
 from actors.runtime.sim.hostile import hostile_plan, impostor_plan
 from actors.runtime.sim.pauses import pause_plan
@@ -72,8 +74,9 @@ class Scenario:
         faults += hostile_plan(Random(f"{seed}:hostile"), steps)
         faults += pause_plan(Random(f"{seed}:pause"), steps)
         faults += impostor_plan(Random(f"{seed}:impostor"), steps)
+        faults += drain_plan(Random(f"{seed}:drain"), steps, self.broker_ids())
         loud = int(steps * (1 - QUIET))
-        kept = [f for f in faults if f.step < loud or f.kind == "restart"]
+        kept = [f for f in faults if f.step < loud or f.kind == "restart" or f.kind in DRAIN_KEPT]
         return sorted(kept, key=lambda f: (f.step, f.kind, f.target))
 
 

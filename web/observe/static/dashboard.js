@@ -58,7 +58,7 @@ function render(state) {
   renderAnomalies(state.anomalies);
 }
 
-// The balancer's status strip: its state first, then why (stalled, paused), the throttle's
+// The balancer's status strip: its state first, then why (stalled, paused, draining), the throttle's
 // figures and the last shedding run.
 function renderBalancer(status) {
   const strip = document.getElementById("balancer");
@@ -71,6 +71,9 @@ function renderBalancer(status) {
     head += ` until ${iso(status.paused.untilMs)} by ${status.paused.by}: ${status.paused.reason}`;
   } else if (state === "executing" && status.executing) {
     head += ` (${status.executing.done} of ${status.executing.of})`;
+  } else if (state === "draining" && status.draining) {
+    head += ` (${status.draining.map(d => `${d.broker}: ${d.done} of ${Math.max(d.bundles, d.left)} moved, ` +
+                                          `${d.left} left, ${d.ratePerMinute}/min`).join("; ")})`;
   } else if (state === "stalled") {
     head += `: ${(status.stalled || []).join("; ")}`;
   } else if (state === "mirrored") {
