@@ -83,6 +83,18 @@ def unload_to(cluster: PulsarCluster, namespace: str, bundle: str, broker_id: st
     assert status == 204, body
 
 
+def move_topic_elsewhere(cluster: PulsarCluster, namespace: str, topic: str, wait_s: float = 30) -> str:
+    """Unload ``topic``'s bundle to the other broker and wait until lookups name it there;
+    that broker (the caller checks where the topic ended up)."""
+    source = owner_of(cluster, topic)
+    target = next(b for b in cluster.broker_ids if b != source)
+    unload_to(cluster, namespace, bundle_of(cluster, topic), target)
+    deadline = time.monotonic() + wait_s
+    while owner_of(cluster, topic) != target and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return target
+
+
 def test_every_broker_lists_both_brokers_and_one_leader(pulsar_cluster: PulsarCluster) -> None:
     c = pulsar_cluster
     leaders = set()
@@ -111,12 +123,7 @@ def test_an_unload_with_a_destination_moves_the_bundle_there(
     c = pulsar_cluster
     namespace = new_namespace(c, 4)
     topic = f"{namespace}/moved"
-    source = owner_of(c, topic)
-    target = next(b for b in c.broker_ids if b != source)
-    unload_to(c, namespace, bundle_of(c, topic), target)
-    deadline = time.monotonic() + 30
-    while owner_of(c, topic) != target and time.monotonic() < deadline:
-        time.sleep(0.2)
+    target = move_topic_elsewhere(c, namespace, topic)
     assert owner_of(c, topic) == target
 
 

@@ -10,14 +10,13 @@ every load-manager family as a gauge: the text is read line by line, not by type
 from __future__ import annotations
 
 import re
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 
 import pytest
 
-from tests.pulsar.test_cluster import bundle_of, owner_of, unload_to
+from tests.pulsar.test_cluster import move_topic_elsewhere
 from tests.pulsar_server import PulsarCluster
 from web.observe.pulsar_names import FAMILIES, MODULAR
 
@@ -56,13 +55,7 @@ def test_a_real_brokers_metrics_have_the_listed_names_and_labels(
         pulsar_cluster: PulsarCluster, new_namespace: Callable[[PulsarCluster, int], str]) -> None:
     c = pulsar_cluster
     namespace = new_namespace(c, 4)
-    topic = f"{namespace}/metrics"
-    source = owner_of(c, topic)
-    target = next(b for b in c.broker_ids if b != source)
-    unload_to(c, namespace, bundle_of(c, topic), target)
-    deadline = time.monotonic() + 30
-    while owner_of(c, topic) != target and time.monotonic() < deadline:
-        time.sleep(0.2)
+    move_topic_elsewhere(c, namespace, f"{namespace}/metrics")  # the load manager's counters move
     seen: dict[str, set[tuple[str, ...]]] = {}
     for url in c.web_urls:
         status, text = get(url + "/metrics/")
