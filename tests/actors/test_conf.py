@@ -71,3 +71,16 @@ def test_overrides_reach_either_part_and_a_missing_file_is_named(tmp_path: Path)
     assert settings.balancer.load_balancer_namespace_maximum_bundles == 256
     with pytest.raises(ConfigError, match=r"nope\.conf"):
         load_settings(tmp_path / "nope.conf")
+
+
+async def test_a_cluster_started_from_broker_conf_runs_on_its_timers_and_shards(tmp_path: Path) -> None:
+    from actors.api import Cluster
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("metadataStoreSessionTimeoutMillis=45000\nbundleBalancerNamespaceShards=2\n")
+    async with Cluster.start(str(conf), 2, host="inproc") as cluster:
+        assert cluster.settings.session_timeout_ms == 45_000
+        assert {"ns:0", "ns:1"} <= set(cluster.link.host.bodies)  # type: ignore[attr-defined]
+        await cluster.wait_ready(2, 60)
+        await cluster.create_namespace("public/default", bundles=4)
+        assert len(list(cluster.view.ownership.bundles("public/default"))) == 4
