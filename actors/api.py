@@ -182,7 +182,7 @@ class Cluster(ActorLife, Waiting):
                                 log_dir))
 
     @classmethod
-    async def connect(cls, conf: str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
+    async def connect(cls, conf: ClusterConf | str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
                       ray_address: str | None = None, ray_namespace: str | None = None,
                       log_dir: str | os.PathLike[str] | None = None, timeout_s: float = TIMEOUT_S) -> Cluster:
         """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray cluster), by
