@@ -45,9 +45,10 @@ from actors.cluster.draining import DrainVerbs
 from actors.cluster.kept import ClusterSpec, open_kept
 from actors.cluster.life import TIMEOUT_S, ActorLife
 from actors.cluster.link import Link, LinkClock, LinkFleet, LinkTransport
-from actors.cluster.options import ConfSource, Starting, load_config
+from actors.cluster.options import Starting
 from actors.cluster.waiting import Waiting
 from actors.cluster_conf import ClusterConf
+from actors.conf import ConfSource, Settings, load_settings
 from actors.effects import Receipt
 from actors.precheck import check_input
 from actors.settings import LEADER, ActorSettings, route
@@ -107,7 +108,7 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
 
     # -- life ------------------------------------------------------------------------------
     @classmethod
-    def start(cls, conf: ConfSource = None, brokers: int | Sequence[str] = 3, *, host: str = "ray",
+    def start(cls, conf: ConfSource | Settings = None, brokers: int | Sequence[str] = 3, *, host: str = "ray",
               overrides: Mapping[str, Any] | None = None, settings: ActorSettings | None = None,
               workload: Workload | None = None, clients: bool = False,
               domains: Mapping[str, str] | None = None, capacity: Capacity | None = None,
@@ -117,8 +118,10 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
 
         ``host`` is ``ray`` (Ray, local unless ``ray_address``; the log a directory, a temporary
         one by default, or Kafka at ``bootstrap``) or ``inproc`` (this process, a virtual clock;
-        ``log_dir`` keeps the log there). ``conf`` is a broker.conf path or a
-        ``LoadBalancerConfig`` (``overrides``: Pulsar keys); ``brokers`` a count or ids;
+        ``log_dir`` keeps the log there). ``conf`` is a broker.conf path, a
+        ``LoadBalancerConfig`` or the process's ``Settings`` (``actors.conf``; ``overrides``: keys
+        as broker.conf names them; ``settings``: the actors' timers instead of the file's);
+        ``brokers`` a count or ids;
         ``domains`` broker -> failure domain at registration. Ray only (``ray_options``):
         ``speed`` compresses time (60: a simulated hour in a minute), ``tick_s``, ``poll_s``,
         ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
@@ -131,8 +134,8 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
         default ``keys/`` in an embedded log's directory, else ``keys/<cluster>-<id>`` under the
         snapshot root).
         """
-        config = load_config(conf, overrides)
-        settings = settings or ActorSettings()
+        loaded = load_settings(conf, overrides=overrides)
+        config, settings = loaded.balancer, settings or loaded.actors
         if host == "inproc":
             if ray_options:
                 raise InvalidInput(f"host 'inproc' runs in this process on a virtual clock; "
@@ -180,7 +183,7 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
                                 log_dir))
 
     @classmethod
-    async def connect(cls, conf: str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
+    async def connect(cls, conf: ClusterConf | str | None = None, *, state_dir: str | os.PathLike[str] | None = None,
                       ray_address: str | None = None, ray_namespace: str | None = None,
                       log_dir: str | os.PathLike[str] | None = None, timeout_s: float = TIMEOUT_S) -> Cluster:
         """Attach to a running cluster: by ``conf/cluster.yaml`` (``conf``: its Ray cluster), by

@@ -3,7 +3,9 @@
 Invariants:
 - every key of behaviour §7 is accepted, with Pulsar's default; another key of Pulsar 4.0's
   broker.conf (balancer/pulsar_keys.py) is ignored and counted in ``ignored``, a deprecated one
-  listed in ``deprecated`` (Pulsar's loader takes both); any other key is refused, naming the closest;
+  listed in ``deprecated`` (Pulsar's loader takes both); a key of the actors' timers
+  (``balancer.actor_keys``) is left to the actors (``actors.conf`` reads the file once for both);
+  any other key is refused, naming the closest;
 - numbers are finite; percentages are not capped at 100 (Pulsar does not cap them); the limits of
   admin input (and ``loadBalancerNamespaceMaximumBundles``) are capped so that whatever an admin
   command makes fits a log record (``events._fields``), which every reader decodes;
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import javaproperties
 
+from balancer.actor_keys import ACTOR_KEY_NAMES
 from balancer.config_values import (
     ASSIGNER,
     FRACTION,
@@ -51,8 +54,8 @@ from balancer.errors import ConfigError
 from balancer.pulsar_keys import DEPRECATED, PULSAR_KEYS
 
 __all__ = ["KEYS", "LOAD_MANAGERS", "PLACEMENT_STRATEGIES", "SHEDDING_STRATEGIES", "SPLIT_ALGORITHMS",
-           "TABLE_VIEWS", "ConfigKey", "LoadBalancerConfig", "broker_conf_pairs", "render_broker_conf",
-           "resolve_class_name", "setting", "snake_case"]
+           "TABLE_VIEWS", "ConfigKey", "LoadBalancerConfig", "at_line", "broker_conf_pairs", "read_broker_conf",
+           "render_broker_conf", "resolve_class_name", "setting", "snake_case"]
 T = TypeVar("T")
 MAX_NAMESPACE_BUNDLES = 131_071
 """The most bundles a namespace may have: its boundaries (one more) must fit one list of a log
@@ -456,15 +459,11 @@ class LoadBalancerConfig:
     @classmethod
     def from_broker_conf(cls, text: str) -> LoadBalancerConfig:
         """Parse ``broker.conf`` text (``broker_conf_pairs``); an error about a key names its line."""
-        lines: dict[str, int] = {}
-        pairs = _read_properties(text, lines)
+        pairs, lines = read_broker_conf(text)
         try:
             return cls.from_mapping(pairs)
         except ConfigError as exc:
-            line = lines.get(str(exc.details.get("key")))
-            if line is None:
-                raise
-            raise ConfigError(f"line {line}: {exc.message}", **exc.details) from None
+            raise at_line(exc, lines) from None
 
     def with_overrides(self, values: Mapping[str, Any]) -> LoadBalancerConfig:
         """A copy with some Pulsar keys changed (validated like ``from_mapping``)."""
@@ -505,6 +504,18 @@ def broker_conf_pairs(text: str) -> dict[str, str]:
     return _read_properties(text, {})
 
 
+def read_broker_conf(text: str) -> tuple[dict[str, str], dict[str, int]]:
+    """``broker_conf_pairs`` and the line each key was last set on (for ``at_line``)."""
+    lines: dict[str, int] = {}
+    return _read_properties(text, lines), lines
+
+
+def at_line(exc: ConfigError, lines: Mapping[str, int]) -> ConfigError:
+    """``exc`` naming the line of its key (itself when the key is on no line)."""
+    line = lines.get(str(exc.details.get("key")))
+    return exc if line is None else ConfigError(f"line {line}: {exc.message}", **exc.details)
+
+
 def _read_properties(text: str, lines: dict[str, int]) -> dict[str, str]:
     """``broker_conf_pairs``, filling ``lines`` with the line each key was last set on."""
     values: dict[str, str] = {}
@@ -531,6 +542,8 @@ def _parse_keys(values: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     deprecated: list[str] = []
     for raw_key, raw_value in values.items():
         name = str(raw_key).strip()
+        if name in ACTOR_KEY_NAMES:
+            continue  # the actors' own key: ``actors.conf`` reads it
         if name in DEPRECATED:
             deprecated.append(name)
         if ALIASES.get(name, name) not in KEY_BY_NAME and name in PULSAR_KEYS:
@@ -547,14 +560,15 @@ def _lookup_key(name: str) -> ConfigKey:
     found = KEY_BY_NAME.get(name)
     if found is not None:
         return found
-    known = list(KEY_BY_NAME) + list(ALIASES) + sorted(PULSAR_KEYS)
+    known = list(KEY_BY_NAME) + list(ALIASES) + sorted(ACTOR_KEY_NAMES) + sorted(PULSAR_KEYS)
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown configuration key {name!r}{hint}", key=name, value=None)
 
 
-def render_broker_conf() -> str:
-    """The shipped ``conf/broker.conf``: every key, its default and a one-line comment."""
+def render_broker_conf(sections: Sequence[tuple[str, Sequence[ConfigKey]]] = ()) -> str:
+    """The shipped ``conf/broker.conf``: every key, its default and a one-line comment; then each
+    of ``sections`` (a heading, the keys of another component of this project)."""
     lines = [
         "# bundle-balancer load balancer settings: Pulsar broker.conf keys and defaults.",
         "# Other keys of Pulsar's broker.conf are ignored (and counted), misspelled ones rejected.",
@@ -568,6 +582,10 @@ def render_broker_conf() -> str:
         lead = "# (deprecated in Pulsar 4.0) " if key.name in DEPRECATED else ""
         lines.append(f"{lead}{key.name}={_render_value(key.default)}")
         lines.append("")
+    for heading, keys in sections:
+        lines += [f"# -- {heading}", ""]
+        for key in keys:
+            lines += [f"# {key.doc}", f"{key.name}={_render_value(key.default)}", ""]
     return "\n".join(lines)
 
 

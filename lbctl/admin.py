@@ -26,6 +26,7 @@ from lbctl.admin_http import AdminHttp, endpoint
 from lbctl.admin_rest import HttpTransport
 from lbctl.admin_verbs import SubParsers, Verb
 from lbctl.attach import session
+from lbctl.settings import deployment_of
 
 
 def register(sub: SubParsers) -> None:
@@ -42,7 +43,7 @@ def run(verb: Verb, args: argparse.Namespace) -> int:
         return asyncio.run(verb(HttpTransport(http), args))
 
     async def go() -> int:
-        async with session(args.state_dir, getattr(args, "cluster_conf", None)) as cluster:
+        async with session(args.state_dir, deployment_of(args)) as cluster:
             await cluster.catch_up()
             cluster.poll()  # what happened before this command is not its completion
             return await verb(ClusterTransport(cluster), args)

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 
 from actors.api import Cluster
 from actors.cluster.kept import state_dir
+from actors.cluster_conf import ClusterConf
 
 _override: list[Cluster] = []
 
@@ -27,9 +28,9 @@ def using(cluster: Cluster) -> Iterator[Cluster]:
 
 
 @asynccontextmanager
-async def session(state: str | None, deployment: str | None = None) -> AsyncIterator[Cluster]:
-    """The cluster of the deployment (``--cluster``) or of the state directory, closed afterwards
-    unless it came from ``using``."""
+async def session(state: str | None, deployment: ClusterConf | str | None = None) -> AsyncIterator[Cluster]:
+    """The cluster of the deployment (``--cluster``: its file, or the file as the verb's settings
+    read it) or of the state directory, closed afterwards unless it came from ``using``."""
     if _override:
         yield _override[-1]
         return

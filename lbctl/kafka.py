@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from actors.cluster_conf import ClusterConf
 from balancer.errors import MalformedInput
 from events.log.kafka_acls import WRITERS, render
 from events.log.kafka_client import KafkaSecurity
+from lbctl.settings import deployment_of
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -48,7 +48,8 @@ def _acls(args: argparse.Namespace) -> int:
     deployment = getattr(args, "cluster_conf", None)
     if deployment is None:
         raise MalformedInput("lbctl kafka acls needs a cluster file: --cluster FILE", value="--cluster")
-    found = ClusterConf.load(deployment)
+    found = deployment_of(args)
+    assert found is not None
     names = principals(found.kafka.security)
     if not names:  # no SASL user: every client of the deployment is Kafka's anonymous principal
         names = dict.fromkeys((*WRITERS, "clients", "admin", "auditor"), ANONYMOUS)

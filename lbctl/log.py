@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from actors.cluster.kept import LOG_SUBDIR, read_spec, state_dir
-from actors.cluster_conf import ClusterConf
 from actors.retention import Holder, report_lines, retain
 from balancer.bundles import namespace_of
 from balancer.errors import InvalidInput, MalformedInput, UnknownNamespace
@@ -27,6 +26,7 @@ from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, EventLog, Item, dropped_note
 from events.times import iso
 from lbctl import numargs
+from lbctl.settings import deployment_of
 from lbctl.timearg import instant_arg
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner, view_as_of
@@ -90,8 +90,7 @@ def open_log(args: argparse.Namespace) -> EventLog:
             raise MalformedInput(f"--log-dir {args.log_dir!r}: not an event log directory "
                                  "(expected one written by LocalEventLog)", value=args.log_dir)
         return LocalEventLog(directory, name=args.topic)
-    deployment = getattr(args, "cluster_conf", None)
-    found = ClusterConf.load(deployment) if deployment is not None else None
+    found = deployment_of(args)
     if found is not None and args.bootstrap is None:
         args.bootstrap, args.cluster = found.kafka.bootstrap_servers, found.name
     if args.bootstrap is None:

@@ -32,6 +32,7 @@ from attach.source import EXTENSIBLE, MODULAR, PulsarSource
 from balancer.errors import MalformedInput
 from lbctl import numargs, steer
 from lbctl.admin_http import AdminHttp, endpoint
+from lbctl.settings import settings_of
 
 LINE_EVERY_S = 1.0
 PLAIN_EVERY_S = 10.0
@@ -109,8 +110,7 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
         print(f"attached to {mirror.source.url} (cluster {mirror.source.cluster}, {mirror.manager} load "
               f"manager); mirroring into {directory}/log (held {mirror.status.started[0]} records)", flush=True)
         if args.web_service_port is not None:
-            service = await _serve(mirror, args.web_service_port, next(iter(hooks), None),
-                                   getattr(args, "conf", None))
+            service = await _serve(mirror, args.web_service_port, next(iter(hooks), None), args)
         printer = _Printer(mirror, plain=args.plain or not sys.stdout.isatty())
         await mirror.run(stop=stop, minutes=args.minutes, on_cycle=_chain([*hooks, printer]))
         printer.done()
@@ -131,7 +131,7 @@ async def attach(args: argparse.Namespace, http: AdminHttp, hooks: Sequence[Cycl
 
 
 async def _serve(mirror: Mirror, port: int, hook: CycleHook | None,  # type: ignore[no-untyped-def]
-                 conf: str | None):
+                 args: argparse.Namespace):
     """The web service of the mirror; with an advise or drive hook, its pause, resume and
     status are that hook's (the hook records them through the mirror's writer). ``--conf``'s
     broker.conf auth keys apply as on ``lbctl run``: a pause then needs a super-user's token."""
@@ -143,7 +143,7 @@ async def _serve(mirror: Mirror, port: int, hook: CycleHook | None,  # type: ign
     assert mirror.view is not None
     steered = hook if isinstance(hook, Steered) else None
     cluster = Cluster(MirrorLink(mirror.view, url=mirror.source.url, owns_view=False, steered=steered))
-    web = WebSettings.load(conf)
+    web = WebSettings.from_pairs(settings_of(args).pairs)
     service = await serve(cluster, port, cluster_name=mirror.source.cluster, auth=web.auth, limits=web.limits)
     write_spec(mirror.state_dir, dataclasses.replace(read_spec(mirror.state_dir), web_service_url=service.url))
     print(f"web service: {service.url} (the dashboard of the mirror)", flush=True)

@@ -26,13 +26,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from balancer.config import LoadBalancerConfig, broker_conf_pairs
+from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
 from events.envelope import Stamper
 from events.log.local import LocalEventLog
 from events.log.port import dropped_note
 from events.times import iso
 from lbctl import numargs
+from lbctl.settings import deployment_of, settings_of
 
 SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
 
@@ -116,9 +117,7 @@ def _progress(console: Console) -> Iterator[Any]:
 
 
 def _config(args: argparse.Namespace) -> LoadBalancerConfig:
-    if args.conf is None:
-        return LoadBalancerConfig()
-    return LoadBalancerConfig.from_broker_conf(Path(args.conf).read_text())
+    return settings_of(args).balancer
 
 
 def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
@@ -154,22 +153,18 @@ def _master(args: argparse.Namespace) -> str | None:
         return str(args.master)
     if os.environ.get(SUBMITTED) == "1":
         return None
-    deployment = getattr(args, "cluster_conf", None)
+    deployment = deployment_of(args)
     if deployment is not None:
-        from actors.cluster_conf import ClusterConf
-
-        return ClusterConf.load(deployment).spark.master
+        return deployment.spark.master
     return "local[2]"
 
 
 def _kafka_options(args: argparse.Namespace) -> dict[str, str]:
     """The Kafka source's security options from ``lbctl --cluster FILE`` (which also names the
     source, its Kafka's ``{name}-events``, when none is given), checked with one fetch."""
-    from actors.cluster_conf import ClusterConf
     from events.log.kafka_client import check_readable
 
-    deployment = getattr(args, "cluster_conf", None)
-    found = ClusterConf.load(deployment) if deployment is not None else None
+    found = deployment_of(args)
     if args.source is None:
         if found is None:
             raise MalformedInput("no source: give kafka://HOST:PORT, a log directory or a Parquet "
@@ -259,11 +254,7 @@ def _with_times(row: dict[str, Any], *, keep_ms: bool) -> dict[str, Any]:
 
 def _base(args: argparse.Namespace) -> dict[str, Any]:
     """The recorded cluster's broker.conf (``--conf``): the live configuration and the grid's base."""
-    if not args.conf:
-        return {}
-    text = Path(args.conf).read_text()
-    LoadBalancerConfig.from_broker_conf(text)  # validates; names a bad key
-    return dict(broker_conf_pairs(text))
+    return settings_of(args).balancer_pairs  # validated when read; a bad key is named
 
 
 def _grid(args: argparse.Namespace) -> list[Any]:

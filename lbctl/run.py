@@ -56,8 +56,8 @@ from actors.cluster.kept import (
     state_dir,
     write_spec,
 )
-from actors.cluster.options import load_config
 from actors.cluster_conf import ClusterConf
+from actors.conf import Settings, load_settings
 from balancer.bundles import validate_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput
@@ -147,7 +147,8 @@ def default_host() -> str:
     return "ray" if found else "inproc"
 
 
-def spec_from(args: argparse.Namespace) -> ClusterSpec:
+def spec_from(args: argparse.Namespace) -> tuple[ClusterSpec, ClusterConf | None]:
+    """The run's spec, and the deployment its ``--cluster`` file describes (read once, here)."""
     for name in ("brokers", "topics", "bundles"):
         if getattr(args, name) < 1:
             raise MalformedInput(f"--{name} {getattr(args, name)}: must be at least 1",
@@ -160,6 +161,7 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
         raise MalformedInput("--speed 0: Ray runs on the wall clock; give a factor above 0, or use "
                              "--host inproc for 'as fast as possible'", value=args.speed)
     deployment = getattr(args, "cluster_conf", None)
+    found = None
     if deployment is not None:
         if args.host != "ray":
             raise MalformedInput(f"--cluster {deployment}: a deployment runs on Ray, not "
@@ -174,27 +176,29 @@ def spec_from(args: argparse.Namespace) -> ClusterSpec:
     conf = args.conf if args.conf is not None else (DEFAULT_CONF if Path(DEFAULT_CONF).is_file() else None)
     return ClusterSpec(host=args.host, brokers=args.brokers, conf=str(Path(conf).resolve()) if conf else None,
                        seed=args.seed, namespace=args.namespace, topics=args.topics, rate=args.rate,
-                       speed=args.speed, deployment=deployment)
+                       speed=args.speed, deployment=deployment), found
 
 
 def _handle(args: argparse.Namespace) -> int:
-    spec = spec_from(args)
+    spec, found = spec_from(args)
     if args.keep:
         spec = resumed(spec, state_dir(args.state_dir))
-    config = load_config(spec.conf)
-    if args.bundles > config.load_balancer_namespace_maximum_bundles:
+    # The process's one read of its settings files: every host and the web service get them.
+    loaded = load_settings(spec.conf, deployment=found)
+    settings = loaded
+    if args.bundles > loaded.balancer.load_balancer_namespace_maximum_bundles:
         # The operator's own namespace, not admin input: the cap makes room for it (no auto-split
         # grows a namespace already at its cap, as before).
-        config = config.with_overrides({"loadBalancerNamespaceMaximumBundles": args.bundles})
-    web = web_settings(spec, args.web_service_port)  # bad port or auth keys: before any start
+        settings = loaded.with_overrides({"loadBalancerNamespaceMaximumBundles": args.bundles})
+    web = web_settings(settings, args.web_service_port)  # bad port or auth keys: before any start
     # Keys of other broker components ignored, deprecated ones named; the web service's own keys
     # are applied while it runs, so they are not counted then.
-    notice = config.notice(applied=web_applied_keys() if web.port is not None else ())
+    notice = settings.notice(applied=web_applied_keys() if web.port is not None else ())
     if notice is not None:
         print(f"lbctl: {spec.conf}: {notice}", file=sys.stderr)
     if args.plot is not None:
         check_plot_path(args.plot)
-    return asyncio.run(run(spec, config, args, web))
+    return asyncio.run(run(spec, Loaded(settings, loaded), args, web))
 
 
 def web_applied_keys() -> frozenset[str]:
@@ -203,11 +207,11 @@ def web_applied_keys() -> frozenset[str]:
     return APPLIED_KEYS
 
 
-def web_settings(spec: ClusterSpec, port: int | None) -> WebSettings:
+def web_settings(settings: Settings, port: int | None) -> WebSettings:
     """broker.conf's web settings, the port overridden by ``--web-service-port``."""
     from web.settings import WebSettings
 
-    found = WebSettings.load(spec.conf)
+    found = WebSettings.from_pairs(settings.pairs)
     if port is not None:
         if not 0 <= port <= 65535:
             raise MalformedInput(f"--web-service-port {port}: expected a port number 0-65535", value=port)
@@ -235,28 +239,43 @@ def resumed(spec: ClusterSpec, directory: Path) -> ClusterSpec:
     return dataclasses.replace(recorded, speed=spec.speed, web_service_url=None)
 
 
-async def start_cluster(spec: ClusterSpec, config: LoadBalancerConfig, keep_in: Path | None,
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """The run's settings (``run``), and the files' own (``file``: a kept cluster resumes with
+    them, as the verbs that restart it do; the run's may raise the bundle cap)."""
+
+    run: Settings
+    file: Settings
+
+    @property
+    def config(self) -> LoadBalancerConfig:
+        return self.run.balancer
+
+
+async def start_cluster(spec: ClusterSpec, settings: Loaded, keep_in: Path | None,
                         snapshot_dir: str | None = None) -> Cluster:
     options: dict[str, Any] = {"workload": spec.workload(), "clients": True, "seed": spec.seed}
     if spec.host == "inproc" and keep_in is not None and (keep_in / STATE_FILE).is_file():
-        return Cluster(await open_kept(keep_in))  # resumed from its log (``resumed``)
+        return Cluster(await open_kept(keep_in, settings.file))  # resumed from its log (``resumed``)
     if spec.host == "inproc":
         kept = keep_in / LOG_SUBDIR if keep_in is not None else None
-        return await Cluster.start(config, spec.brokers, host="inproc", log_dir=kept, **options)
-    if spec.deployment is not None:  # its Kafka and its Ray cluster
+        return await Cluster.start(settings.run, spec.brokers, host="inproc", log_dir=kept, **options)
+    if settings.run.deployment is not None:  # its Kafka and its Ray cluster
         if snapshot_dir is not None:
             options["snapshot_dir"] = snapshot_dir
-        return await Cluster.deploy(spec.deployment, spec.brokers, conf=config, speed=spec.speed, **options)
+        return await Cluster.deploy(settings.run.deployment, spec.brokers, conf=settings.run, speed=spec.speed,
+                                    **options)
     log_dir = str((keep_in / LOG_SUBDIR).resolve()) if keep_in is not None else None
-    return await Cluster.start(config, spec.brokers, log_dir=log_dir, speed=spec.speed, **options)
+    return await Cluster.start(settings.run, spec.brokers, log_dir=log_dir, speed=spec.speed, **options)
 
 
-async def run(spec: ClusterSpec, config: LoadBalancerConfig, args: argparse.Namespace,
+async def run(spec: ClusterSpec, settings: Loaded, args: argparse.Namespace,
               web: WebSettings) -> int:
     sampler = MemorySampler().start()
     wall0 = time.monotonic()
     keep_in = state_dir(args.state_dir) if args.keep else None
-    cluster = await start_cluster(spec, config, keep_in, getattr(args, "snapshot_dir", None))
+    config = settings.config
+    cluster = await start_cluster(spec, settings, keep_in, getattr(args, "snapshot_dir", None))
     if keep_in is not None and cluster.kind == "inproc":
         # Before the first record: a run killed from here on leaves a cluster that the verbs
         # and `run` reopen from its log.

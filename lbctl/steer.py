@@ -40,13 +40,14 @@ from attach.report import (
     render_html,
     to_json,
 )
-from balancer.config import LoadBalancerConfig, broker_conf_pairs
-from balancer.errors import ConfigError, MalformedInput, Unavailable
+from balancer.config import LoadBalancerConfig
+from balancer.errors import MalformedInput, Unavailable
 from events.catalog import Event, PauseBalancer, ResumeBalancer
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
 from lbctl.admin_http import AdminHttp
+from lbctl.settings import settings_of
 
 if TYPE_CHECKING:
     from attach.mirror import Cycle, Mirror
@@ -124,7 +125,7 @@ def prepare(args: argparse.Namespace, http: AdminHttp) -> SteerHook | None:
         raise MalformedInput("--dry-run goes with --mode drive", value="--dry-run")
     if mode == OBSERVE:
         return None
-    overrides = _conf(args.conf)
+    overrides = settings_of(args).balancer_pairs  # --conf, read once and validated
     admin = PulsarAdmin(http)
     settings = admin.settings()
     if mode == DRIVE:
@@ -142,17 +143,6 @@ def prepare(args: argparse.Namespace, http: AdminHttp) -> SteerHook | None:
              + ("" if splits else "; splits left to Pulsar")
              + "; Pulsar keeps placing new bundles on lookup"), flush=True)
     return SteerHook(args, admin, config, splits)
-
-
-def _conf(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        pairs = broker_conf_pairs(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--conf {path!r}: cannot read it ({exc.strerror})", value=path) from None
-    LoadBalancerConfig.from_mapping(pairs)  # an unknown key is refused here, naming it
-    return pairs
 
 
 # -- the reports --------------------------------------------------------------------------------

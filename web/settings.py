@@ -1,5 +1,6 @@
 """What broker.conf says about the web service: ``webServicePort``, the auth keys, the limits,
-the metrics and probe keys (``web.observe.settings``).
+the metrics and probe keys (``web.observe.settings``), from the pairs of the process's one read of
+the file (``actors.conf.Settings.pairs``).
 
 Invariants: the keys are Pulsar's (``LoadBalancerConfig`` reads the same file and ignores
 them as keys of another component); no ``webServicePort`` means no web service for ``lbctl run``
@@ -9,8 +10,8 @@ is one ``ConfigError`` naming the key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from balancer.config import broker_conf_pairs
 from balancer.errors import ConfigError
@@ -47,23 +48,18 @@ class WebSettings:
     """``exposeBundlesMetricsInPrometheus`` and ``statusFilePath``."""
 
     @classmethod
-    def from_text(cls, text: str) -> WebSettings:
-        pairs = broker_conf_pairs(text)
+    def from_pairs(cls, pairs: Mapping[str, str]) -> WebSettings:
+        """From broker.conf's pairs as the one read of the file gave them (``actors.conf``:
+        ``Settings.pairs``; no pairs: no service, no auth)."""
         return cls(port=_port(pairs.get("webServicePort")), auth=WebAuth.from_broker_conf(pairs),
                    cluster_name=pairs.get("clusterName") or DEFAULT_CLUSTER_NAME,
                    bind_address=pairs.get("bindAddress") or LOOPBACK, limits=WebLimits.from_pairs(pairs),
                    observe=ObserveSettings.from_pairs(pairs))
 
     @classmethod
-    def load(cls, conf: str | None) -> WebSettings:
-        """From a broker.conf path (None: no file, no service, no auth)."""
-        if conf is None:
-            return cls()
-        try:
-            return cls.from_text(Path(conf).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"broker.conf {conf!r}: cannot read it ({exc.strerror})",
-                              value=conf) from None
+    def from_text(cls, text: str) -> WebSettings:
+        """From broker.conf text (tests; a process reads its file once, ``actors.conf``)."""
+        return cls.from_pairs(broker_conf_pairs(text))
 
 
 def _port(value: str | None) -> int | None:

@@ -27,7 +27,7 @@ from random import Random
 from typing import Any
 
 from actors.cluster.link import Link
-from actors.cluster.options import load_config
+from actors.conf import Settings, load_settings
 from actors.workload import Workload
 from balancer.errors import InvalidInput, MalformedInput
 from events.log._segment import fsync_dir
@@ -121,17 +121,20 @@ def read_spec(directory: Path) -> ClusterSpec:
     return ClusterSpec.from_json(path.read_text(encoding="utf-8"), str(path))
 
 
-async def open_kept(directory: Path) -> Link:
+async def open_kept(directory: Path, settings: Settings | None = None) -> Link:
     """The link to the cluster recorded under ``directory``: an in-process one is folded from its
-    log here (its bodies restart from it when a command needs them); a Ray one is attached to
-    (by its deployment file or its log directory)."""
+    log here (its bodies restart from it when a command needs them), with ``settings`` when the
+    process has read its broker.conf already, else with the settings of the recorded broker.conf
+    (read here, once); a Ray one is attached to (by its deployment file or its log directory)."""
     spec = read_spec(state_dir(directory))
     if spec.host == "inproc":
         from actors.cluster.hosts import inproc_host
         from actors.cluster.inproc_link import InProcLink
 
+        loaded = settings if settings is not None else load_settings(spec.conf)
+
         def build(start_ms: int | None) -> Any:
-            return inproc_host(spec.brokers, load_config(spec.conf), seed=spec.seed,
+            return inproc_host(spec.brokers, loaded.balancer, seed=spec.seed, settings=loaded.actors,
                                workload=spec.workload(), clients=True, start_ms=start_ms)
 
         return InProcLink.resume(build, state_dir(directory) / LOG_SUBDIR, spec.cluster_id)

@@ -1,23 +1,18 @@
-"""What starting a cluster takes, on any host: its broker.conf, its broker ids, and the handle
-``Cluster.start`` returns. Ray-free, so that a verb on an in-process cluster never imports Ray.
+"""What starting a cluster takes, on any host: its broker ids, and the handle ``Cluster.start``
+returns (its settings: ``actors.conf``). Ray-free, so that a verb on an in-process cluster never
+imports Ray.
 
-Invariants: a broker.conf path that is missing or unreadable is a ``ConfigError`` naming it;
-broker ids are distinct, non-empty and hold no ``/``; ``Starting`` launches nothing until it is
-awaited or entered, and closes what it started when the ``async with`` block ends.
+Invariants: broker ids are distinct, non-empty and hold no ``/``; ``Starting`` launches nothing
+until it is awaited or entered, and closes what it started when the ``async with`` block ends.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
-from balancer.config import LoadBalancerConfig
-from balancer.errors import ConfigError, InvalidInput
-
-ConfSource = str | os.PathLike[str] | LoadBalancerConfig | None
+from balancer.errors import InvalidInput
 
 
 class Closable(Protocol):
@@ -25,23 +20,6 @@ class Closable(Protocol):
 
 
 T = TypeVar("T", bound=Closable)
-
-
-def load_config(conf: ConfSource, overrides: Mapping[str, Any] | None = None) -> LoadBalancerConfig:
-    """A config from a broker.conf path or object (defaults when None), with Pulsar-key overrides."""
-    if isinstance(conf, LoadBalancerConfig):
-        config = conf
-    elif conf is None:
-        config = LoadBalancerConfig()
-    else:
-        path = Path(conf)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"broker.conf {str(path)!r}: cannot read it ({exc.strerror})",
-                              value=str(path)) from None
-        config = LoadBalancerConfig.from_broker_conf(text)
-    return config.with_overrides(overrides) if overrides else config
 
 
 def broker_ids(brokers: int | Sequence[str]) -> tuple[str, ...]:

@@ -113,12 +113,12 @@ class RayLink:
                 "log": self.host.log.describe(), "pid": os.getpid()})
 
     @classmethod
-    async def connect(cls, conf: str | None = None, *, ray_address: str | None = None,
+    async def connect(cls, conf: ClusterConf | str | None = None, *, ray_address: str | None = None,
                       ray_namespace: str | None = None, log_dir: str | os.PathLike[str] | None = None,
                       timeout_s: float = 30.0) -> RayLink:
         security = None
         if conf is not None:
-            deployment = ClusterConf.load(conf)
+            deployment = conf if isinstance(conf, ClusterConf) else ClusterConf.load(conf)
             ray_address = ray_address or deployment.ray.address
             ray_namespace = ray_namespace or deployment.ray.namespace
             security = deployment.kafka.security

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
 
+from actors.conf import settings_from_mapping
 from actors.namespace import NamespaceBody
 from actors.runtime.sim.checks import Checker, Lookup, Violation
 from actors.runtime.sim.drains import fire_drain
@@ -25,11 +26,10 @@ from actors.runtime.sim.host import Fault, SimHost
 from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_impostor, fire_zombie
 from actors.runtime.sim.pauses import fire_pause
 from actors.runtime.sim.scenarios import SCENARIOS, Scenario
-from actors.settings import ActorSettings, broker_body_name
+from actors.settings import broker_body_name
 from actors.snapshots import SnapshotPolicy
 from actors.workload import ClientsBody, Workload
 from balancer.bundles import namespace_of
-from balancer.config import LoadBalancerConfig
 from events.catalog import CreateNamespace, LookupBundle, SplitBundle, UnloadBundle
 
 STEP_MS = 1_000
@@ -73,8 +73,8 @@ class _Run:
 
 def build(scenario: Scenario, seed: int) -> tuple[SimHost, Workload]:
     """The scenario's cluster on a SimHost, namespaces created, before any fault."""
-    config = LoadBalancerConfig.from_mapping(dict(scenario.config))
-    settings = ActorSettings()
+    loaded = settings_from_mapping(dict(scenario.config))  # the scenario's keys, as broker.conf names them
+    config, settings = loaded.balancer, loaded.actors
     workload = Workload.zipf(Random(f"{seed}:workload"), list(scenario.namespaces),
                              topics_per_namespace=scenario.topics_per_namespace,
                              total_msg_rate=scenario.rate)
