@@ -128,7 +128,9 @@ class Cluster(ActorLife, Waiting):
         ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it),
         ``signing_dir`` (the keyring every writer signs its appends with, docs/design/authority.md;
         default ``keys/`` in an embedded log's directory, else ``keys/<cluster>-<id>`` under the
-        snapshot root).
+        snapshot root), ``paced`` (one cluster time that stands still for a late actor instead
+        of letting the leader expire it, ``actors.runtime.paced``; default: when Ray runs on this
+        machine).
         """
         config = load_config(conf, overrides)
         settings = settings or ActorSettings()
