@@ -204,12 +204,13 @@ class Launch:
     paced: bool | None = None
     """Cluster time from one paced clock that stands still for a late actor instead of letting
     the leader expire it (``actors.runtime.paced``); None: when Ray runs on this machine (no
-    address, or a loopback one), where every actor can read it."""
+    address, or a loopback one), where every actor can read it, unless the actors are detached
+    (they outlive this process, which runs the clock)."""
 
     def pacing(self) -> bool:
         if self.paced is not None:
             return self.paced
-        return self.ray_address is None or is_loopback(self.ray_address)
+        return not self.detached and (self.ray_address is None or is_loopback(self.ray_address))
 
     def _log(self) -> tuple[LogSpec, str | None]:
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,

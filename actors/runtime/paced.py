@@ -174,6 +174,9 @@ class ClockFile:
         finally:
             os.close(fd)
         self._seq = 0
+        self._read: tuple[int, Schedule | None] = (-1, None)
+        """The sequence number and schedule last read: a read that finds it unchanged is one
+        unpack (the schedule changes a few times a second, the clock is read per event)."""
 
     def write(self, schedule: Schedule) -> None:
         self._seq += 1
@@ -183,12 +186,18 @@ class ClockFile:
         _SEQ.pack_into(self._map, 0, self._seq * 2)
 
     def read(self) -> Schedule:
+        seq, known = self._read
+        (now,) = _SEQ.unpack_from(self._map, 0)
+        if now == seq and known is not None:
+            return known
         while True:
             (before,) = _SEQ.unpack_from(self._map, 0)
             fields = _FIELDS.unpack_from(self._map, _SEQ.size)
             (after,) = _SEQ.unpack_from(self._map, 0)
             if before == after and before % 2 == 0:
-                return Schedule(*fields)
+                schedule = Schedule(*fields)
+                self._read = (before, schedule)
+                return schedule
 
     def close(self) -> None:
         with contextlib.suppress(BufferError, ValueError):

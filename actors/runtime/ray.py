@@ -19,7 +19,10 @@ Invariants:
   actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new
   epoch and fences the old one);
 - handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
-  handle whose actor died for good is dropped and looked up again next time.
+  handle whose actor died for good is dropped and looked up again next time;
+- an actor reads the cluster's paced clock when ``HostSpec.pacing`` names one its machine holds
+  (``actors.runtime.paced``), else ``HostSpec.clock``; once recovered it beats from its event
+  loop, so a late loop stops cluster time for all, and leaves the clock on ``stop``.
 """
 
 from __future__ import annotations
