@@ -9,17 +9,26 @@ the broker: the stall is long enough to matter.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.api import Cluster
 from actors.cluster.ray_link import RayLink
+from lbctl.main import main
 from tests.integration.ray_scenarios import unique
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
 SPEED = 60.0
+HOG_S = 8.0
+HOG = f"import time\nend = time.monotonic() + {HOG_S}\nwhile time.monotonic() < end: pass"
+"""A busy loop for ``HOG_S`` wall seconds."""
+CONF = str(Path(__file__).resolve().parents[2] / "conf" / "broker.conf")
 STALL_S = 2.0
 """Wall seconds one broker's event loop is blocked: 120 s of cluster time at 60x, four session
 timeouts."""
@@ -81,3 +90,39 @@ async def test_without_the_paced_clock_the_same_stall_expires_the_broker(ray_ses
         await stall(cluster, "broker-2")
         await let_pass(cluster, 10_000)
         assert "broker-2" in await expired(cluster)
+
+
+@pytest.mark.timeout(600)
+def test_lbctl_run_on_a_busy_host_expires_no_broker_and_says_how_it_kept_pace(
+        ray_session: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``lbctl run --host ray`` (in this process, on the session's Ray) while busy loops take
+    every core for a while (``HOG_S``): the actors are late, cluster time slows for them, no
+    broker expires, and the summary says whether the run kept 60x or how far behind it fell and
+    for whom it waited."""
+    done: list[int] = []
+    run = threading.Thread(target=lambda: done.append(main(
+        ["run", "--host", "ray", "--conf", CONF, "--minutes", "3", "--topics", "300", "--plain"])))
+    run.start()
+    out, err, hogs = "", "", []
+    try:
+        while run.is_alive() and "[00:" not in out:  # the cluster runs: now make it late
+            run.join(0.2)
+            shown = capsys.readouterr()
+            out, err = out + shown.out, err + shown.err
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+        run.join()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    shown = capsys.readouterr()
+    out, err = out + shown.out, err + shown.err
+    assert done == [0], out[-3000:] + err[-3000:]
+    summary = out[out.index("summary:"):]
+    assert "simulated 00:03:00" in summary and "brokers expired: none" in summary, summary
+    assert "EXPIRED" not in out
+    pace = [line for line in summary.splitlines() if line.strip().startswith(("pace:", "cluster time"))]
+    with capsys.disabled():
+        print("\n" + "\n".join(pace))  # the figure: how far behind this host fell
+    assert pace[0] == "  pace: kept 60x" or (" behind (" in pace[0] and pace[1].startswith(
+        "    cluster time stood still")), summary
