@@ -307,12 +307,16 @@ async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec
         shown = frame(cluster, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent)
         view.update(shown, fresh)
         if elapsed >= total_ms:
+            stats.end(total_ms)
             return shown.pace()
         step = FAST_STEP_MS if spec.speed <= 0 else max(1, int(FRAME_S * 1000 * spec.speed))
         await cluster.sleep(min(step, total_ms - elapsed))
         if spec.speed > 0:
             next_frame += FRAME_S
-            await asyncio.sleep(max(0.0, next_frame - time.monotonic()))
+            wait = next_frame - time.monotonic()
+            if not cluster.virtual:  # a clock that fell behind: wake when the run's time is up
+                wait = min(wait, (total_ms - stats.tick(cluster.now_ms())) / 1000 / spec.speed)
+            await asyncio.sleep(max(0.0, wait))
         else:
             await asyncio.sleep(0)  # as fast as possible, yet the web service answers meanwhile
 

@@ -134,6 +134,11 @@ class RunStats:
         self.now_ms = max(self.now_ms, now_ms)
         return self.elapsed_ms()
 
+    def end(self, total_ms: int) -> None:
+        """The run lasted ``total_ms`` of cluster time: a driver that looked after the end (a
+        late wake-up, cluster time running on meanwhile) does not lengthen it."""
+        self.now_ms = min(self.now_ms, self.start_ms + total_ms)
+
     def elapsed_ms(self) -> int:
         return max(0, self.now_ms - self.start_ms)
 
