@@ -132,7 +132,9 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
         ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it),
         ``signing_dir`` (the keyring every writer signs its appends with, docs/design/authority.md;
         default ``keys/`` in an embedded log's directory, else ``keys/<cluster>-<id>`` under the
-        snapshot root).
+        snapshot root), ``paced`` (one cluster time that stands still for a late actor instead
+        of letting the leader expire it, ``actors.runtime.paced``; default: when Ray runs on this
+        machine).
         """
         loaded = load_settings(conf, overrides=overrides)
         config, settings = loaded.balancer, settings or loaded.actors

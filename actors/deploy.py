@@ -33,7 +33,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from actors.runtime.bodies import BodyKind, BodySpec
-from actors.runtime.ray import Handle, HostSpec, kill, spawn, stop_and_kill
+from actors.runtime.paced import Pacer
+from actors.runtime.ray import Handle, HostSpec, is_loopback, kill, spawn, stop_and_kill
 from actors.runtime.specs import Clock, LogSpec, default_snapshot_root
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
@@ -99,6 +100,8 @@ class Fleet:
     actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     temp_dir: str | None = None
     handles: dict[str, Handle] = field(default_factory=dict)
+    pacer: Pacer | None = None
+    """The paced clock's coordinator (``HostSpec.pacing``), run by this process."""
 
     def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
         if body.name in self.handles:
@@ -145,6 +148,9 @@ class Fleet:
     async def close(self) -> None:
         handles, self.handles = list(self.handles.values()), {}
         await asyncio.gather(*(stop_and_kill(h) for h in handles))
+        if self.pacer is not None:
+            await asyncio.to_thread(self.pacer.close)
+            self.pacer = None
         if self.temp_dir is not None:
             await asyncio.to_thread(shutil.rmtree, self.temp_dir, True)
 
@@ -195,6 +201,16 @@ class Launch:
     signing_dir: str | None = None
     """The keyring the writers sign with (``LogSpec.signing_dir``); None: ``keys/`` in an
     embedded log's directory, else ``keys/<cluster>-<cluster id>`` under the snapshot root."""
+    paced: bool | None = None
+    """Cluster time from one paced clock that stands still for a late actor instead of letting
+    the leader expire it (``actors.runtime.paced``); None: when Ray runs on this machine (no
+    address, or a loopback one), where every actor can read it, unless the actors are detached
+    (they outlive this process, which runs the clock)."""
+
+    def pacing(self) -> bool:
+        if self.paced is not None:
+            return self.paced
+        return not self.detached and (self.ray_address is None or is_loopback(self.ray_address))
 
     def _log(self) -> tuple[LogSpec, str | None]:
         log, temp_dir = log_spec(self.log_dir, self.bootstrap, cluster=self.cluster_name,
@@ -219,9 +235,12 @@ class Launch:
         log = dataclasses.replace(log, signing_dir=self.signing_dir or default_signing_dir(log))
         layout = Layout(self.config, self.settings, self.brokers, log, Clock.starting_now(self.speed),
                         self.workload, self.clients, dict(self.domains), self.capacity, self.seed)
-        host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards)
+        pacer = (Pacer.make(self.settings.session_timeout_ms, layout.clock.origin_ms, self.speed)
+                 if self.pacing() else None)
+        host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards,
+                        pacing=pacer.spec if pacer is not None else None)
         return Fleet(layout, host, self.ray_namespace, self.max_restarts, self.detached,
-                     dict(self.actor_options), temp_dir)
+                     dict(self.actor_options), temp_dir, pacer=pacer)
 
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,

@@ -8,7 +8,7 @@
     lbctl clusters create-failure-domain [CLUSTER] --domain-name D --broker-list B1,B2
     lbctl clusters list-failure-domains [CLUSTER] | get-failure-domain | delete-failure-domain
     lbctl topics lookup TOPIC [--table] | bundle-range TOPIC
-    lbctl brokers list [CLUSTER] | leader-broker | healthcheck
+    lbctl brokers list [CLUSTER] [--table] | leader-broker | healthcheck
     lbctl broker-stats load-report [BROKER]
 
 Two transports meet the protocol, as an HTTP client library has one client over several
@@ -135,8 +135,10 @@ def register(sub: SubParsers, run: Runner) -> None:
     ranged = verb(topics, run, "bundle-range", "the range of the bundle a topic belongs to", _bundle_range)
     ranged.add_argument("topic", help="persistent://tenant/namespace/topic (or tenant/namespace/topic)")
     brokers = group(sub, "brokers", "registered brokers")
-    listing = verb(brokers, run, "list", "registered brokers with their bundles and load", _list_brokers)
+    listing = verb(brokers, run, "list", "registered brokers, one id per line", _list_brokers)
     listing.add_argument("cluster", nargs="?", default=None, help="cluster name (accepted, unused)")
+    listing.add_argument("--table", action="store_true",
+                         help="a table: id, URL, failure domain, bundles and load, then the leader")
     verb(brokers, run, "leader-broker", "the leader: its id and epoch", _leader)
     verb(brokers, run, "healthcheck", "ok if a leader is elected and a broker registered", _healthcheck)
     stats = group(sub, "broker-stats", "broker load data")
@@ -392,7 +394,13 @@ async def _bundle_range(admin: AdminTransport, args: argparse.Namespace) -> int:
 
 
 async def _list_brokers(admin: AdminTransport, args: argparse.Namespace) -> int:
-    print_brokers(args, await admin.brokers())
+    """pulsar-admin's ``CmdBrokers`` ``list``: one broker per line; ``--table`` (or ``--json``)
+    the whole brokers document."""
+    document = await admin.brokers()
+    if args.table or args.json:
+        print_brokers(args, document)
+    else:
+        emit_lines(args, [row["broker"] for row in document["brokers"]])
     return 0
 
 

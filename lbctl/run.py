@@ -64,7 +64,7 @@ from balancer.errors import MalformedInput
 from lbctl import numargs
 from lbctl.procmem import MemorySampler
 from lbctl.run_plot import check_plot_path, write_plot
-from lbctl.run_view import BrokerLine, Frame, PlainView, RichView, View
+from lbctl.run_view import BrokerLine, Frame, Pace, PlainView, RichView, View
 from lbctl.runstats import RunStats
 from lbctl.summary import summary
 from projections.moves import Move
@@ -295,11 +295,11 @@ async def run(spec: ClusterSpec, settings: Loaded, args: argparse.Namespace,
         stats = RunStats(start_ms=cluster.now_ms())
         view: View = RichView() if sys.stdout.isatty() and not args.plain else PlainView()
         try:
-            await drive(cluster, stats, view, spec, int(args.minutes * 60_000))
+            pace = await drive(cluster, stats, view, spec, int(args.minutes * 60_000))
         finally:
             view.close()
         print(summary(stats, spec, config, cluster, time.monotonic() - wall0, sampler.stop(),
-                      bundles=args.bundles))
+                      bundles=args.bundles, pace=pace))
         if args.plot is not None:
             title = f"{spec.brokers} brokers on {spec.host}, {spec.namespace}, {spec.topics} topics"
             print(f"plot: {write_plot(stats, Path(args.plot), title)}", flush=True)
@@ -312,8 +312,10 @@ async def run(spec: ClusterSpec, settings: Loaded, args: argparse.Namespace,
     return 0
 
 
-async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec, total_ms: int) -> None:
-    """Let ``total_ms`` of cluster time pass, paced to ``spec.speed``, feeding the view."""
+async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec, total_ms: int) -> Pace:
+    """Let ``total_ms`` of cluster time pass, paced to ``spec.speed``, feeding the view; how
+    cluster time kept up with the wall clock meanwhile (it runs slower on a host that cannot
+    keep the speed, and the run takes longer)."""
     wall0 = next_frame = time.monotonic()
     recent: deque[Move] = deque(maxlen=10)
     while True:
@@ -321,14 +323,19 @@ async def drive(cluster: Cluster, stats: RunStats, view: View, spec: ClusterSpec
         recent.extend(fresh)
         elapsed = stats.tick(cluster.now_ms())
         stats.sample()
-        view.update(frame(cluster, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent), fresh)
+        shown = frame(cluster, stats, spec, elapsed, total_ms, time.monotonic() - wall0, recent)
+        view.update(shown, fresh)
         if elapsed >= total_ms:
-            return
+            stats.end(total_ms)
+            return shown.pace()
         step = FAST_STEP_MS if spec.speed <= 0 else max(1, int(FRAME_S * 1000 * spec.speed))
         await cluster.sleep(min(step, total_ms - elapsed))
         if spec.speed > 0:
             next_frame += FRAME_S
-            await asyncio.sleep(max(0.0, next_frame - time.monotonic()))
+            wait = next_frame - time.monotonic()
+            if not cluster.virtual:  # a clock that fell behind: wake when the run's time is up
+                wait = min(wait, (total_ms - stats.tick(cluster.now_ms())) / 1000 / spec.speed)
+            await asyncio.sleep(max(0.0, wait))
         else:
             await asyncio.sleep(0)  # as fast as possible, yet the web service answers meanwhile
 
@@ -342,7 +349,7 @@ def frame(cluster: Cluster, stats: RunStats, spec: ClusterSpec, elapsed: int, to
              for b in sorted(cluster.view.brokers)]
     leader, epoch = cluster.leader()
     return Frame(spec.host, spec.namespace, min(elapsed, total), total, wall_s, spec.speed, leader,
-                 epoch, lines, list(recent), stats.start_ms, len(stats.moves))
+                 epoch, lines, list(recent), stats.start_ms, len(stats.moves), list(stats.expiries))
 
 
 async def keep(cluster: Cluster, spec: ClusterSpec, directory: Path) -> None:

@@ -6,7 +6,12 @@ Invariants:
 - ``RichView`` redraws in place (``rich.live.Live``) and leaves its last frame on screen;
   ``PlainView`` writes one line per move as it happens and one progress line every
   ``every_ms`` of simulated time, flushed, so a pipe or a CI log shows progress;
-- times shown are simulated time since the run began (``HH:MM:SS``).
+- times shown are simulated time since the run began (``HH:MM:SS``);
+- each broker expiry is announced: ``PlainView`` prints one line per expiry as it comes,
+  ``RichView`` keeps them in red under the header;
+- when cluster time fell behind the wall clock x ``--speed`` by ``BEHIND_S`` or more (a host that
+  could not keep the speed: cluster time slowed rather than run ahead of its actors), both say by
+  how much and what speed was kept.
 """
 
 from __future__ import annotations
@@ -26,6 +31,36 @@ from projections.moves import Move
 
 BAR_WIDTH = 30
 RECENT = 10
+BEHIND_S = 1.0
+"""Wall seconds behind ``--speed`` from which a view and the summary say the run fell behind
+(below: the jitter of a frame)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How cluster time kept up with the wall clock: ``elapsed_ms`` of it in ``wall_s``."""
+
+    wall_s: float
+    elapsed_ms: int
+    speed: float
+
+    @property
+    def behind_s(self) -> float:
+        """Wall seconds more than ``elapsed_ms`` at ``speed`` take (0 for 'as fast as possible')."""
+        if self.speed <= 0:
+            return 0.0
+        return max(0.0, self.wall_s - self.elapsed_ms / 1000.0 / self.speed)
+
+    @property
+    def behind(self) -> bool:
+        return self.behind_s >= BEHIND_S
+
+    def kept(self) -> float:
+        """The speed kept: cluster seconds per wall second."""
+        return self.elapsed_ms / 1000.0 / self.wall_s if self.wall_s > 0 else self.speed
+
+    def text(self) -> str:
+        return f"{self.behind_s:.1f} s behind ({self.kept():.3g}x kept of {self.speed:g}x)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +87,11 @@ class Frame:
     recent: list[Move] = field(default_factory=list)
     start_ms: int = 0
     moves: int = 0
+    expiries: list[tuple[int, str]] = field(default_factory=list)
+    """(cluster time, broker) of every expiry so far (``RunStats.expiries``)."""
+
+    def pace(self) -> Pace:
+        return Pace(self.wall_s, self.elapsed_ms, self.speed)
 
 
 class View(Protocol):
@@ -74,6 +114,13 @@ def _speed(speed: float) -> str:
     return f"{speed:g}x" if speed > 0 else "max speed"
 
 
+EXPIRED = "no load report within the session timeout; its bundles go to other brokers"
+
+
+def expiry_text(at_ms: int, broker: str, start_ms: int) -> str:
+    return f"[{clock(at_ms - start_ms)}] EXPIRED  {broker}: {EXPIRED}"
+
+
 class PlainView:
     """Lines for a pipe or a log file."""
 
@@ -81,16 +128,22 @@ class PlainView:
         self.out = out or sys.stdout
         self.every_ms = every_ms
         self._next_ms = 0
+        self._announced = 0
 
     def update(self, frame: Frame, fresh: list[Move]) -> None:
         for move in fresh:
             print(move_text(move, frame.start_ms), file=self.out)
+        for at_ms, broker in frame.expiries[self._announced:]:
+            print(expiry_text(at_ms, broker, frame.start_ms), file=self.out)
+        self._announced = len(frame.expiries)
         if frame.elapsed_ms >= self._next_ms or frame.elapsed_ms >= frame.total_ms:
             self._next_ms = (frame.elapsed_ms // self.every_ms + 1) * self.every_ms
             loads = _plain_loads(frame)
+            pace = frame.pace()
+            behind = f" | {pace.text()}" if pace.behind else ""
             print(f"[{clock(frame.elapsed_ms)} / {clock(frame.total_ms)}] wall {frame.wall_s:.1f}s "
-                  f"leader {frame.leader or '-'} epoch {frame.epoch} | {loads} | moves {frame.moves}",
-                  file=self.out)
+                  f"leader {frame.leader or '-'} epoch {frame.epoch} | {loads} | moves {frame.moves}"
+                  f"{behind}", file=self.out)
         self.out.flush()
 
     def close(self) -> None:
@@ -133,7 +186,12 @@ def render(frame: Frame) -> RenderableType:
         ("sim ", "dim"), (f"{clock(frame.elapsed_ms)} / {clock(frame.total_ms)}", "bold cyan"),
         f" · {_speed(frame.speed)} · wall {frame.wall_s:.0f}s · ",
         ("leader ", "dim"), (f"{frame.leader or '-'} epoch {frame.epoch}", "bold magenta"))
-    return Group(header, Panel(_brokers(frame), title="brokers", title_align="left"),
+    pace = frame.pace()
+    if pace.behind:
+        header.append(f" · {pace.text()}", style="bold yellow")
+    warnings = [Text(expiry_text(at, broker, frame.start_ms), style="bold red")
+                for at, broker in frame.expiries[-RECENT:]]
+    return Group(header, *warnings, Panel(_brokers(frame), title="brokers", title_align="left"),
                  Panel(_moves(frame), title=f"bundle moves ({frame.moves})", title_align="left"))
 
 

@@ -9,6 +9,8 @@ Invariants:
   twice (a transfer after its unload) replaces the one listed;
 - a broker's load is the max resource usage (``balancer.load.max_usage``: CPU, direct memory,
   bandwidth in/out, as a fraction) of its latest report; a broker that left is dropped;
+- an expiry (``BrokerLeft`` with reason ``expired``) is kept in ``expiries`` (cluster time,
+  broker), in log order, so the live view announces each one;
 - balance is over the brokers that reported: ``max/mean`` of their loads and the population
   standard deviation; ``sample`` records it, the summary gives the last and the mean of samples;
 - total: a record whose typed event cannot be built (``events.usable``) folds nothing and is
@@ -60,6 +62,8 @@ class RunStats:
     anomalies: list[Anomaly] = field(default_factory=list)
     """Records no fold can use (``bad_event``), the newest ``KEPT_ANOMALIES``."""
     folded: MovesFold = field(default_factory=MovesFold)
+    expiries: list[tuple[int, str]] = field(default_factory=list)
+    """(cluster time, broker) of each broker the leader expired, in log order."""
 
     def fold(self, records: list[Record]) -> list[Move]:
         """Fold new records; the moves among them."""
@@ -88,6 +92,8 @@ class RunStats:
         elif isinstance(event, BrokerLeft):
             self.loads.pop(env.key, None)
             self.msg_rates.pop(env.key, None)
+            if event.reason == "expired":
+                self.expiries.append((env.ts_ms, event.broker_id))
         elif isinstance(event, LeaderElected) and event.epoch >= self.epoch:
             self.epoch, self.leader_id = event.epoch, event.leader_id
         change = self.folded.take(record)
@@ -127,6 +133,11 @@ class RunStats:
         """Note the cluster's clock; the run's elapsed time."""
         self.now_ms = max(self.now_ms, now_ms)
         return self.elapsed_ms()
+
+    def end(self, total_ms: int) -> None:
+        """The run lasted ``total_ms`` of cluster time: a driver that looked after the end (a
+        late wake-up, cluster time running on meanwhile) does not lengthen it."""
+        self.now_ms = min(self.now_ms, self.start_ms + total_ms)
 
     def elapsed_ms(self) -> int:
         return max(0, self.now_ms - self.start_ms)

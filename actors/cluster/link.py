@@ -6,7 +6,8 @@ time as the client sees it, ``LinkFleet`` starts, crashes and asks single bodies
 
 A ``Cluster`` writes every verb once; a link is what differs between hosts: how a command
 reaches a body, how the client's view is fed, and what a second is. ``RayLink`` runs each body as
-a Ray actor on the wall clock (sped up by ``speed``); ``InProcLink`` runs every body in this
+a Ray actor on the wall clock (sped up by ``speed``; on one machine a paced clock that stands
+still for a late actor, ``actors.runtime.paced``); ``InProcLink`` runs every body in this
 process on a virtual clock, so a simulated hour costs seconds.
 
 Invariants:

@@ -1,7 +1,8 @@
 """``RayLink``: the cluster's bodies as named Ray actors, on the wall clock (sped up by ``speed``).
 
 ``start`` launches Ray (local unless an address is given), the log (an embedded directory or
-Kafka) and one actor per body; ``connect`` attaches to a running cluster by its Ray namespace,
+Kafka), the paced clock when Ray runs on this machine (``actors.runtime.paced``: cluster time
+stands still for a late actor) and one actor per body; ``connect`` attaches to a running cluster by its Ray namespace,
 which a ``conf/cluster.yaml`` or the embedded log directory's ``ray.json`` names.
 
 Invariants:
@@ -36,6 +37,7 @@ from actors.deploy import (
     remove_ray_file,
     write_ray_file,
 )
+from actors.runtime.paced import PaceReport
 from actors.runtime.ray import (
     Handle,
     HostSpec,
@@ -69,6 +71,8 @@ class RayLink:
         self.config, self.settings = config, settings
         self.ray_namespace, self._ray_started, self.fleet = ray_namespace, ray_started, fleet
         self._lock_fd = lock_fd
+        self.reading = host.reading()
+        """The cluster's time as the actors read it (the paced clock when there is one)."""
 
     # -- life ------------------------------------------------------------------------------
     @classmethod
@@ -187,7 +191,12 @@ class RayLink:
         await asyncio.sleep(max(MIN_SLEEP_S, self.host.clock.wall_s(ms)))
 
     def now_ms(self) -> int:
-        return self.host.clock.now_ms()
+        return self.reading.now_ms()
+
+    def pace(self) -> PaceReport | None:
+        """How long the paced clock stood still for late actors (None: no paced clock run by
+        this process)."""
+        return self.fleet.pacer.report() if self.fleet is not None and self.fleet.pacer else None
 
     def retry_s(self) -> float:
         return max(0.2, self.host.clock.wall_s(self.settings.lookup_retry_ms))
@@ -263,7 +272,7 @@ def _view(config: LoadBalancerConfig, host: HostSpec, poll_s: float) -> ClientVi
     the bodies' (``snapshots/client``), so a connect folds only the tail, and so that retention
     may drop records the view already holds."""
     retain = config.embedded_log_retention_enabled
-    return ClientView(config, host.log.open(host.clock), poll_s=poll_s,
+    return ClientView(config, host.log.open(host.reading()), poll_s=poll_s,
                       snapshots=host.log.snapshots(retain=retain))
 
 

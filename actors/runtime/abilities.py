@@ -11,9 +11,12 @@ lacking one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from events.envelope import Envelope
+
+if TYPE_CHECKING:
+    from actors.runtime.paced import PaceReport
 
 
 @runtime_checkable
@@ -60,3 +63,11 @@ class DirectoryStore(Protocol):
     """A snapshot store on a disk, named where a start found no snapshot."""
 
     directory: Path
+
+
+@runtime_checkable
+class PacedLink(Protocol):
+    """A link whose cluster time is a paced clock that this process runs (``RayLink``): it
+    says how long that clock stood still for late actors."""
+
+    def pace(self) -> PaceReport | None: ...

@@ -19,7 +19,10 @@ Invariants:
   actor named ``leader`` (one leader actor, restarted by Ray; each restart campaigns for a new
   epoch and fences the old one);
 - handles are looked up by name off the event loop (``ray.get_actor`` blocks) and cached; a
-  handle whose actor died for good is dropped and looked up again next time.
+  handle whose actor died for good is dropped and looked up again next time;
+- an actor reads the cluster's paced clock when ``HostSpec.pacing`` names one its machine holds
+  (``actors.runtime.paced``), else ``HostSpec.clock``; once recovered it beats from its event
+  loop, so a late loop stops cluster time for all, and leaves the clock on ``stop``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -38,8 +42,9 @@ from ray.exceptions import RayError
 
 from actors.runtime.bodies import BodySpec
 from actors.runtime.heap import HeapSettler
+from actors.runtime.paced import Heartbeat, PacedClock, PacingSpec, readable
 from actors.runtime.realtime import Answer, LiveHost
-from actors.runtime.specs import Clock, LogSpec
+from actors.runtime.specs import Clock, ClockReading, LogSpec
 from balancer.errors import InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets
@@ -64,12 +69,26 @@ class HostSpec:
     poll_s: float = 0.01
     """Wall seconds between two looks at the embedded log for news (Kafka pushes)."""
     namespace_shards: int = 1
+    pacing: PacingSpec | None = None
+    """The cluster's paced clock (``actors.runtime.paced``), read by every process that runs on
+    its machine; None: each process reads ``clock``."""
 
     def __post_init__(self) -> None:
         if not 0 < self.tick_s <= 1.0:
             raise InvalidInput(f"tick_s={self.tick_s}: ticks come every (0, 1] s", value=self.tick_s)
         if not 0 < self.poll_s <= 1.0:
             raise InvalidInput(f"poll_s={self.poll_s}: must be in (0, 1] s", value=self.poll_s)
+
+    def reading(self) -> ClockReading:
+        """The cluster's time as this process reads it: the paced clock when it can, else
+        ``clock`` (named in the log: the two may disagree by the time the paced one stood still)."""
+        if readable(self.pacing):
+            assert self.pacing is not None
+            return PacedClock(self.pacing, self.clock.speed, self.clock.origin_ms)
+        if self.pacing is not None:
+            logger.warning("no paced clock at %s on this machine: reading the wall clock",
+                           self.pacing.directory)
+        return self.clock
 
 
 class BodyActor:
@@ -80,11 +99,16 @@ class BodyActor:
         logging.basicConfig(level=logging.WARNING)
         self.spec, self.body_spec = spec, body
         writer = body.name if body.transactional else None
-        log = spec.log.open(spec.clock, writer=writer, role=body.kind, identity=body.identity)
-        self.host = LiveHost(body.build(), log, spec.clock, RayTransport(namespace), shards=spec.namespace_shards,
+        clock = spec.reading()
+        log = spec.log.open(clock, writer=writer, role=body.kind, identity=body.identity)
+        self.host = LiveHost(body.build(), log, clock, RayTransport(namespace), shards=spec.namespace_shards,
                              tick_s=spec.tick_s, poll_s=spec.poll_s, rebuild=body.build,
                              snapshots=spec.log.snapshots(retain=body.config.embedded_log_retention_enabled))
         await self.host.start()
+        # Waited for by the paced clock once it answers: a recovery never holds the cluster's time.
+        self.heartbeat = Heartbeat(spec.pacing, body.name) if isinstance(clock, PacedClock) and spec.pacing else None
+        if self.heartbeat is not None:
+            self.heartbeat.start()
         # Everything alive now (Ray, aiokafka, the replayed history) lives as long as the actor,
         # and so does most of what a storm adds: frozen, a full collection no longer walks it
         # (one took ~40 ms here, a stall that every lookup and transfer passing through this
@@ -134,8 +158,15 @@ class BodyActor:
                 "settings": self.body_spec.settings, "pid": os.getpid()}
 
     async def stop(self) -> None:
-        """Close the log cleanly (before the actor is killed)."""
+        """Close the log cleanly (before the actor is killed); no longer waited for."""
+        if self.heartbeat is not None:
+            await self.heartbeat.stop()
         await self.host.close()
+
+    async def stall(self, seconds: float) -> None:
+        """A fault: block this actor's event loop for ``seconds`` of wall time, as a process the
+        machine does not run for a while (tests, demonstrations of the paced clock)."""
+        time.sleep(seconds)  # blocking the loop is the point
 
 
 _RemoteBodyActor = ray.remote(BodyActor)

@@ -35,7 +35,8 @@ Invariants:
   also written by the leader when it expires the broker) continues after the other writer's
   records;
 - time is ``Clock.now_ms``: the wall clock, sped up by ``speed`` from ``origin_ms`` (every process
-  of a cluster shares the origin, so they agree on the time and the envelopes carry it);
+  of a cluster shares the origin, so they agree on the time and the envelopes carry it), or the
+  cluster's paced clock, which stands still while a member is late (``actors.runtime.paced``);
 - a failure inside a loop (a body bug, a log outage) is logged and the loop goes on; an append
   that fails is the command's error, as in the in-process host.
 """
@@ -64,7 +65,7 @@ from actors.runtime.cursor import LogCursor, read_new, subscribe
 from actors.runtime.executor import execute, execute_group
 from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, count_group, take_group
 from actors.runtime.history import LogLimits, limits, past_end, require_history
-from actors.runtime.specs import Clock
+from actors.runtime.specs import ClockReading
 from actors.runtime.tasks import cancel_all
 from actors.settings import route
 from actors.snapshots import (
@@ -101,7 +102,7 @@ class Transport(Protocol):
 class LiveHost:
     """Hosts one body: recover, follow, tick, answer commands, execute effects."""
 
-    def __init__(self, body: Body, log: EventLog, clock: Clock, transport: Transport, *,
+    def __init__(self, body: Body, log: EventLog, clock: ClockReading, transport: Transport, *,
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
                  snapshots: SnapshotStore | None = None,
                  snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,

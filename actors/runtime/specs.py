@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from actors.retention import SNAPSHOT_DIR, RetainingSnapshots
 from actors.snapshots import (
@@ -37,6 +38,15 @@ def default_snapshot_root() -> str:
     on (``$XDG_STATE_HOME/bundle-balancer``, else ``~/.local/state/bundle-balancer``)."""
     state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(state_home, "bundle-balancer")
+
+
+class ClockReading(Protocol):
+    """What a host reads of the cluster's time: ``Clock``, or a cluster's shared paced clock
+    (``actors.runtime.paced``)."""
+
+    def now_ms(self) -> int: ...
+
+    def wall_s(self, virtual_ms: float) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +118,7 @@ class LogSpec:
     def kind(self) -> str:
         return "local" if self.directory is not None else "kafka"
 
-    def open(self, clock: Clock, *, writer: str | None = None, role: str | None = None,
+    def open(self, clock: ClockReading, *, writer: str | None = None, role: str | None = None,
              identity: str | None = None) -> EventLog:
         """A handle on the log; ``writer`` names a transactional writer (Kafka), ``role`` the
         kind of actor whose Kafka credentials it uses (None: the process's own), ``identity``

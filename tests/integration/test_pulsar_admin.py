@@ -193,7 +193,9 @@ def readme_walkthrough(via: list[str], url: str) -> None:
     assert "split " in ok("namespaces", "split-bundle", DEFAULT, "-bt", "LARGEST", "-san",
                           "topic_count_equally_divide", "-u")
     assert ok("topics", "lookup", "persistent://public/default/topic-00001").startswith("pulsar://broker-")
-    assert "leader: leader" in ok("brokers", "list")
+    listed = ok("brokers", "list").splitlines()  # one id per line, as pulsar-admin prints them
+    assert "broker-1" in listed and all(line.startswith("broker-") for line in listed)
+    assert "leader: leader" in ok("brokers", "list", "--table")
     assert json.loads(ok("broker-stats", "load-report", "--json"))["pulsarServiceUrl"] == "pulsar://broker-1:6650"
     assert f"{owned['range']}: " in ok("explain", f"{DEFAULT}/{owned['range']}")
     ok("namespaces", "create", "public/rest", "-b", "2")

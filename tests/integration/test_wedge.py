@@ -146,7 +146,7 @@ def test_one_record_at_the_end_of_a_range_wedges_nothing(
     # The bundle is unowned now: its lookup needs the leader to place it.
     topic = _topic_in(state, ns, owned[0])
     assert "broker-" in _verb(capsys, "topics", "lookup", topic, *where)
-    leader = _verb(capsys, "brokers", "list", *where).splitlines()[-1]
+    leader = _verb(capsys, "brokers", "list", "--table", *where).splitlines()[-1]
     assert "leader: leader (epoch" in leader and str(TOP) not in leader
     assert "DEAD" not in _verb(capsys, "log", "tail", *logged).replace(f"DEAD 0:{offset}\t", "")
 

@@ -195,6 +195,8 @@ def test_topics_lookup_assigns_an_unowned_bundle(host: InProcessHost, capsys: py
 def test_brokers_list_and_load_report(host: InProcessHost, capsys: pytest.CaptureFixture[str]) -> None:
     host.advance(10_000)
     code, out, _ = lbctl(capsys, "brokers", "list")
+    assert (code, out) == (0, "broker-1\nbroker-2\nbroker-3\n")  # one per line, as pulsar-admin
+    code, out, _ = lbctl(capsys, "brokers", "list", "--table")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["BROKER", "URL", "DOMAIN", "BUNDLES", "LOAD"]

@@ -3,6 +3,7 @@ moves by reason, unloads/h, peak memory); its pieces (run statistics, /proc memo
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -33,6 +34,7 @@ def test_a_short_run_finishes_and_prints_the_summary(capsys: pytest.CaptureFixtu
     assert code == 0
     summary = out[out.index("summary:"):]
     assert "simulated 00:12:00" in summary and "leader leader, epoch 1" in summary
+    assert "brokers expired: none" in summary and "pace:" not in summary  # as fast as possible
     assert "max/mean" in summary and "std" in summary
     moves = summary[summary.index("moves by reason:"):summary.index("unloads/h")]
     assert "split     MsgRate" in moves and "unload    split" in moves  # hot bundles split, children unloaded
@@ -49,7 +51,10 @@ def test_the_speed_paces_the_run_in_wall_time(capsys: pytest.CaptureFixture[str]
     started = time.monotonic()
     assert main([*SHORT, "--minutes", "3", "--speed", "300"]) == 0  # 180 s at 300x: 0.6 s
     assert time.monotonic() - started >= 0.55
-    assert "simulated 00:03:00" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "simulated 00:03:00" in out
+    pace = next(line for line in out.splitlines() if line.startswith("  pace: "))
+    assert pace == "  pace: kept 300x" or " behind (" in pace, pace  # a busy host falls behind
 
 
 def test_keep_records_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,3 +187,34 @@ def test_a_hundred_brokers_show_as_a_spread_with_the_busiest_and_idlest() -> Non
     screen = console.file.getvalue()  # type: ignore[attr-defined]
     assert "broker-099" in screen and "broker-001" in screen and "broker-050" not in screen
     assert "100 brokers (99 reporting)" in screen
+
+
+def test_views_announce_each_expiry_once_and_say_how_far_behind_the_run_fell() -> None:
+    late = Frame("ray", "public/default", 300_000, 3_600_000, 6.6, 60.0, "leader", 1,
+                 [BrokerLine("broker-1", 0.5, 8, 10.0)], [], 0, 0, [(125_000, "broker-2")])
+    assert late.pace().behind and late.pace().text() == "1.6 s behind (45.5x kept of 60x)"
+    out = io.StringIO()
+    view = PlainView(out)
+    view.update(late, [])
+    view.update(dataclasses.replace(late, elapsed_ms=310_000, wall_s=6.7), [])
+    lines = out.getvalue().splitlines()
+    expiries = [line for line in lines if "EXPIRED" in line]
+    assert expiries == ["[00:02:05] EXPIRED  broker-2: no load report within the session timeout; "
+                        "its bundles go to other brokers"]
+    assert lines[1].endswith("| 1.6 s behind (45.5x kept of 60x)")
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    console.print(render(late))
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "1.6 s behind (45.5x kept of 60x)" in screen and "EXPIRED  broker-2" in screen
+    on_time = dataclasses.replace(late, wall_s=5.2, expiries=[])
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    console.print(render(on_time))
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "behind" not in screen and "EXPIRED" not in screen
+
+
+def test_run_stats_keep_expiries_not_graceful_leaves() -> None:
+    stats = RunStats(start_ms=0)
+    stats.fold([_record(0, "BrokerLeft", "broker-2", {"broker_id": "broker-2", "reason": "expired"}, 90_000),
+                _record(1, "BrokerLeft", "broker-3", {"broker_id": "broker-3", "reason": "graceful"}, 95_000)])
+    assert stats.expiries == [(90_000, "broker-2")]
