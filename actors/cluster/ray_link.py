@@ -153,11 +153,12 @@ class RayLink:
 
     async def close(self) -> None:
         try:
+            # The view first: it reads the log, which the fleet's close may remove (a temporary one).
+            await self.view.close()
             if self.fleet is not None:
                 await self.fleet.close()
                 if self.host.log.directory is not None:
                     remove_ray_file(self.host.log.directory)
-            await self.view.close()
             await self.transport.close()
         finally:
             if self._ray_started:
