@@ -17,7 +17,14 @@ from actors.leader_view import check_domain
 from actors.limits import check_command
 from actors.namespace import NamespaceBody
 from balancer.errors import InvalidInput, LoadBalancerError, UnsplittableBundle
-from events.catalog import Command, PauseBalancer, ResumeBalancer, SetFailureDomain, SplitBundle
+from events.catalog import (
+    Command,
+    PauseBalancer,
+    ResumeBalancer,
+    ReviewProposal,
+    SetFailureDomain,
+    SplitBundle,
+)
 
 SELECTED = ("LARGEST", "HOT")
 """Split targets the writer picks from bundle loads the client may not have seen yet."""
@@ -29,8 +36,8 @@ def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     if isinstance(command, SetFailureDomain):
         check_domain(follower.brokers, follower.ownership.failure_domains, command)
         return
-    if isinstance(command, PauseBalancer | ResumeBalancer):
-        return  # ``Cluster.pause_balancer`` judged the duration; the leader judges it again
+    if isinstance(command, PauseBalancer | ResumeBalancer | ReviewProposal):
+        return  # ``Cluster`` judged the duration or the verdict; the leader judges it again
     judge = NamespaceBody(follower.config)
     judge.ownership, judge.brokers, judge.epoch = follower.ownership, follower.brokers, follower.epoch
     try:

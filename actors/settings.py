@@ -23,6 +23,7 @@ from events.catalog import (
     LookupBundle,
     PauseBalancer,
     ResumeBalancer,
+    ReviewProposal,
     SetFailureDomain,
 )
 
@@ -99,7 +100,7 @@ def broker_body_name(broker_id: str) -> str:
 
 def route(command: Command, shards: int = 1) -> str:
     """The body name that handles ``command`` (``LEADER`` for the current leader)."""
-    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer):
+    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer | ReviewProposal):
         return LEADER
     if isinstance(command, LookupBundle | DrainBundle):
         return LEADER  # the leader chooses the broker

@@ -58,6 +58,10 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "BalancerPaused": (1, ("by", "reason", "since_ms", "until_ms")),
     "BalancerResumed": (1, ("at_ms", "by", "since_ms")),
     "LeaderHeartbeat": (1, ("leader_id",)),
+    "ProposalApproved": (1, ("at_ms", "by", "proposal_id")),
+    "ProposalRejected": (1, ("at_ms", "by", "note", "proposal_id")),
+    "ProposalCancelled": (1, ("at_ms", "bundles", "by", "proposal_id")),
+    "ProposalStale": (1, ("at_ms", "proposal_id", "reason")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -71,6 +75,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "ConfirmSplit": (1, ("boundaries", "children", "command_id", "epoch", "owner", "parent")),
     "PauseBalancer": (1, ("by", "command_id", "duration_ms", "epoch", "reason")),
     "ResumeBalancer": (1, ("by", "command_id", "epoch")),
+    "ReviewProposal": (1, ("by", "command_id", "epoch", "note", "proposal_id", "verdict")),
 }
 
 
@@ -85,9 +90,9 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 def test_the_contract_lists_are_complete() -> None:
     # contracts §1 (17 events; the mirror's SourceMessageRejected and ShedderUnloadsCounted; 7 of
     # proposals and their executions; the operator's pause and resume) and §2 (10 commands, and
-    # pause and resume)
-    assert len(EVENTS) == 28
-    assert len(COMMANDS) == 12
+    # pause and resume; the verdicts on the leader's proposals and their command)
+    assert len(EVENTS) == 32
+    assert len(COMMANDS) == 13
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
 
