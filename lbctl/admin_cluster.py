@@ -144,6 +144,17 @@ class ClusterTransport:
     async def balancer_status(self, timeout_s: float) -> Doc:
         return await self.cluster.balancer_status(timeout_s=timeout_s)
 
+    async def proposals(self) -> list[Doc]:
+        return (await self.cluster.proposals()).listing()
+
+    async def proposal(self, proposal_id: str) -> Doc:
+        return (await self.cluster.proposals()).entry(proposal_id).to_dict()
+
+    async def review_proposal(self, proposal_id: str, verdict: str, note: str) -> Doc:
+        receipt = await self.cluster.review_proposal(proposal_id, verdict, who(), note)
+        kind, payload = receipt.events[0]
+        return {"event": kind, **payload}
+
 
 def _event(receipt: Receipt, kind: str) -> Mapping[str, Any]:
     payload = receipt.first(kind)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import quote
 
 from balancer.topics import TopicName
 from lbctl.admin_http import AdminHttp
@@ -139,6 +140,16 @@ class HttpTransport:
 
     async def balancer_status(self, timeout_s: float) -> Doc:
         return dict(await self._call("GET", f"{BB}/balancer/status"))
+
+    async def proposals(self) -> list[Doc]:
+        return [dict(p) for p in await self._call("GET", f"{BB}/proposals")]
+
+    async def proposal(self, proposal_id: str) -> Doc:
+        return dict(await self._call("GET", f"{BB}/proposals/{quote(proposal_id, safe='')}"))
+
+    async def review_proposal(self, proposal_id: str, verdict: str, note: str) -> Doc:
+        path = f"{BB}/proposals/{quote(proposal_id, safe='')}/{quote(verdict, safe='')}"
+        return dict(await self._call("POST", path, {"note": note}))
 
 
 def _lookup_path(topic: str) -> str:

@@ -16,10 +16,11 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.errors import UnknownProposal
 from balancer.proposals import (
     APPROVED,
     AUTO,
@@ -42,6 +43,7 @@ from events.catalog import (
     TransferPrepared,
     UnloadRequested,
 )
+from events.log.port import Record
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
@@ -115,6 +117,8 @@ class ProposalBook:
     """The leader's proposals (modes ``auto`` and ``review``) and their statuses."""
 
     entries: dict[str, Entry] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+    """Records of a watched type that did not decode, named by position."""
 
     def fold(self, event: Message, ts_ms: int) -> None:
         if isinstance(event, ProposalRecorded):
@@ -148,6 +152,15 @@ class ProposalBook:
         elif isinstance(event, ProposalStale) and entry.status in (PENDING, APPROVED):
             entry.status, entry.at_ms, entry.reason = STALE, event.at_ms, event.reason
 
+    def entry(self, proposal_id: str) -> Entry:
+        """The proposal ``proposal_id``; an unknown one is named (``UnknownProposal``)."""
+        found = self.entries.get(proposal_id)
+        if found is None:
+            known = ", ".join(list(self.entries)[-5:]) or "none yet"
+            raise UnknownProposal(f"proposal {proposal_id!r} does not exist (the newest: {known})",
+                                  value=proposal_id)
+        return found
+
     def status_of(self, proposal_id: str) -> str | None:
         entry = self.entries.get(proposal_id)
         return None if entry is None else entry.state
@@ -159,3 +172,19 @@ class ProposalBook:
         """Every kept proposal, oldest first, without its moves' details."""
         return [{k: v for k, v in e.to_dict().items() if k not in ("moves", "predicted")}
                 | {"moves": len(e.proposal.moves)} for e in self.entries.values()]
+
+
+def proposal_book(records: Iterable[Record]) -> ProposalBook:
+    """Fold ``records`` (log order) into the book; a record that does not decode is named."""
+    book = ProposalBook()
+    for record in records:
+        envelope = record.envelope
+        if envelope.type not in WATCHED:
+            continue
+        try:
+            event = envelope.typed
+        except Exception as exc:  # named, never skipped in silence
+            book.unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
+            continue
+        book.fold(event, envelope.ts_ms)
+    return book

@@ -15,7 +15,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin, control, observe, session
+from web import admin, control, observe, proposals, session
 from web.auth import WebAuth
 from web.limits import WebLimits
 from web.observe.settings import ObserveSettings
@@ -40,4 +40,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
     observe.add_routes(app, cluster, cluster_name=cluster_name, settings=observe_settings)
     admin.add_routes(app, cluster, cluster_name=cluster_name)
     control.add_routes(app, cluster)
+    proposals.add_routes(app, cluster)
     return app

@@ -8,16 +8,21 @@ proposal cannot take is refused naming it, and nothing is recorded.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from actors.api import Cluster
+from actors.cluster.inproc_link import InProcLink
 from actors.runtime import InProcessHost
 from actors.settings import LEADER
 from balancer.errors import ProposalClosed, UnknownProposal
 from balancer.proposals import ProposedMove, Staleness, predict, stale_reason, verdict_refusal
 from events.catalog import ReviewProposal
+from lbctl.attach import using
 from projections.control import control_history
 from projections.proposals import ProposalBook
-from tests.actors.test_control import MINUTE, shed_host
+from tests.actors.test_control import MINUTE, lbctl, shed_host
 from tests.support.cluster_scenarios import assert_consistent, shed_events
 
 
@@ -156,3 +161,31 @@ def test_an_unknown_proposal_is_named() -> None:
 def _raise(reply: object) -> None:
     if isinstance(reply, Exception):
         raise reply
+
+
+# -- lbctl ------------------------------------------------------------------------------------
+
+
+def test_lbctl_proposals_list_show_approve_and_bad_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    host = shed_host(loadBalancerExecution="review")
+    pid = first_pending(host)
+    with using(Cluster(InProcLink(host))):
+        code, out, _ = lbctl(capsys, "proposals", "list")
+        assert code == 0 and pid in out and "pending" in out
+        code, out, _ = lbctl(capsys, "proposals", "show", pid)
+        assert code == 0 and f"proposal {pid}: pending (review, ThresholdShedder" in out
+        assert "predicted max/mean throughput" in out and "broker-1 ->" in out
+        count = len(host.records)
+        code, _, err = lbctl(capsys, "proposals", "approve", "shed-1")
+        assert code == 2 and "proposal 'shed-1' does not exist" in err and err.count("\n") == 1
+        assert len(host.records) == count  # nothing recorded
+        code, out, _ = lbctl(capsys, "proposals", "approve", pid)
+        assert code == 0 and f"proposal {pid} approved by lbctl:" in out
+        count = len(host.records)
+        code, _, err = lbctl(capsys, "proposals", "reject", pid)
+        assert code == 2 and f"proposal '{pid}' is approved: only a pending one can be rejected" in err
+        assert len(host.records) == count
+        code, out, _ = lbctl(capsys, "proposals", "list", "--json")
+        listed = {p["id"]: p for p in json.loads(out)}
+        assert listed[pid]["by"].startswith("lbctl:") and listed[pid]["status"] in ("approved", "executed")
+    assert_consistent(host)
