@@ -39,7 +39,7 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
     if leader is None:
         return {"state": "stalled", "stalled": ["no leader: no body holds the newest epoch"],
                 "leader": None, "paused": None, "throttle": None, "lastCycle": None,
-                "movesLastHour": None, "foldLag": None}
+                "movesLastHour": None, "foldLag": None, "proposals": None}
     control: dict[str, Any] = dict(leader["control"])
     control["nowMs"] = now = max(int(control["nowMs"]), int(leader.get("now_ms") or 0))
     pause = control["paused"]
@@ -60,7 +60,8 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
             "nowMs": control["nowMs"], "paused": control["paused"],
             "executing": {"done": planned - waiting, "of": planned} if waiting else None,
             "throttle": throttle, "lastCycle": control["lastCycle"],
-            "movesLastHour": control["movesLastHour"], "foldLag": lag, "maxPauseMs": control["maxPauseMs"]}
+            "movesLastHour": control["movesLastHour"], "foldLag": lag, "maxPauseMs": control["maxPauseMs"],
+            "proposals": leader.get("proposals")}
 
 
 def _stalled(config: LoadBalancerConfig, control: Mapping[str, Any], lag: int,
@@ -107,10 +108,18 @@ def status_text(document: Mapping[str, Any]) -> str:
         lines += [f"leader: {document['leader']} (epoch {document['epoch']}), cluster time {document['nowMs']} ms",
                   f"last cycle: {outcome}",
                   f"moves in the last hour: {document['movesLastHour']}",
+                  *_proposals_line(document.get("proposals")),
                   f"throttle: {throttle['inFlight']} in flight, {len(throttle['queue'])} queued; caps "
                   f"{caps['perBroker']}/broker, {caps['cluster']} in the cluster, {caps['perMinute']}/min"]
         lines += [f"  queued: {q['bundle']} (from {q['src']})" for q in throttle["queue"]]
     return "\n".join(lines)
+
+
+def _proposals_line(proposals: Mapping[str, Any] | None) -> list[str]:
+    if not proposals:
+        return []
+    return [f"proposals: {proposals['pending']} pending (loadBalancerExecution={proposals['mode']}; "
+            "`lbctl proposals list`)"]
 
 
 def _headline(document: Mapping[str, Any]) -> str:

@@ -44,6 +44,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
+from projections.control import is_shedding, started_ms
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
@@ -188,3 +189,58 @@ def proposal_book(records: Iterable[Record]) -> ProposalBook:
             continue
         book.fold(event, envelope.ts_ms)
     return book
+
+
+@dataclass
+class ApprovalHistory:
+    """The audit's rule over a recorded history: in review mode no shedding move starts without
+    an approved proposal that was neither stale, rejected nor cancelled when it started.
+
+    A move names its proposal in its decision (``proposal``); a move of a ``review`` proposal is
+    judged whatever the configuration says, and with ``review`` (the configuration's mode) a
+    shedding move that names no proposal is one too. Records may come in any partition order:
+    everything is collected first, then judged by the leader's times."""
+
+    review: bool = False
+    modes: dict[str, str] = field(default_factory=dict)
+    approved: dict[str, tuple[int, str]] = field(default_factory=dict)
+    closed: dict[str, tuple[int, str]] = field(default_factory=dict)
+    moves: list[tuple[str, str | None, int]] = field(default_factory=list)
+    """(bundle, the proposal it names, when it started)."""
+
+    def take(self, event: Message, ts_ms: int) -> None:
+        if isinstance(event, ProposalRecorded):
+            self.modes.setdefault(event.proposal_id, event.mode)
+        elif isinstance(event, ProposalApproved):
+            self.approved.setdefault(event.proposal_id, (event.at_ms, event.by))
+        elif isinstance(event, ProposalRejected | ProposalCancelled | ProposalStale):
+            status = {ProposalRejected: REJECTED, ProposalCancelled: CANCELLED}.get(type(event), STALE)
+            self.closed.setdefault(event.proposal_id, (event.at_ms, status))
+        elif isinstance(event, UnloadRequested | TransferPrepared) and is_shedding(event):
+            decision = event.decision if isinstance(event.decision, dict) else {}
+            named = decision.get("proposal")
+            self.moves.append((event.bundle, None if named is None else str(named), started_ms(event, ts_ms)))
+
+    def violations(self) -> list[tuple[str, int, str]]:
+        """(bundle, start, one line) for each move the rule refuses."""
+        out: list[tuple[str, int, str]] = []
+        for bundle, pid, start in self.moves:
+            why = self._why(pid, start)
+            if why is not None:
+                out.append((bundle, start, f"{start}: shedding move of {bundle} {why}"))
+        return out
+
+    def _why(self, pid: str | None, start: int) -> str | None:
+        if pid is None:
+            return "named no proposal (loadBalancerExecution=review)" if self.review else None
+        mode = self.modes.get(pid)
+        if mode != REVIEW and not (self.review and mode is None):
+            return None
+        approved, closed = self.approved.get(pid), self.closed.get(pid)
+        if closed is not None and closed[0] <= start:
+            return f"ran proposal {pid}, {closed[1]} at {closed[0]}"
+        if approved is None:
+            return f"ran proposal {pid}, never approved"
+        if approved[0] > start:
+            return f"ran proposal {pid} before its approval at {approved[0]}"
+        return None

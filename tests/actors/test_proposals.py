@@ -19,11 +19,20 @@ from actors.settings import LEADER
 from balancer.errors import ProposalClosed, UnknownProposal
 from balancer.proposals import ProposedMove, Staleness, predict, stale_reason, verdict_refusal
 from events.catalog import ReviewProposal
+from events.log.port import Record
 from lbctl.attach import using
 from projections.control import control_history
-from projections.proposals import ProposalBook
+from projections.explain import moves_of, render
+from projections.proposals import ApprovalHistory, ProposalBook
 from tests.actors.test_control import MINUTE, lbctl, shed_host
 from tests.support.cluster_scenarios import assert_consistent, shed_events
+
+
+def approval_violations(records: list[Record], *, review: bool) -> list[tuple[str, int, str]]:
+    history = ApprovalHistory(review=review)
+    for record in records:
+        history.take(record.envelope.typed, record.envelope.ts_ms)
+    return history.violations()
 
 
 def book(host: InProcessHost) -> ProposalBook:
@@ -111,6 +120,14 @@ def test_review_mode_moves_nothing_until_approved_and_records_who() -> None:
     assert entry.status == "approved" and entry.started
     history = control_history(host.records)
     assert history.violations() == []
+    # The audit's rule holds on this log, and bites on the same log without the approval.
+    assert approval_violations(host.records, review=True) == []
+    unapproved = [r for r in host.records if r.envelope.type != "ProposalApproved"]
+    assert {b for b, _, _ in approval_violations(unapproved, review=True)} == entry.started
+    # explain names the proposal behind the move and who approved it.
+    moved = sorted(entry.started)[0]
+    story = render(moved, moves_of(moved, host.records))
+    assert f"proposal {pid} (review mode, " in story and "approved by lbctl:test at " in story
     assert_consistent(host)
 
 
@@ -175,6 +192,8 @@ def test_lbctl_proposals_list_show_approve_and_bad_ids(capsys: pytest.CaptureFix
         code, out, _ = lbctl(capsys, "proposals", "show", pid)
         assert code == 0 and f"proposal {pid}: pending (review, ThresholdShedder" in out
         assert "predicted max/mean throughput" in out and "broker-1 ->" in out
+        code, out, _ = lbctl(capsys, "balancer", "status")
+        assert code == 0 and "proposals: 1 pending (loadBalancerExecution=review" in out
         count = len(host.records)
         code, _, err = lbctl(capsys, "proposals", "approve", "shed-1")
         assert code == 2 and "proposal 'shed-1' does not exist" in err and err.count("\n") == 1

@@ -5,9 +5,11 @@ each naming the id, with nothing recorded."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from actors.api import Cluster
 from actors.cluster.inproc_link import InProcLink
@@ -31,6 +33,10 @@ async def test_approve_over_rest_records_the_tokens_role(tmp_path: Path) -> None
     app = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "app")}
     cluster = Cluster(InProcLink(host))
     async with TestClient(TestServer(create_app(cluster, auth=auth))) as client:
+        await asyncio.sleep(2.5)  # the observer fetches the status in the background
+        text = await (await client.get("/metrics")).text()
+        found = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+        assert found["bb_balancer_proposals_pending"] == 1
         listed = await (await client.get("/bb/v1/proposals", headers=admin)).json()
         assert [p["status"] for p in listed if p["id"] == pid] == ["pending"]
         count = len(host.records)
