@@ -74,7 +74,7 @@ def test_a_move_without_an_approval_is_named_in_review_mode(spark: Any, tmp_path
         return read_local(spark, where)
 
     clean = audit(write(tmp_path / "clean", kept), review=True)
-    assert clean.of("unapproved_move") == [] and "unapproved_move" in clean.ran
+    assert clean.of("unapproved_move") == [] and "unapproved_move" in clean.checks
     # The same history without its approval: each of the proposal's moves is named.
     forged = write(tmp_path / "forged", [e for e in kept if e.type != "ProposalApproved"])
     found = audit(forged, review=True).of("unapproved_move")

@@ -36,6 +36,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from actors.broker import BrokerBody
+from actors.runtime.sim.approvals import approval_violation
 from actors.runtime.sim.host import SimHost
 from actors.runtime.sim.hostile import HostileLog
 from actors.runtime.sim.pauses import pause_violation
@@ -303,4 +304,7 @@ class Checker:
         held = pause_violation(self.host)
         if held is not None:
             return Violation("operator_hold", step, self.host.now_ms, held)
+        unapproved = approval_violation(self.host)
+        if unapproved is not None:
+            return Violation("approvals", step, self.host.now_ms, unapproved)
         return None

@@ -13,12 +13,14 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
 
 from actors.namespace import NamespaceBody
+from actors.runtime.sim.approvals import fire_verdict, review_config
 from actors.runtime.sim.checks import Checker, Lookup, Violation
 from actors.runtime.sim.host import Fault, SimHost
 from actors.runtime.sim.hostile import fire_corrupt, fire_forge, fire_impostor, fire_zombie
@@ -108,6 +110,7 @@ def simulate_on_host(seed: int, scenario: str | Scenario, steps: int = 500,
                      keep: frozenset[int] | None = None) -> tuple[SimResult, SimHost]:
     """``simulate``, and the host it ran on (its log, bodies and snapshots, for inspection)."""
     chosen = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
+    chosen = dataclasses.replace(chosen, config=review_config(seed, chosen.config))  # some seeds review
     plan = chosen.plan(seed, steps)
     if keep is not None:
         plan = [f for i, f in enumerate(plan) if i in keep]
@@ -287,7 +290,8 @@ _FIRE = {"corrupt": _hostile(fire_corrupt), "forge": _hostile(fire_forge), "zomb
          "crash": _crash, "restart": _restart, "log_down": _log_down, "skew": _skew,
          "unload": _unload, "split": _split, "lookup": _lookup, "spike": _spike,
          "unspike": _unspike, "add_broker": _add_broker, "shutdown": _shutdown, "retire": _retire,
-         "pause": _hostile(fire_pause), "resume": _hostile(fire_pause)}
+         "pause": _hostile(fire_pause), "resume": _hostile(fire_pause),
+         "approve": _hostile(fire_verdict), "reject": _hostile(fire_verdict), "cancel": _hostile(fire_verdict)}
 
 
 def _result(run: _Run, seed: int, steps: int, violation: Violation | None, plan: list[Fault]) -> SimResult:

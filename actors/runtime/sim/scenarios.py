@@ -20,6 +20,7 @@ from typing import Any
 
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
+from actors.runtime.sim.approvals import approval_plan
 from actors.runtime.sim.host import DeliveryFaults, Fault
 from actors.runtime.sim.hostile import hostile_plan, impostor_plan
 from actors.runtime.sim.pauses import pause_plan
@@ -72,6 +73,7 @@ class Scenario:
         faults += hostile_plan(Random(f"{seed}:hostile"), steps)
         faults += pause_plan(Random(f"{seed}:pause"), steps)
         faults += impostor_plan(Random(f"{seed}:impostor"), steps)
+        faults += approval_plan(seed, steps)
         loud = int(steps * (1 - QUIET))
         kept = [f for f in faults if f.step < loud or f.kind == "restart"]
         return sorted(kept, key=lambda f: (f.step, f.kind, f.target))
