@@ -181,6 +181,7 @@ class LeaderBody(Holding, Proposing, Follower, Sweeping):
         self.book = ProposalBook()
         """The proposals and what became of them, as the log says."""
         self.stale_sent: set[str] = set()
+        self.approved_seen = 0
         self.alive_ms: int | None = None
         """When the elected leader last wrote under ``_leader`` (its election included)."""
         self._beat_ms = -(1 << 62)
@@ -432,8 +433,8 @@ class LeaderBody(Holding, Proposing, Follower, Sweeping):
         if not self.config.load_balancer_enabled:
             return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
-        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._start_due(now_ms),
-                                self._stale_check(now_ms)]
+        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._queue_approved(now_ms),
+                                self._start_due(now_ms), self._stale_check(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]

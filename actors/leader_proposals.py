@@ -9,7 +9,9 @@ Invariants:
 - auto mode moves exactly what it moved before proposals were recorded: the proposal is
   written beside the moves, never in their way;
 - review mode: a proposal waits; only an approval (``ProposalApproved``, with who) sends its
-  moves to the throttle (shedding moves) or to the namespace (splits); a newer proposal of the
+  moves to the throttle (shedding moves, queued once the approval is folded, so that a leader
+  restarted from the log queues the approved moves that had not started yet, unless the
+  proposal went stale meanwhile) or to the namespace (splits, sent with the approval); a newer proposal of the
   same kind makes the waiting ones stale (``superseded``), as does age or moved load
   (``balancer.proposals.stale_reason``); each stale proposal is recorded once, with its reason;
 - a verdict the proposal cannot take is refused naming the proposal (``UnknownProposal``,
@@ -35,6 +37,7 @@ from balancer.errors import ProposalClosed, UnknownProposal
 from balancer.ownership import BundleState, OwnershipRecord
 from balancer.proposals import (
     APPROVE,
+    APPROVED,
     AUTO,
     CANCEL,
     PENDING,
@@ -102,6 +105,8 @@ class Proposing:
     control: Control
     book: ProposalBook
     stale_sent: set[str]
+    approved_seen: int
+    """How many of ``book.approved`` this leader has queued (soft: a new one starts at 0)."""
 
     @property
     def my_epoch(self) -> int:
@@ -121,7 +126,7 @@ class Proposing:
         pid = f"{kind}-{now_ms}"
         if pid in self.book.entries:
             pid = f"{pid}-e{self.my_epoch}"
-        brokers = broker_summary(view)
+        brokers = broker_summary(view, light=True)
         proposal = Proposal(pid, strategy, REVIEW if self.reviewing else AUTO, now_ms, tuple(moves),
                             None, self._position(), brokers, predict(brokers, moves, place_unplaced=True))
         events: list[Event] = []
@@ -140,7 +145,7 @@ class Proposing:
         pending = [e for e in self.book.pending() if e.proposal.proposal_id not in self.stale_sent]
         if not pending:
             return NOTHING
-        now = {b: float(i.load.report.msg_throughput) for b, i in self.load.brokers.items() if i.load is not None}
+        now = self._throughputs()
         rule = staleness(self.config)
         events: list[Event] = []
         for entry in pending:
@@ -167,16 +172,14 @@ class Proposing:
         event: Event
         effects = NOTHING
         if command.verdict == APPROVE:
-            now = {b: float(i.load.report.msg_throughput) for b, i in self.load.brokers.items()
-                   if i.load is not None}
-            reason = self._stale(entry, now, now_ms, staleness(self.config))
+            reason = self._stale(entry, self._throughputs(), now_ms, staleness(self.config))
             if reason is not None:
                 self.stale_sent.add(pid)
                 event = ProposalStale(proposal_id=pid, reason=reason, at_ms=now_ms)
                 return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                                  reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
             event = ProposalApproved(proposal_id=pid, by=command.by, at_ms=now_ms)
-            effects = self._execute(entry.proposal, now_ms)
+            effects = self._splits(entry.proposal, now_ms)
         elif command.verdict == REJECT:
             event = ProposalRejected(proposal_id=pid, by=command.by, at_ms=now_ms, note=command.note)
         else:
@@ -186,10 +189,8 @@ class Proposing:
                              reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
         return combine([recorded, effects])
 
-    def _execute(self, proposal: Proposal, now_ms: int) -> Effects:
-        """An approved proposal's moves: shedding moves queued in the throttle, splits sent."""
-        run = (proposal.run_ms, dict(proposal.folded))
-        moves: list[Move] = []
+    def _splits(self, proposal: Proposal, now_ms: int) -> Effects:
+        """An approved proposal's splits, sent to their namespace."""
         splits: list[SplitBundle] = []
         for m in proposal.moves:
             if m.kind == SPLIT:
@@ -199,11 +200,39 @@ class Proposing:
                                f"e{self.my_epoch}:{now_ms}",
                     epoch=self.my_epoch, namespace=namespace_of(m.bundle), bundle=m.bundle,
                     algorithm=str(raw.get("algorithm")), unload=bool(raw.get("unloadChildren"))))
-            else:
-                decision = stored_decision(m)
-                moves.append(Move(m.bundle, m.source, m.destination, now_ms, (decision, run, proposal.proposal_id)))
-        self.control.queue(moves)
         return Effects(send=tuple(splits))
+
+    def _queue_approved(self, now_ms: int) -> Effects:
+        """Queue the shedding moves of the approvals folded since the last tick that have not
+        started (after a restart: of every approval in the book), unless the proposal went stale."""
+        fresh = self.book.approved[self.approved_seen:]
+        if not fresh:
+            return NOTHING
+        self.approved_seen = len(self.book.approved)
+        events: list[Event] = []
+        now: dict[str, float] | None = None
+        for pid in fresh:
+            entry = self.book.entries.get(pid)
+            if entry is None or entry.status != APPROVED:
+                continue
+            left = [m for m in entry.proposal.moves if m.kind != SPLIT and m.bundle not in entry.started]
+            if not left:
+                continue
+            if entry.at_ms is not None and now_ms - entry.at_ms > 60_000:  # an approval this leader did not see made
+                now = now if now is not None else self._throughputs()
+                owners = {m.bundle: owner_at_rest(self.ownership.records.get(m.bundle)) for m in left}
+                reason = stale_reason(run_ms=entry.proposal.run_ms, now_ms=now_ms, then=entry.proposal.brokers,
+                                      now=now, moves=left, owners=owners, rule=staleness(self.config))
+                if reason is not None:
+                    events.append(ProposalStale(proposal_id=pid, reason=reason, at_ms=now_ms))
+                    continue
+            run = (entry.proposal.run_ms, dict(entry.proposal.folded))
+            self.control.queue([Move(m.bundle, m.source, m.destination, now_ms, (stored_decision(m), run, pid))
+                                for m in left])
+        return appending(LEADER_KEY, events, epoch=self.my_epoch) if events else NOTHING
+
+    def _throughputs(self) -> dict[str, float]:
+        return {b: float(i.load.report.msg_throughput) for b, i in self.load.brokers.items() if i.load is not None}
 
     def _cancel(self, entry: Entry) -> list[str]:
         """Drop the proposal's moves still queued; those in flight finish."""

@@ -84,10 +84,22 @@ def bundle_load(data: BundleData | None) -> dict[str, Any]:
             "msg_throughput": stats.msg_throughput, "topics": stats.topics}
 
 
-def broker_summary(view: ClusterView) -> dict[str, dict[str, Any]]:
-    """What each broker's load looked like to the cycle (the numbers strategies read)."""
+def broker_summary(view: ClusterView, *, light: bool = False) -> dict[str, dict[str, Any]]:
+    """What each broker's load looked like to the cycle (the numbers strategies read).
+    ``light`` (the leader's proposals, at every shedding run of a large cluster): the usage
+    averages the strategies read and the report's own bundle count, without recomputing each
+    report's instantaneous usage or walking the view's bundles."""
     weights = ResourceWeights.from_config(view.config)
+    if light:
+        return {broker: _light_numbers(data) for broker, data in sorted(view.brokers.items())}
     return {broker: _broker_numbers(data, weights, view) for broker, data in sorted(view.brokers.items())}
+
+
+def _light_numbers(data: BrokerLoadData) -> dict[str, Any]:
+    report = data.report
+    return {"weighted_max_ema": data.weighted_max_ema, "msg_throughput_ema": data.msg_throughput_ema,
+            "msg_rate": report.msg_rate, "msg_throughput": report.msg_throughput, "bundles": report.bundles,
+            "updated_ms": data.updated_ms, "reports": data.reports}
 
 
 def _broker_numbers(data: BrokerLoadData, weights: ResourceWeights, view: ClusterView) -> dict[str, Any]:

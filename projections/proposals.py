@@ -120,6 +120,9 @@ class ProposalBook:
     entries: dict[str, Entry] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
     """Records of a watched type that did not decode, named by position."""
+    approved: list[str] = field(default_factory=list)
+    """The ids of review proposals in the order they were approved (the leader queues their
+    moves from it, a restarted one from the start)."""
 
     def fold(self, event: Message, ts_ms: int) -> None:
         if isinstance(event, ProposalRecorded):
@@ -145,6 +148,8 @@ class ProposalBook:
             return
         if isinstance(event, ProposalApproved) and entry.status == PENDING:
             entry.status, entry.by, entry.at_ms = APPROVED, event.by, event.at_ms
+            self.approved.append(event.proposal_id)
+            del self.approved[:-KEPT]
         elif isinstance(event, ProposalRejected) and entry.status == PENDING:
             entry.status, entry.by, entry.at_ms, entry.reason = REJECTED, event.by, event.at_ms, event.note
         elif isinstance(event, ProposalCancelled) and entry.status in (PENDING, APPROVED):
