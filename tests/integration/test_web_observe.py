@@ -471,3 +471,36 @@ def test_a_super_user_approves_a_waiting_proposal_on_the_dashboard(reviewed: Ser
     assert recorded["status"] in ("approved", "executed", "stale")
     if recorded["status"] != "stale":
         assert recorded["by"] == "admin"
+
+
+@pytest.mark.ray
+def test_review_mode_on_ray_a_proposal_waits_then_runs_once_approved(tmp_path: Path) -> None:
+    """The same leader on the Ray host: a proposal waits in review mode, the REST approval is
+    recorded (``anonymous``: no token checked) and its moves start."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text((ROOT / "conf" / "broker.conf").read_text() + "loadBalancerExecution=review\n"
+                    "loadBalancerProposalMaxAgeSeconds=86400\nloadBalancerProposalLoadTolerance=1000\n")
+    run, url = start_run("ray", tmp_path, conf)
+    try:
+        def waiting() -> list[str]:
+            found = json.loads(_get(f"{url}/bb/v1/proposals") or "[]")
+            return [p["id"] for p in found if p["status"] == "pending" and p["id"].startswith("shed-")]
+
+        chosen = until("a waiting shedding proposal", waiting, 240)[-1]
+        request = urllib.request.Request(f"{url}/bb/v1/proposals/{chosen}/approve", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answer = json.loads(response.read().decode())
+            assert answer["event"] == "ProposalApproved" and answer["by"] == "anonymous"
+        except urllib.error.HTTPError as exc:  # superseded between the look and the click
+            assert exc.code == 412 and "is stale" in exc.read().decode()
+            return
+
+        def started() -> bool:
+            shown = json.loads(_get(f"{url}/bb/v1/proposals/{chosen}") or "{}")
+            return bool(shown.get("started"))
+
+        until("the approved proposal's moves started", started, 120)
+    finally:
+        stop_run(run)
