@@ -58,12 +58,14 @@ from balancer.control import pause_duration_ms
 from balancer.errors import (
     InvalidInput,
     MalformedInput,
+    ProposalClosed,
     StaleEpoch,
     Unavailable,
     UnknownBundle,
     UnknownFailureDomain,
     UnknownNamespace,
 )
+from balancer.proposals import VERDICTS, verdict_refusal
 from balancer.topics import namespace_of_topic
 from events.catalog import (
     Command,
@@ -71,6 +73,7 @@ from events.catalog import (
     LookupBundle,
     PauseBalancer,
     ResumeBalancer,
+    ReviewProposal,
     SetFailureDomain,
     SetNamespacePolicy,
     SplitBundle,
@@ -81,6 +84,7 @@ from events.log.port import Record
 from projections.explain import moves_of
 from projections.moves import Move
 from projections.ownership import BundleRow, OwnershipProjection
+from projections.proposals import ProposalBook, proposal_book
 
 C = TypeVar("C", bound=Command)
 
@@ -379,6 +383,26 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
     async def resume_balancer(self, by: str) -> Receipt:
         """End the pause now (a receipt without events: there was none)."""
         return await self._issue(ResumeBalancer, by=by)
+
+    async def proposals(self) -> ProposalBook:
+        """The leader's proposals and what became of them, folded from the log read back."""
+        return proposal_book(await self.transport.history())
+
+    async def review_proposal(self, proposal_id: str, verdict: str, by: str, note: str = "") -> Receipt:
+        """Approve, reject or cancel a proposal; a verdict it cannot take is refused naming it,
+        appending nothing. An approval the leader finds stale records the staleness instead
+        (``ProposalClosed`` naming why)."""
+        if verdict not in VERDICTS:
+            raise MalformedInput(f"verdict {verdict!r}: expected one of {', '.join(VERDICTS)}", value=verdict)
+        book = await self.proposals()
+        refusal = verdict_refusal(proposal_id, book.entry(proposal_id).state, verdict)  # unknown: named
+        if refusal is not None:
+            raise ProposalClosed(refusal, value=proposal_id)
+        receipt = await self._issue(ReviewProposal, proposal_id=proposal_id, verdict=verdict, by=by, note=note)
+        stale = receipt.first("ProposalStale")
+        if stale is not None:
+            raise ProposalClosed(f"proposal {proposal_id!r} is stale: {stale['reason']}", value=proposal_id)
+        return receipt
 
     async def balancer_status(self, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
         """idle, executing, paused or stalled, with the figures (``actors.control_status``)."""

@@ -41,7 +41,7 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
     if leader is None:
         return {"state": "stalled", "stalled": ["no leader: no body holds the newest epoch"],
                 "leader": None, "paused": None, "draining": None, "throttle": None, "lastCycle": None,
-                "movesLastHour": None, "foldLag": None}
+                "movesLastHour": None, "foldLag": None, "proposals": None}
     control: dict[str, Any] = dict(leader["control"])
     control["nowMs"] = now = max(int(control["nowMs"]), int(leader.get("now_ms") or 0))
     pause = control["paused"]
@@ -66,7 +66,8 @@ def status_document(config: LoadBalancerConfig, leader: Mapping[str, Any] | None
             "executing": {"done": planned - waiting, "of": planned} if waiting else None,
             "draining": list(control.get("drains") or []),
             "throttle": throttle, "lastCycle": control["lastCycle"],
-            "movesLastHour": control["movesLastHour"], "foldLag": lag, "maxPauseMs": control["maxPauseMs"]}
+            "movesLastHour": control["movesLastHour"], "foldLag": lag, "maxPauseMs": control["maxPauseMs"],
+            "proposals": leader.get("proposals")}
 
 
 def _stalled(config: LoadBalancerConfig, control: Mapping[str, Any], lag: int,
@@ -117,6 +118,7 @@ def status_text(document: Mapping[str, Any]) -> str:
         lines += [f"leader: {document['leader']} (epoch {document['epoch']}), cluster time {document['nowMs']} ms",
                   f"last cycle: {outcome}",
                   f"moves in the last hour: {document['movesLastHour']}",
+                  *_proposals_line(document.get("proposals")),
                   f"throttle: {throttle['inFlight']} in flight, {len(throttle['queue'])} queued; caps "
                   f"{caps['perBroker']}/broker, {caps['cluster']} in the cluster, {caps['perMinute']}/min"]
         lines += [f"  queued: {q['bundle']} (from {q['src']})" for q in throttle["queue"]]
@@ -130,6 +132,11 @@ def _drain_line(drain: Mapping[str, Any]) -> str:
     return (f"{drain['broker']} ({drain['done']} of {total} moved, {drain['left']} left, "
             f"{drain['ratePerMinute']:g}/min, ETA {math.ceil(float(drain['etaS']))} s{away}; "
             f"by {drain['by']} since {drain['sinceMs']} ms)")
+def _proposals_line(proposals: Mapping[str, Any] | None) -> list[str]:
+    if not proposals:
+        return []
+    return [f"proposals: {proposals['pending']} pending (loadBalancerExecution={proposals['mode']}; "
+            "`lbctl proposals list`)"]
 
 
 def _headline(document: Mapping[str, Any]) -> str:

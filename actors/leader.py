@@ -52,6 +52,7 @@ from actors.effects import (
 from actors.leader_control import Control, ControlFold
 from actors.leader_drain import Draining
 from actors.leader_hold import Holding
+from actors.leader_proposals import SHED, Proposing, shed_moves
 from actors.leader_sweep import Sweeping
 from actors.leader_view import (
     Placer,
@@ -101,6 +102,7 @@ from events.catalog import (
     Message,
     PauseBalancer,
     ResumeBalancer,
+    ReviewProposal,
     SetFailureDomain,
     SplitBundle,
     SplitCompleted,
@@ -114,6 +116,7 @@ from events.log.port import Record
 from projections.drain import DrainFold
 from projections.load import LoadProjection
 from projections.ownership_index import BUNDLE_EVENTS, touched
+from projections.proposals import ProposalBook
 from projections.shed_replay import remember_shed
 from projections.views import placing_index, sync_placing
 
@@ -135,7 +138,7 @@ class _Timers:
     split: int = 0
 
 
-class LeaderBody(Holding, Draining, Follower, Sweeping):
+class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
     """The cluster's decision loop, active only while it holds the newest epoch."""
 
     def __init__(self, config: LoadBalancerConfig, *, rng: Random, settings: ActorSettings | None = None,
@@ -182,12 +185,16 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         self.drains = DrainFold()
         """The operator's drains, as the log says (``actors.leader_drain``)."""
         self.drain_pace: dict[tuple[str, int], list[int]] = {}
+        self.book = ProposalBook()
+        """The proposals and what became of them, as the log says."""
+        self.stale_sent: set[str] = set()
+        self.approved_seen = 0
         self.alive_ms: int | None = None
         """When the elected leader last wrote under ``_leader`` (its election included)."""
         self._beat_ms = -(1 << 62)
 
     SNAPSHOT_FIELDS = (*Follower.SNAPSHOT_FIELDS, "load", "outcomes", "shed_folded", "parents",
-                       "folded_to", "held", "drains")
+                       "folded_to", "held", "drains", "book")
     """Not the live shedding memory (a run adds and purges), nor the placing index (rebuilt
     by ``recover``), nor anything a tick or a command sets."""
 
@@ -208,6 +215,7 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
     def status(self) -> dict[str, Any]:
         return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role),
                 "control": {**self.control.status(self.held), "drains": self.drain_status()}, "folded_to": self._position(),
+                "proposals": {"mode": self.config.load_balancer_execution, "pending": len(self.book.pending())},
                 "load_seen": {b: info.last_seen_ms for b, info in sorted(self.load.brokers.items())}}
 
     # -- folding ---------------------------------------------------------------------------
@@ -224,6 +232,7 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
             self.outcomes.fold(event, envelope.causation_id)
         self.held.fold(event, envelope.ts_ms)
         self.drains.fold(event)
+        self.book.fold(event, envelope.ts_ms)
         if self.control.throttle.in_flight and type(event) in BUNDLE_EVENTS:
             self.control.settle(self.ownership.records, set())
         if envelope.key == LEADER_KEY and envelope.epoch == self.epoch:
@@ -297,6 +306,8 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
                 return self._hold(command, now_ms)
             if isinstance(command, DrainBroker | UndrainBroker):
                 return self._drain_command(command, now_ms)
+            if isinstance(command, ReviewProposal):
+                return self._review(command, now_ms)
             if isinstance(command, LookupBundle | DrainBundle):
                 return self._lookup(command, now_ms)
             raise InvalidInput(f"the leader takes no {command.TYPE}", value=command.TYPE)
@@ -391,9 +402,10 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,
-              run: tuple[int, dict[str, int]] | None = None) -> Effects:
+              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None) -> Effects:
         """Unload ``decision.bundle`` from its source, to a destination placement picks if none;
-        ``run``: (when, folded) of the shedding run that chose it, if not now."""
+        ``run``: (when, folded) of the shedding run that chose it, if not now; ``proposal``: the
+        proposal it belongs to."""
         source = decision.source
         record = self.ownership.records.get(decision.bundle)
         if record is None or record.state is not BundleState.OWNED or record.dst != source or source is None:
@@ -414,6 +426,8 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         run_ms, folded = run if run is not None else (now_ms, self._position())
         stored.update(destination=dst, kind="transfer" if dst else "unload", run_ms=run_ms,
                       folded=folded, started_ms=now_ms)
+        if proposal is not None:
+            stored["proposal"] = proposal
         self._sent(decision.bundle, record, now_ms)
         command = UnloadBundle(command_id=f"{self.candidate_id}:{reason}:{decision.bundle}:e{self.my_epoch}:{now_ms}",
                                epoch=self.my_epoch, bundle=decision.bundle, dst=dst, reason=reason,
@@ -434,8 +448,8 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         if not self.config.load_balancer_enabled:
             return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
-        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._start_due(now_ms),
-                                self._drain_moves(now_ms)]
+        parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._queue_approved(now_ms),
+                                self._start_due(now_ms), self._stale_check(now_ms), self._drain_moves(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]
@@ -487,12 +501,21 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         if self.held.paused(now_ms) is not None:
             return self._skipped(now_ms, "Paused")
         view = self._view(now_ms, placing=False)
+        if self.reviewing:  # only executed moves count for the grace period, not proposed ones
+            self.shedding.memory = SheddingMemory(dict(self.shed_folded.recently_unloaded),
+                                                  dict(self.shed_folded.recently_unloaded_brokers))
         result: ShedResult = self.shedding.run(view)
         run = (now_ms, self._position())
+        moves = shed_moves(result.decisions, view, now_ms)
+        pid, recorded = self._propose(SHED, self.shedding.strategy.name, moves, view, now_ms) if moves else (None, NOTHING)
+        if self.reviewing and moves:
+            self.control.last.at_ms, self.control.last.outcome = now_ms, "proposed"
+            self.control.last.moves, self.control.last.inputs = len(moves), dict(result.inputs)
+            return combine([recorded, self._start_due(now_ms)])
         self.control.throttle.queue.clear()  # each run replaces the plan: queued moves were chosen on older load
-        queued = self.control.queue([Move(d.bundle, d.source or "", d.destination, now_ms, (d, run))
+        queued = self.control.queue([Move(d.bundle, d.source or "", d.destination, now_ms, (d, run, pid))
                                      for d in result.decisions if d.source is not None])
-        started = self._start_due(now_ms)
+        started = combine([recorded, self._start_due(now_ms)])
         if self.control.alive(queued):  # else each was dropped: no destination but its owner
             self.control.last.at_ms, self.control.last.outcome = now_ms, "moves"
             self.control.last.moves, self.control.last.inputs = len(queued), dict(result.inputs)
@@ -507,14 +530,19 @@ class LeaderBody(Holding, Draining, Follower, Sweeping):
         if self.held.paused(now_ms) is not None:
             return NOTHING
         decisions, self.split_hits = split_decisions(self.ownership, self.load, self.split_hits, self.config)
+        ready = [d for d in decisions  # a move of the bundle on its way (or away): split it later, if still hot
+                 if not self._waiting(d.bundle, self.ownership.records.get(d.bundle), now_ms)
+                 and not self._on_drained(d.bundle)]
+        proposed = self._split_proposal(ready, self._view(now_ms, placing=False), now_ms) if ready else None
+        recorded = NOTHING if proposed is None else proposed[1]
+        if self.reviewing:
+            return recorded
         commands: list[SplitBundle] = []
-        for d in decisions:
+        for d in ready:
             record = self.ownership.records.get(d.bundle)
-            if self._waiting(d.bundle, record, now_ms) or (record is not None and record.dst in self.drains.drains):
-                continue  # a move of this bundle is on its way (or away): split it later, if still hot
             self._sent(d.bundle, record, now_ms)
             commands.append(SplitBundle(
                 command_id=f"{AUTO_PREFIX}{d.reason}:{d.bundle}:e{self.my_epoch}:{now_ms}",
                 epoch=self.my_epoch, namespace=namespace_of(d.bundle), bundle=d.bundle,
                 algorithm=d.algorithm, unload=d.unload_children))
-        return Effects(send=tuple(commands))
+        return combine([recorded, Effects(send=tuple(commands))])

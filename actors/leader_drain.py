@@ -78,6 +78,11 @@ class Draining:
               run: tuple[int, dict[str, int]] | None = None) -> Effects:
         raise NotImplementedError
 
+    def _on_drained(self, bundle: str) -> bool:
+        """``bundle`` is owned by a drained broker: it is on its way away (split it later)."""
+        record = self.ownership.records.get(bundle)
+        return record is not None and record.dst in self.drains.drains
+
     def _drain_command(self, command: DrainBroker | UndrainBroker, now_ms: int) -> Effects:
         """Record a drain (or its new rate) or an undrain, on this leader's time."""
         event: BrokerDrainRequested | BrokerUndrained

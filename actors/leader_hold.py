@@ -46,7 +46,7 @@ class Holding:
         raise NotImplementedError
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,
-              run: tuple[int, dict[str, int]] | None = None) -> Effects:
+              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None) -> Effects:
         raise NotImplementedError
 
     def _hold(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Effects:
@@ -58,7 +58,8 @@ class Holding:
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
     def _skipped(self, now_ms: int, skip: str, inputs: Mapping[str, Any] | None = None) -> Effects:
-        self.control.throttle.queue.clear()  # nothing to do now: what waited was for older load
+        if self.config.load_balancer_execution != "review":  # approved moves wait on, whatever the load
+            self.control.throttle.queue.clear()  # nothing to do now: what waited was for older load
         self.control.last.at_ms, self.control.last.outcome, self.control.last.moves = now_ms, skip, 0
         self.control.last.inputs = dict(inputs or {})  # the status says why with the run's figures
         event = SheddingSkipped(strategy=self.shedding.strategy.name, reason=skip, folded=self._position())
@@ -79,9 +80,9 @@ class Holding:
             return NOTHING
         parts: list[Effects] = []
         for move in throttle.due(now_ms):
-            decision, run = move.payload
+            decision, run, proposal = move.payload
             record = self.ownership.records.get(move.bundle)
-            effects = self._move(decision, now_ms, reason=str(decision.reason), run=run)
+            effects = self._move(decision, now_ms, reason=str(decision.reason), run=run, proposal=proposal)
             if effects.send and record is not None:
                 throttle.started(move, getattr(effects.send[0], "dst", None), now_ms, record.version)
                 parts.append(effects)

@@ -22,6 +22,7 @@ from events.catalog import (
     DrainBroker,
     PauseBalancer,
     ResumeBalancer,
+    ReviewProposal,
     SetFailureDomain,
     SplitBundle,
     UndrainBroker,
@@ -37,8 +38,8 @@ def check_input(follower: Follower, command: Command, now_ms: int) -> None:
     if isinstance(command, SetFailureDomain):
         check_domain(follower.brokers, follower.ownership.failure_domains, command)
         return
-    if isinstance(command, PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker):
-        return  # ``Cluster.pause_balancer``/``drain_broker`` judged it; the leader judges it again
+    if isinstance(command, PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker | ReviewProposal):
+        return  # ``Cluster`` judged the duration, the drain or the verdict; the leader judges it again
     judge = NamespaceBody(follower.config)
     judge.ownership, judge.brokers, judge.epoch = follower.ownership, follower.brokers, follower.epoch
     try:

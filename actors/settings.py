@@ -24,6 +24,7 @@ from events.catalog import (
     LookupBundle,
     PauseBalancer,
     ResumeBalancer,
+    ReviewProposal,
     SetFailureDomain,
     UndrainBroker,
 )
@@ -101,7 +102,8 @@ def broker_body_name(broker_id: str) -> str:
 
 def route(command: Command, shards: int = 1) -> str:
     """The body name that handles ``command`` (``LEADER`` for the current leader)."""
-    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker):
+    if isinstance(command, SetFailureDomain | PauseBalancer | ResumeBalancer | DrainBroker | UndrainBroker
+                  | ReviewProposal):
         return LEADER
     if isinstance(command, LookupBundle | DrainBundle):
         return LEADER  # the leader chooses the broker

@@ -53,9 +53,10 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason
 from balancer.ownership import BundleState
 from balancer.placement.avg import HasPlan
+from balancer.proposals import split_move
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
-from balancer.split import SplitDecision, SplitHitCounts
+from balancer.split import SplitHitCounts
 from events.catalog import (
     ExecutionRequested,
     LoadReported,
@@ -235,9 +236,3 @@ class Advisor:
                 continue
             out.append(split_move(d, record.dst, now_ms, bundle_load(self.replay.load.bundles.get(d.bundle))))
         return out
-
-
-def split_move(decision: SplitDecision, owner: str, now_ms: int, load: dict[str, object]) -> ProposedMove:
-    """A split decision as a proposal's move (its owner stays the owner of the children)."""
-    stored = {**decision.to_dict(), "strategy": "split", "kind": SPLIT, "run_ms": now_ms}
-    return ProposedMove(decision.bundle, SPLIT, owner, None, f"split:{decision.reason}", stored, load)

@@ -140,6 +140,17 @@ class LoadBalancerConfig:
     load_balancer_max_pause_minutes: int = setting(
         "loadBalancerMaxPauseMinutes", 1440, POS_I,
         "the longest `lbctl balancer pause --for` accepted", folds=False)
+    load_balancer_execution: str = setting(
+        "loadBalancerExecution", "auto", choice({"auto": "auto", "review": "review"}, "execution mode"),
+        "auto: each cycle's proposal runs at once (still recorded); review: it waits for "
+        "`lbctl proposals approve`", folds=False)
+    load_balancer_proposal_max_age_seconds: int = setting(
+        "loadBalancerProposalMaxAgeSeconds", 300, POS_I,
+        "review: a proposal not approved within this long goes stale, never executed", folds=False)
+    load_balancer_proposal_load_tolerance: float = setting(
+        "loadBalancerProposalLoadTolerance", 0.2, NONNEG_F,
+        "review: a proposal goes stale once a broker's throughput moved by more than this share "
+        "(of the larger of its own and the mean when computed)", folds=False)
     load_balancer_stalled_move_seconds: int = setting(
         "loadBalancerStalledMoveSeconds", 300, POS_I,
         "status: a shedding move in flight longer than this makes the balancer stalled", folds=False)

@@ -13,6 +13,7 @@ Invariants:
     │   ├── UnsplittableBundle        a one-hash range, or no boundary possible
     │   ├── UnknownStrategy
     │   ├── UnknownNamespace / UnknownBroker / UnknownBundle / UnknownFailureDomain
+    │   ├── UnknownProposal / ProposalClosed   no such proposal; a verdict it cannot take
     │   ├── NamespaceExists
     │   ├── TransferToCurrentOwner
     │   ├── BundleNotOwned            unload/split of a bundle no broker owns or is moving (Free)
@@ -98,6 +99,17 @@ class UnknownBundle(InvalidInput):
 
 class UnknownFailureDomain(InvalidInput):
     code = "unknown_failure_domain"
+
+
+class UnknownProposal(InvalidInput):
+    code = "unknown_proposal"
+
+
+class ProposalClosed(InvalidInput):
+    """A verdict on a proposal that can no longer take it (approving a stale, rejected,
+    cancelled or executed one)."""
+
+    code = "proposal_closed"
 
 
 class NamespaceExists(InvalidInput):
@@ -189,7 +201,7 @@ ERRORS_BY_CODE: dict[str, type[LoadBalancerError]] = {
     for cls in (
         LoadBalancerError, InvalidInput, ConfigError, MalformedInput, InputTooLarge, InvalidBundle,
         UnsplittableBundle, UnknownStrategy, UnknownNamespace, UnknownBroker, UnknownBundle,
-        UnknownFailureDomain, NamespaceExists, TransferToCurrentOwner, BundleNotOwned, ForeignCluster,
+        UnknownFailureDomain, UnknownProposal, ProposalClosed, NamespaceExists, TransferToCurrentOwner, BundleNotOwned, ForeignCluster,
         StateConflict, BrokerInOtherDomain, StaleEpoch, InvalidTransition,
         WriterFenced, HistoryMissing, LogDamaged, Unavailable, NoBrokerAvailable, DecodeError,
         OutOfRange, BrokerFilterError,

@@ -61,6 +61,7 @@ SUITE: tuple[Module, ...] = (
     Module("bench.cluster_latency", ("A5", "A6", "A7", "A8"), "live system on Ray (+ Kafka)",
            json_flag=False, result_file="bench/results/live.json"),
     Module("bench.leader_cycle", ("A9",), "one leader cycle, 10..1000 brokers"),
+    Module("bench.proposal_cost", ("O3",), "a proposal's cost vs a plain shedding cycle"),
     Module("bench.replay", ("A10", "A11"), "Spark audit and what-if sweep",
            json_flag=False, result_file="bench/results/replay.json"),
     Module("bench.quality", ("B",), "balancing quality, every scenario x strategy"),

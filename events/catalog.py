@@ -342,6 +342,59 @@ class BrokerUndrained(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProposalApproved(Event):
+    """A waiting proposal (``loadBalancerExecution=review``) was approved at ``at_ms`` (the
+    leader's time) by ``by`` (a token's role, or ``lbctl:<user>``): its moves go to the throttle."""
+
+    proposal_id: str
+    by: str
+    at_ms: int
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProposalRejected(Event):
+    """A waiting proposal was rejected by ``by`` at ``at_ms``; none of its moves runs."""
+
+    proposal_id: str
+    by: str
+    at_ms: int
+    note: str = ""
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProposalCancelled(Event):
+    """A waiting or approved proposal was cancelled by ``by`` at ``at_ms``: ``bundles`` are its
+    moves that had not started and never will (moves already handing over finish)."""
+
+    proposal_id: str
+    by: str
+    at_ms: int
+    bundles: list[str] = field(default_factory=list)
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProposalStale(Event):
+    """A waiting proposal will never run: the leader found at ``at_ms`` that ``reason`` (too old,
+    or the load it was computed on moved beyond the tolerance, or a bundle left its source)."""
+
+    proposal_id: str
+    reason: str
+    at_ms: int
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
+@dataclass(frozen=True, kw_only=True)
 class LeaderHeartbeat(Event):
     """The elected leader is alive: written under ``_leader`` at its epoch when it wrote nothing
     there for a heartbeat, so candidates can tell a leader that never acts and replace it."""
@@ -706,18 +759,32 @@ class UndrainBroker(Command):
         return LEADER_KEY
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReviewProposal(Command):
+    """An operator's verdict on a proposal: ``approve``, ``reject`` or ``cancel``."""
+
+    proposal_id: str
+    verdict: str
+    by: str
+    note: str = ""
+
+    def default_key(self) -> str:
+        return LEADER_KEY
+
+
 EVENTS: tuple[type[Event], ...] = (
     LeaderElected, BrokerRegistered, BrokerLeft, LoadReported, NamespaceCreated,
     NamespacePolicySet, FailureDomainSet, BundleAssigned, BundleOwned, UnloadRequested,
     TransferPrepared, BundleReleased, SplitRequested, SplitCompleted, SheddingSkipped,
     CommandRejected, SourceMessageRejected, ShedderUnloadsCounted, ProposalRecorded, ExecutionRequested, ExecutionAccepted,
     ExecutionUnanswered, ExecutionRefused, ExecutionConfirmed, ExecutionFailed, BalancerPaused,
-    BalancerResumed, LeaderHeartbeat, BrokerDrainRequested, BrokerUndrained,
+    BalancerResumed, LeaderHeartbeat, BrokerDrainRequested, BrokerUndrained, ProposalApproved, ProposalRejected, ProposalCancelled,
+    ProposalStale,
 )
 COMMANDS: tuple[type[Command], ...] = (
     CreateNamespace, SetNamespacePolicy, SetFailureDomain, AssignBundle, ConfirmOwnership,
     UnloadBundle, UnloadNamespace, SplitBundle, ConfirmRelease, ConfirmSplit, PauseBalancer,
-    ResumeBalancer, DrainBroker, UndrainBroker,
+    ResumeBalancer, DrainBroker, UndrainBroker, ReviewProposal,
 )
 
 

@@ -161,6 +161,16 @@ class ClusterTransport:
     async def restart_broker(self, broker: str, timeout_s: float) -> None:
         await self.cluster.shutdown_broker(broker, timeout_s=timeout_s)
         await self.cluster.add_broker(broker, timeout_s=timeout_s)
+    async def proposals(self) -> list[Doc]:
+        return (await self.cluster.proposals()).listing()
+
+    async def proposal(self, proposal_id: str) -> Doc:
+        return (await self.cluster.proposals()).entry(proposal_id).to_dict()
+
+    async def review_proposal(self, proposal_id: str, verdict: str, note: str) -> Doc:
+        receipt = await self.cluster.review_proposal(proposal_id, verdict, who(), note)
+        kind, payload = receipt.events[0]
+        return {"event": kind, **payload}
 
 
 def _event(receipt: Receipt, kind: str) -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import quote
 
 from balancer.errors import Unavailable
 from balancer.topics import TopicName
@@ -165,6 +166,15 @@ class HttpTransport:
             await asyncio.sleep(1.0)
         raise Unavailable(f"broker {broker} did not leave and register again within {timeout_s:g} s",
                           value=broker)
+    async def proposals(self) -> list[Doc]:
+        return [dict(p) for p in await self._call("GET", f"{BB}/proposals")]
+
+    async def proposal(self, proposal_id: str) -> Doc:
+        return dict(await self._call("GET", f"{BB}/proposals/{quote(proposal_id, safe='')}"))
+
+    async def review_proposal(self, proposal_id: str, verdict: str, note: str) -> Doc:
+        path = f"{BB}/proposals/{quote(proposal_id, safe='')}/{quote(verdict, safe='')}"
+        return dict(await self._call("POST", path, {"note": note}))
 
 
 def _lookup_path(topic: str) -> str:

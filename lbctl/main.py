@@ -31,7 +31,7 @@ def _registrars() -> list[Registrar]:
     from lbctl import decide
 
     registrars: list[Registrar] = [decide.register]
-    for module_name in ("lbctl.admin", "lbctl.control", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
+    for module_name in ("lbctl.admin", "lbctl.control", "lbctl.proposals", "lbctl.log", "lbctl.run", "lbctl.replay", "lbctl.sim", "lbctl.bench",
                         "lbctl.explain", "lbctl.conformance", "lbctl.kafka", "lbctl.tokens",
                         "lbctl.pulsar", "lbctl.mirror"):
         try:

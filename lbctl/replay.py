@@ -201,7 +201,8 @@ def _audit(args: argparse.Namespace) -> int:
     with _progress(err) as step:
         _, df = _frame(args, step)
         step("auditing")
-        report = audit(df, in_flight_ms=wait, caps=caps_of(config))
+        report = audit(df, in_flight_ms=wait, caps=caps_of(config),
+                       review=config.load_balancer_execution == "review")
         moves = [r.asDict() for r in move_stats(df).collect()] if args.moves else []
     if args.json:
         for v in report.violations:

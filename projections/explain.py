@@ -6,7 +6,8 @@ unload (with the strategy, label, reason and the numbers behind it), every takeo
 expired owner's bundle, and splits: the bundle's own split (as parent, with its children) and
 the split that made it (as child, naming the parent). On a mirrored Pulsar cluster each move
 says whether Pulsar made it itself or carried out this project's execution, and an execution
-no move followed is listed with its outcome.
+no move followed is listed with its outcome. A move of the project's own leader names the
+proposal it belonged to and who approved it (``auto`` when none had to).
 
 Invariants: entries come in log order (time, partition, offset); one entry per move (the rule of
 ``projections.moves``: a transfer told as ``UnloadRequested`` then ``TransferPrepared`` is one);
@@ -17,6 +18,7 @@ never shows a Python dict or ``None``: numbers are rounded, a missing value is `
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,14 +27,19 @@ from events.decisions import PlacementRecord
 from events.log.port import Record
 from events.times import iso
 from projections.moves import PULSAR_REASON, Move, MovesFold
+from projections.proposals import WATCHED as PROPOSAL_EVENTS
+from projections.proposals import ProposalBook
 
 
 def moves_of(bundle: str, records: Iterable[Record]) -> list[Move]:
     """The bundle's story in log order: its moves, and the split that made it."""
     fold = MovesFold()
+    book = ProposalBook()
     found: dict[tuple[int, int], Move] = {}
     for record in sorted(records, key=lambda r: (r.envelope.ts_ms, r.partition, r.offset)):
         try:
+            if record.envelope.type in PROPOSAL_EVENTS:
+                book.fold(record.envelope.typed, record.envelope.ts_ms)
             change = fold.take(record)
         except DecodeError:
             continue  # a decision no fold can use: the ownership view names it (bad_event)
@@ -41,9 +48,20 @@ def moves_of(bundle: str, records: Iterable[Record]) -> list[Move]:
         move = change.move
         if move.bundle == bundle or bundle in move.children:
             found[(move.partition, move.offset)] = move  # a move told again replaces its entry
-    story = [*found.values(), *fold.unmatched(bundle)]
+    story = [_with_proposal(m, book) for m in [*found.values(), *fold.unmatched(bundle)]]
     story.sort(key=lambda m: (m.ts_ms, m.partition, m.offset))
     return story
+
+
+def _with_proposal(move: Move, book: ProposalBook) -> Move:
+    """The move with the proposal its decision names and who approved it (own leader's moves)."""
+    pid = move.decision.get("proposal") if isinstance(move.decision, Mapping) else None
+    entry = book.entries.get(str(pid)) if pid is not None and not move.origin else None
+    if entry is None:
+        return move
+    return dataclasses.replace(move, execution={
+        "proposal": entry.proposal.proposal_id, "mode": entry.proposal.mode, "status": entry.state,
+        "approved_by": entry.by if entry.status != "pending" else None, "approved_ms": entry.at_ms})
 
 
 def render(bundle: str, moves: list[Move]) -> str:
@@ -138,6 +156,11 @@ def _origin_lines(move: Move) -> list[str]:
     run = move.execution
     if move.origin == PULSAR_REASON:
         return [f"made by Pulsar itself, not by this project: {move.source_id or 'no message id'}"]
+    if not move.origin and run.get("proposal"):
+        when = run.get("approved_ms")
+        return [f"proposal {run['proposal']} ({run.get('mode') or '-'} mode, {run.get('status') or '-'}), "
+                f"approved by {run.get('approved_by') or '-'}"
+                + (f" at {iso(int(when))}" if isinstance(when, int) else "")]
     if move.origin not in ("driven", "execution"):
         return []
     lines = [f"{'driven by' if move.origin == 'driven' else 'execution of'} proposal {run.get('proposal')} "

@@ -22,6 +22,10 @@ Checks (each violation names the record(s) by topic, partition and offset):
 - ``drained_received``: a broker received a bundle (an assignment, a transfer to it) decided
   while an operator's drain of it held (``projections.drain``, over the drain, assignment and
   transfer records, which reach the driver).
+- ``unapproved_move``: a shedding move of a proposal recorded in review mode (or, with
+  ``loadBalancerExecution=review`` in ``--conf``, any shedding move) that started without an
+  approval before it, or after its proposal went stale, was rejected or cancelled
+  (``projections.proposals.ApprovalHistory``, over the proposal records: one per cycle).
 
 Invariants of the code: all per-record work is Spark SQL window functions (sorted per key or per
 bundle), only the violations, the namespace layouts and aggregates reach the driver; a bundle's
@@ -55,7 +59,8 @@ from events.catalog import (
 from projections.control import WATCHED, ControlHistory
 from projections.drain import WATCHED as DRAIN_WATCHED
 from projections.drain import DrainHistory
-from spark_replay.sources import readable
+from projections.proposals import ApprovalHistory
+from spark_replay.sources import PROPOSAL_TYPES, readable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -72,6 +77,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("paused_move", "no shedding move starts while an operator's pause holds"),
     ("throttle_cap", "no shedding move starts over the throttle's caps (those of --conf)"),
     ("drained_received", "a drained broker receives nothing (no assignment or transfer to it)"),
+    ("unapproved_move", "in review mode no shedding move starts without an approved, non-stale proposal"),
 )
 """Every check the audit runs, in the order it reports them, with what each one holds."""
 
@@ -318,9 +324,11 @@ def _row_violation(row: Any, bundle: str | None, detail: str) -> Violation:
 # -- the audit -------------------------------------------------------------------------------------
 
 
-def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps | None = None) -> AuditReport:
+def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps | None = None,
+          review: bool = False) -> AuditReport:
     """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position;
-    ``caps``: the throttle's, which no shedding move may have exceeded."""
+    ``caps``: the throttle's, which no shedding move may have exceeded; ``review``: the
+    configuration's execution mode is review (every shedding move needs an approval)."""
     from pyspark.sql import functions as F
 
     totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end")).first()
@@ -336,7 +344,7 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps
     rows.unpersist()
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
-    violations += control_violations(df, caps)
+    violations += control_violations(df, caps, review)
     violations += drain_violations(df)
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
     ran = tuple(name for name, _ in CHECKS if caps is not None or name != "throttle_cap")
@@ -381,19 +389,25 @@ def move_stats(df: DataFrame) -> DataFrame:
 CONTROL_COLUMNS = ("type", "bundle", "src", "dst", "broker", "reason", "decision", "ts")
 
 
-def control_violations(df: DataFrame, caps: Caps | None) -> list[Violation]:
+def control_violations(df: DataFrame, caps: Caps | None, review: bool = False) -> list[Violation]:
     """``paused_move``: a shedding move that started while a pause held; ``throttle_cap``: a
-    start that took moves in flight or per minute over ``caps`` (``projections.control``)."""
-    rows = df.where(df.type.isin(*WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS) \
+    start that took moves in flight or per minute over ``caps`` (``projections.control``);
+    ``unapproved_move``: the approval rule (``projections.proposals.ApprovalHistory``)."""
+    rows = df.where(df.type.isin(*WATCHED, *PROPOSAL_TYPES) & df.error.isNull()).select(*CONTROL_COLUMNS) \
         .orderBy("partition", "offset").collect()
     history = ControlHistory()
+    approvals = ApprovalHistory(review=review)
     for row in rows:
-        history.take(_control_event(row), int(row["ts"]))
+        event = _control_event(row)
+        history.take(event, int(row["ts"]))
+        approvals.take(event, int(row["ts"]))
     out = [Violation("paused_move", None, None, span.bundle, None, None, None, span.start_ms, line)
            for span, _, line in history.paused_moves()]
     if caps is not None:
         out += [Violation("throttle_cap", None, None, None, None, None, None, _at(line), line)
                 for line in caps_exceeded(history.spans, caps)]
+    out += [Violation("unapproved_move", None, None, bundle, None, None, None, at, line)
+            for bundle, at, line in approvals.violations()]
     return out
 
 
@@ -428,7 +442,7 @@ def _at(line: str) -> int | None:
 def _control_event(row: Any) -> Message:
     kind, decision = row["type"], row["decision"]
     loaded = json.loads(decision) if decision else {}
-    if kind in ("BalancerPaused", "BalancerResumed"):
+    if kind in ("BalancerPaused", "BalancerResumed", *PROPOSAL_TYPES):
         return from_payload(kind, loaded)
     if kind == "UnloadRequested":
         return UnloadRequested(bundle=row["bundle"], src=row["src"] or "", reason=row["reason"] or "",

@@ -86,6 +86,10 @@ def _bundle_loads(bundles: list[Any]) -> list[dict[str, Any]]:
     } for b in bundles if isinstance(b, dict)]
 
 
+PROPOSAL_TYPES = ("ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
+                  "ProposalStale")
+PROPOSAL_FIELDS = frozenset({"proposal_id", "strategy", "mode", "run_ms", "by", "at_ms", "note", "bundles",
+                             "reason"})
 _BROKER_FIELD = {"BundleOwned": "owner", "BundleAssigned": "dst", "SplitCompleted": "owner",
                  "LeaderElected": "leader_id"}
 
@@ -105,6 +109,8 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         out["namespace"] = namespace_of(out["bundle"])
     if kind in ("BalancerPaused", "BalancerResumed", "BrokerDrainRequested", "BrokerUndrained"):
         out["decision"] = orjson.dumps(p).decode()  # the pause or drain, whole: the audit reads it back
+    elif kind in PROPOSAL_TYPES:  # the verdict, or the proposal's id and mode: what the audit reads
+        out["decision"] = orjson.dumps({k: v for k, v in p.items() if k in PROPOSAL_FIELDS}).decode()
     if kind == "LeaderElected":
         out["leader_epoch"] = p.get("epoch")
     elif kind == "SplitCompleted":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.api import Cluster
-from web import admin, control, drain, observe, session
+from web import admin, control, drain, observe, proposals, session
 from web.auth import WebAuth
 from web.limits import WebLimits
 from web.observe.settings import ObserveSettings
@@ -41,4 +41,5 @@ def create_app(cluster: Cluster, *, auth: WebAuth | None = None,
     admin.add_routes(app, cluster, cluster_name=cluster_name)
     control.add_routes(app, cluster)
     drain.add_routes(app, cluster)
+    proposals.add_routes(app, cluster)
     return app

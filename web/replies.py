@@ -37,12 +37,13 @@ from balancer.errors import (
     UnknownBundle,
     UnknownFailureDomain,
     UnknownNamespace,
+    UnknownProposal,
 )
 from web.limits import WebLimits
 
 logger = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-NOT_FOUND = (UnknownNamespace, UnknownBundle, UnknownFailureDomain)
+NOT_FOUND = (UnknownNamespace, UnknownBundle, UnknownFailureDomain, UnknownProposal)
 
 
 def status_of(error: LoadBalancerError) -> int:

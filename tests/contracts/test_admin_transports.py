@@ -222,6 +222,11 @@ async def test_balancer_pause_status_resume(lbctl: Lbctl) -> None:
     assert (await lbctl.ok("balancer", "resume")).strip() == "not paused"
 
 
+async def test_proposals_list_reads_the_same_book(lbctl: Lbctl, cluster: Cluster) -> None:
+    listed = await lbctl.json("proposals", "list")
+    assert listed == (await cluster.proposals()).listing()
+
+
 # -- bad input -------------------------------------------------------------------------------------
 
 BAD: dict[str, tuple[list[str], str]] = {
@@ -244,6 +249,9 @@ BAD: dict[str, tuple[list[str], str]] = {
                          "--broker-list", "broker-1,broker-2:http"], "broker-2:http"),
     "load_report_unknown_broker": (["broker-stats", "load-report", "broker-7"], "broker-7"),
     "load_report_bad_host_port": (["broker-stats", "load-report", "broker-1:0"], "broker-1:0"),
+    "proposal_show_unknown": (["proposals", "show", "shed-42"], "shed-42"),
+    "proposal_approve_unknown": (["proposals", "approve", "shed-42"], "shed-42"),
+    "proposal_cancel_unknown": (["proposals", "cancel", "split-7"], "split-7"),
 }
 
 

@@ -60,6 +60,10 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "LeaderHeartbeat": (1, ("leader_id",)),
     "BrokerDrainRequested": (1, ("broker", "bundles", "by", "rate_per_minute", "since_ms")),
     "BrokerUndrained": (1, ("at_ms", "broker", "by", "cancelled", "left", "since_ms")),
+    "ProposalApproved": (1, ("at_ms", "by", "proposal_id")),
+    "ProposalRejected": (1, ("at_ms", "by", "note", "proposal_id")),
+    "ProposalCancelled": (1, ("at_ms", "bundles", "by", "proposal_id")),
+    "ProposalStale": (1, ("at_ms", "proposal_id", "reason")),
     "CreateNamespace": (1, ("anti_affinity_group", "boundaries", "bundles", "command_id", "epoch",
                             "isolation", "namespace")),
     "SetNamespacePolicy": (1, ("anti_affinity_group", "command_id", "epoch", "isolation", "namespace")),
@@ -75,6 +79,7 @@ PINNED: dict[str, tuple[int, tuple[str, ...]]] = {
     "ResumeBalancer": (1, ("by", "command_id", "epoch")),
     "DrainBroker": (1, ("broker", "by", "command_id", "epoch", "rate_per_minute")),
     "UndrainBroker": (1, ("broker", "by", "command_id", "epoch")),
+    "ReviewProposal": (1, ("by", "command_id", "epoch", "note", "proposal_id", "verdict")),
 }
 
 
@@ -89,9 +94,10 @@ def test_every_type_name_version_and_field_is_pinned() -> None:
 def test_the_contract_lists_are_complete() -> None:
     # contracts §1 (17 events; the mirror's SourceMessageRejected and ShedderUnloadsCounted; 7 of
     # proposals and their executions; the operator's pause and resume; a broker's drain and
-    # undrain) and §2 (10 commands, and pause, resume, drain and undrain)
-    assert len(EVENTS) == 30
-    assert len(COMMANDS) == 14
+    # undrain; the verdicts on the leader's proposals) and §2 (10 commands, and pause, resume,
+    # drain, undrain and the verdict on a proposal)
+    assert len(EVENTS) == 34
+    assert len(COMMANDS) == 15
     assert all(cls.__name__ == cls.TYPE for cls in (*EVENTS, *COMMANDS))
 
 

@@ -97,6 +97,14 @@ def later_samples() -> list[c.Message]:
                           by="lbctl:ops", cancelled=3, left=5),
         c.DrainBroker(command_id="c-11", epoch=4, broker="broker-2", rate_per_minute=120, by="lbctl:ops"),
         c.UndrainBroker(command_id="c-12", epoch=4, broker="broker-2", by="lbctl:ops"),
+        c.ProposalApproved(proposal_id="shed-1700000000000", by="lbctl:ops", at_ms=1_700_000_030_000),
+        c.ProposalRejected(proposal_id="shed-1700000060000", by="super", at_ms=1_700_000_090_000,
+                           note="not during the sale"),
+        c.ProposalCancelled(proposal_id="shed-1700000000000", by="lbctl:ops", at_ms=1_700_000_040_000,
+                            bundles=["public/default/0x00000000_0x40000000"]),
+        c.ProposalStale(proposal_id="split-1700000120000", reason="older than 300 s", at_ms=1_700_000_500_000),
+        c.ReviewProposal(command_id="c-11", epoch=4, proposal_id="shed-1700000000000", verdict="approve",
+                         by="lbctl:ops"),
     ]
 
 

@@ -426,3 +426,81 @@ def test_the_dashboard_strip_shows_the_balancer_paused_and_resumed(served: Serve
     finally:
         post("/bb/v1/balancer/resume", {})
     until("the end of the pause on the strip", lambda: strip()[0] != "paused")
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``secured``'s cluster in review mode: each shedding run's proposal waits for an approval
+    (an hour between runs and a day's age, so one waits while the browser looks)."""
+    tmp = tmp_path_factory.mktemp("reviewed")
+    key = tmp / "secret.key"
+    subprocess.run([LBCTL, "tokens", "create-secret-key", "--output", str(key)], check=True)
+    token = subprocess.run([LBCTL, "tokens", "create", "-sk", f"file://{key}", "-s", "admin"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    conf = tmp / "broker.conf"
+    conf.write_text((ROOT / "conf" / "broker.conf").read_text() + "authenticationEnabled=true\n"
+                    "authorizationEnabled=true\nsuperUserRoles=admin\nauthenticationProviders="
+                    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n"
+                    f"tokenSecretKey=file://{key}\nloadBalancerExecution=review\n"
+                    "loadBalancerProposalMaxAgeSeconds=86400\nloadBalancerProposalLoadTolerance=1000\n")
+    run, url = start_run("inproc", tmp, conf)
+    try:
+        yield Served(url, "inproc", token)
+    finally:
+        stop_run(run)
+
+
+def test_a_super_user_approves_a_waiting_proposal_on_the_dashboard(reviewed: Served, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    assert reviewed.token is not None
+    browser.get(reviewed.url + "/")
+    until("the login form", lambda: browser.current_url.endswith("/login"))
+    browser.find_element(By.ID, "token").send_keys(reviewed.token)
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    waiting = "return [...document.querySelectorAll('#proposals .proposal')].map(e => e.dataset.proposal)"
+    found = until("a waiting proposal with its buttons", lambda: page(browser, waiting), 180)
+    chosen = str(found[0])
+    assert page(browser, "return document.querySelectorAll('#proposals .proposal button.approve').length") >= 1
+    page(browser, "document.querySelector(`#proposals .proposal[data-proposal='${arguments[0]}'] "
+                  "button.approve`).click()", chosen)
+    verdict = "return [...document.querySelectorAll('#proposals .verdict')].map(e => e.textContent)"
+    shown = until("the verdict on the card", lambda: page(browser, verdict), 60)
+    assert any(text in (f"{chosen}: approved by admin",) or "is stale" in text for text in shown), shown
+    recorded = json.loads(_get(f"{reviewed.url}/bb/v1/proposals/{chosen}", reviewed.headers()) or "{}")
+    assert recorded["status"] in ("approved", "executed", "stale")
+    if recorded["status"] != "stale":
+        assert recorded["by"] == "admin"
+
+
+@pytest.mark.ray
+def test_review_mode_on_ray_a_proposal_waits_then_runs_once_approved(tmp_path: Path) -> None:
+    """The same leader on the Ray host: a proposal waits in review mode, the REST approval is
+    recorded (``anonymous``: no token checked) and its moves start."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text((ROOT / "conf" / "broker.conf").read_text() + "loadBalancerExecution=review\n"
+                    "loadBalancerProposalMaxAgeSeconds=86400\nloadBalancerProposalLoadTolerance=1000\n")
+    run, url = start_run("ray", tmp_path, conf)
+    try:
+        def waiting() -> list[str]:
+            found = json.loads(_get(f"{url}/bb/v1/proposals") or "[]")
+            return [p["id"] for p in found if p["status"] == "pending" and p["id"].startswith("shed-")]
+
+        chosen = until("a waiting shedding proposal", waiting, 240)[-1]
+        request = urllib.request.Request(f"{url}/bb/v1/proposals/{chosen}/approve", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answer = json.loads(response.read().decode())
+            assert answer["event"] == "ProposalApproved" and answer["by"] == "anonymous"
+        except urllib.error.HTTPError as exc:  # superseded between the look and the click
+            assert exc.code == 412 and "is stale" in exc.read().decode()
+            return
+
+        def started() -> bool:
+            shown = json.loads(_get(f"{url}/bb/v1/proposals/{chosen}") or "{}")
+            return bool(shown.get("started"))
+
+        until("the approved proposal's moves started", started, 120)
+    finally:
+        stop_run(run)

@@ -90,3 +90,30 @@ def test_a_bundle_a_drained_broker_received_is_named_and_a_real_drain_is_clean(
     _write([r.envelope for r in host.records], tmp_path / "drained")
     clean = audit(read_local(spark, tmp_path / "drained"), caps=caps_of(config))
     assert clean.of("drained_received") == [] and clean.of("paused_move") == []
+def test_a_move_without_an_approval_is_named_in_review_mode(spark: Any, tmp_path: Path) -> None:
+    from tests.actors.test_control import shed_host
+    from tests.actors.test_proposals import first_pending, review
+
+    host = shed_host(loadBalancerExecution="review")
+    pid = first_pending(host)
+    review(host, pid, "approve")
+    host.advance(2 * 60_000)
+    kept = [r.envelope for r in host.records]
+
+    def write(where: Path, envelopes: list[Envelope]) -> Any:
+        async def go() -> None:
+            async with LocalEventLog(where, fsync=False) as log:
+                for envelope in envelopes:
+                    await log.append_raw(envelope.key, [encode(envelope)], ts_ms=envelope.ts_ms)
+
+        asyncio.run(go())
+        return read_local(spark, where)
+
+    clean = audit(write(tmp_path / "clean", kept), review=True)
+    assert clean.of("unapproved_move") == [] and "unapproved_move" in clean.checks
+    # The same history without its approval: each of the proposal's moves is named.
+    forged = write(tmp_path / "forged", [e for e in kept if e.type != "ProposalApproved"])
+    found = audit(forged, review=True).of("unapproved_move")
+    started = {r.envelope.payload["bundle"] for r in host.events("TransferPrepared", "UnloadRequested")}
+    assert started and {v.bundle for v in found} == started
+    assert all(f"ran proposal {pid}, never approved" in v.detail for v in found)

@@ -39,6 +39,11 @@ def balancer_families(status: Mapping[str, Any] | None, c: str) -> Iterable[Metr
     until.add_metric([c], 0 if pause is None else pause["untilMs"] / 1000)
     yield until
     yield from _drains(status.get("draining") or (), c)
+    proposals = status.get("proposals") or {}
+    pending = GaugeMetricFamily("bb_balancer_proposals_pending", "Proposals waiting for an approval "
+                                "(loadBalancerExecution=review)", labels=["cluster"])
+    pending.add_metric([c], int(proposals.get("pending") or 0))
+    yield pending
     throttle = status.get("throttle")
     if throttle is None:
         return

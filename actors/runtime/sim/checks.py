@@ -39,6 +39,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from actors.broker import BrokerBody
+from actors.runtime.sim.approvals import approval_violation
 from actors.runtime.sim.drains import DrainWatch, drain_violation
 from actors.runtime.sim.host import SimHost
 from actors.runtime.sim.hostile import HostileLog
@@ -314,4 +315,7 @@ class Checker:
         received = drain_violation(self.host)
         if received is not None:
             return Violation("drain_hold", step, self.host.now_ms, received)
+        unapproved = approval_violation(self.host)
+        if unapproved is not None:
+            return Violation("approvals", step, self.host.now_ms, unapproved)
         return None

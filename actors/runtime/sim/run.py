@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from random import Random
 
 from actors.conf import settings_from_mapping
 from actors.namespace import NamespaceBody
+from actors.runtime.sim.approvals import fire_verdict, review_config
 from actors.runtime.sim.checks import Checker, Lookup, Violation
 from actors.runtime.sim.drains import fire_drain
 from actors.runtime.sim.host import Fault, SimHost
@@ -109,6 +111,7 @@ def simulate_on_host(seed: int, scenario: str | Scenario, steps: int = 500,
                      keep: frozenset[int] | None = None) -> tuple[SimResult, SimHost]:
     """``simulate``, and the host it ran on (its log, bodies and snapshots, for inspection)."""
     chosen = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
+    chosen = dataclasses.replace(chosen, config=review_config(seed, chosen.config))  # some seeds review
     plan = chosen.plan(seed, steps)
     if keep is not None:
         plan = [f for i, f in enumerate(plan) if i in keep]
@@ -290,7 +293,8 @@ _FIRE = {"corrupt": _hostile(fire_corrupt), "forge": _hostile(fire_forge), "zomb
          "unspike": _unspike, "add_broker": _add_broker, "shutdown": _shutdown, "retire": _retire,
          "pause": _hostile(fire_pause), "resume": _hostile(fire_pause),
          "drain": _hostile(fire_drain), "undrain": _hostile(fire_drain), "drain_stop": _hostile(fire_drain),
-         "drain_start": _hostile(fire_drain)}
+         "drain_start": _hostile(fire_drain),
+         "approve": _hostile(fire_verdict), "reject": _hostile(fire_verdict), "cancel": _hostile(fire_verdict)}
 
 
 def _result(run: _Run, seed: int, steps: int, violation: Violation | None, plan: list[Fault]) -> SimResult:

@@ -20,6 +20,7 @@ from typing import Any
 
 from actors.broker import BrokerBody
 from actors.leader import LeaderBody
+from actors.runtime.sim.approvals import approval_plan
 from actors.runtime.sim.drains import KEPT as DRAIN_KEPT
 from actors.runtime.sim.drains import drain_plan
 from actors.runtime.sim.host import DeliveryFaults, Fault
@@ -75,6 +76,7 @@ class Scenario:
         faults += pause_plan(Random(f"{seed}:pause"), steps)
         faults += impostor_plan(Random(f"{seed}:impostor"), steps)
         faults += drain_plan(Random(f"{seed}:drain"), steps, self.broker_ids())
+        faults += approval_plan(seed, steps)
         loud = int(steps * (1 - QUIET))
         kept = [f for f in faults if f.step < loud or f.kind == "restart" or f.kind in DRAIN_KEPT]
         return sorted(kept, key=lambda f: (f.step, f.kind, f.target))

@@ -51,6 +51,7 @@ function render(state) {
   document.getElementById("totals").textContent =
     `${state.brokers.length} brokers, ${state.totals.unloads} unloads and transfers, ${state.totals.splits} splits`;
   renderBalancer(state.balancer);
+  refreshProposals(state.balancer);
   renderBrokers(state);
   renderWhyNot(state.why_not);
   renderRanges(state);
@@ -92,6 +93,55 @@ function renderBalancer(status) {
     parts.push(`${status.movesLastHour} moves in the last hour`);
   }
   strip.textContent = parts.join(" \u00b7 ");
+}
+
+// The waiting proposals, read from /bb/v1/proposals when the status counts any (at most every
+// 2 s): each with its moves and the predicted balance, and approve / reject buttons for a
+// logged-in super-user (with authentication on, only a super-user gets the page at all; the
+// buttons appear where a session's account is shown).
+let proposalsAsked = 0;
+function refreshProposals(status) {
+  const pending = status && status.proposals ? status.proposals.pending : 0;
+  const box = document.getElementById("proposals");
+  if (!pending && !box.querySelector(".proposal")) return;
+  const now = Date.now();
+  if (now - proposalsAsked < 2000) return;
+  proposalsAsked = now;
+  fetch("/bb/v1/proposals", {credentials: "same-origin"})
+    .then(r => r.ok ? r.json() : [])
+    .then(all => renderProposals(all.filter(p => p.status === "pending")))
+    .catch(() => {});
+}
+
+function renderProposals(waiting) {
+  const box = document.getElementById("proposals");
+  box.replaceChildren();
+  if (!waiting.length) { box.textContent = "none waiting"; return; }
+  const canDecide = document.getElementById("logout") !== null;
+  for (const p of waiting) {
+    const card = el("div", {class: "proposal", "data-proposal": p.id});
+    card.append(el("span", {class: "name"}, `${p.id}: ${p.moves} move(s), ${p.strategy}, computed ${iso(p.runMs)}`));
+    if (canDecide) {
+      for (const verdict of ["approve", "reject"]) {
+        const button = el("button", {type: "button", class: verdict, "data-verdict": verdict}, verdict);
+        button.addEventListener("click", () => decide(p.id, verdict, card));
+        card.append(button);
+      }
+    }
+    box.append(card);
+  }
+}
+
+function decide(id, verdict, card) {
+  fetch(`/bb/v1/proposals/${encodeURIComponent(id)}/${verdict}`, {
+    method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({note: "from the dashboard"}),
+  }).then(r => r.json().then(body => {
+    card.replaceChildren(el("span", {class: "verdict"},
+      r.ok ? `${id}: ${body.event === "ProposalApproved" ? "approved" : "rejected"} by ${body.by}`
+           : `${id}: ${body.reason || r.status}`));
+    card.dataset.decided = r.ok ? verdict : "refused";
+  })).catch(() => {});
 }
 
 function renderBrokers(state) {
