@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import heapq
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -175,20 +176,25 @@ async def o1(brokers: int, bundles: int, mode: str, rate: int) -> dict[str, Any]
 
 
 def peaks(records: Iterable[Record]) -> tuple[int, int]:
-    """(peak shedding moves in flight in the cluster, peak on one broker), from the log."""
-    spans = control_history(records).spans
-    edges = sorted([(s.start_ms, 1, s) for s in spans] + [(s.end_ms, -1, s) for s in spans if s.end_ms is not None],
-                   key=lambda e: (e[0], e[1]))
-    flying: dict[int, Any] = {}
+    """(peak shedding moves in flight in the cluster, peak on one broker), from the log, counted
+    as the audit's ``caps_exceeded`` counts them: at each start, after the moves ended by then."""
+    spans = sorted(control_history(records).spans, key=lambda s: s.start_ms)
+    ends: list[tuple[int, int]] = []
+    flying: dict[int, tuple[str, ...]] = {}
+    busy: dict[str, int] = {}
     cluster_peak = broker_peak = 0
-    for _, step, span in edges:
-        if step < 0:
-            flying.pop(id(span), None)
-            continue
-        flying[id(span)] = span
+    for number, span in enumerate(spans):
+        while ends and ends[0][0] <= span.start_ms:
+            for broker in flying.pop(heapq.heappop(ends)[1], ()):
+                busy[broker] -= 1
+        touched = (span.src,) if span.dst is None else (span.src, span.dst)
+        flying[number] = touched
+        for broker in touched:
+            busy[broker] = busy.get(broker, 0) + 1
+        if span.end_ms is not None:
+            heapq.heappush(ends, (span.end_ms, number))
         cluster_peak = max(cluster_peak, len(flying))
-        for broker in {span.src, span.dst} - {None}:
-            broker_peak = max(broker_peak, sum(1 for s in flying.values() if broker in (s.src, s.dst)))
+        broker_peak = max(broker_peak, *(busy[b] for b in touched))
     return cluster_peak, broker_peak
 
 
