@@ -206,6 +206,7 @@ async def o2(brokers: int, bundles: int, throttled: bool, max_sim_s: int) -> dic
     overrides: dict[str, Any] = {"loadBalancerBundleUnloadMinThroughputThreshold": 0,
                                  **({} if throttled else UNTHROTTLED)}
     cluster = await _cluster(brokers, bundles, overrides, 14_000.0 * brokers, O2_EXPONENT)
+    cluster.link.host.command_latency_ms = COMMAND_LATENCY_MS  # type: ignore[attr-defined]
     await cluster.sleep(3 * 60_000)  # load reports and the first runs on the first brokers
     cpu = time.process_time()
     await cluster.add_brokers([f"broker-{i}" for i in range(brokers + 1, 2 * brokers + 1)], timeout_s=600)
