@@ -24,14 +24,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 import orjson
 import pyarrow as pa
 
 from balancer.bundles import namespace_of
 from balancer.errors import DecodeError, MalformedInput
 from events.codec import decode, reason_of
+from events.envelope import Envelope
 from events.log._segment import Segment
 from events.log.local import chain_of
+from projections.authority import Verified, precheck
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +52,7 @@ ARROW_SCHEMA = pa.schema([
     ("force", pa.bool_()), ("leader_epoch", pa.int64()), ("children", pa.list_(pa.string())),
     ("boundaries", pa.list_(pa.int64())), ("decision", pa.string()),
     ("cpu", pa.float64()), ("msg_rate", pa.float64()), ("msg_throughput", pa.float64()),
-    ("bundle_loads", pa.list_(BUNDLE_LOAD)), ("error", pa.string()),
+    ("bundle_loads", pa.list_(BUNDLE_LOAD)), ("error", pa.string()), ("verified", pa.binary()),
 ])
 SCHEMA = (
     "topic string, partition int, offset long, key string, type string, version int, seq long, "
@@ -58,12 +61,14 @@ SCHEMA = (
     "children array<string>, boundaries array<long>, decision string, cpu double, "
     "msg_rate double, msg_throughput double, bundle_loads array<struct<bundle:string,"
     "msg_rate_in:double,msg_rate_out:double,msg_throughput_in:double,msg_throughput_out:double,"
-    "topics:long>>, error string"
+    "topics:long>>, error string, verified binary"
 )
 RAW_KEPT = SCHEMA + ", value binary"
 ARROW_RAW_KEPT = ARROW_SCHEMA.append(pa.field("value", pa.binary()))
 RAW_SCHEMA = "topic string, partition int, offset long, key string, ts long, value binary"
 COLUMNS = tuple(ARROW_SCHEMA.names)
+OPTIONAL = {"verified": "binary"}
+"""Columns a decoded export written before them lacks: read back as nulls."""
 _BATCH = 20_000
 
 
@@ -142,7 +147,24 @@ def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int
         return row
     row.update(key=env.key, type=env.type, version=env.version, seq=env.seq, epoch=env.epoch,
                ts=env.ts_ms, causation=env.causation_id)
+    if env[11] is not None:
+        row["verified"] = verified_column(env)
     return row
+
+
+def verified_column(env: Envelope) -> bytes | None:
+    """A signed record's signature, verified here, where it is decoded (``projections.authority
+    .precheck``): the process that folds the log takes it back with ``verification``."""
+    found = precheck(env)
+    return None if found is None else msgpack.packb(list(found))
+
+
+def verification(column: bytes | None) -> Verified | None:
+    """The value of ``verified_column`` back, for ``projections.authority.seed``."""
+    if column is None:
+        return None
+    root, signer, detail = msgpack.unpackb(column)
+    return root, signer, detail
 
 
 def to_batch(rows: list[dict[str, Any]], raw: bool = False) -> pa.RecordBatch:
@@ -267,11 +289,11 @@ def read_parquet(spark: SparkSession, path: str, *, raw: bool = False) -> DataFr
     df = spark.read.parquet(path)
     if "value" in df.columns:
         return _decoded(df.selectExpr(*RAW_SCHEMA_COLUMNS), raw)
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns and c not in OPTIONAL]
     if missing:
         raise MalformedInput(f"{path!r}: not an event export, missing column(s) {', '.join(missing)}",
                              value=path)
-    return df.select(*COLUMNS)
+    return df.selectExpr(*(c if c in df.columns else f"CAST(NULL AS {OPTIONAL[c]}) AS {c}" for c in COLUMNS))
 
 
 RAW_SCHEMA_COLUMNS = ("topic", "CAST(partition AS INT) AS partition", "CAST(offset AS LONG) AS offset",
