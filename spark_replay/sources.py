@@ -14,7 +14,12 @@ Invariants:
 - the LocalEventLog reader reads what lbctl's reader reads: the segments that form the log's
   chain (``events.log.local.chain_of``: strays skipped and named, a broken chain refused with
   ``LogDamaged``), each the way ``Segment`` reads it (committed appends only; a frame whose
-  crc fails, or a record lost in a damaged stretch, is a dead letter at its own offset).
+  crc fails, or a record lost in a damaged stretch, is a dead letter at its own offset); a
+  segment is decoded in slices of ``SLICE`` records, one task each, so one big segment does not
+  leave a core idle;
+- a signed record's signature is verified where it is decoded (the ``verified`` column,
+  ``projections.authority.precheck``), once, for the process that folds the log
+  (``spark_replay.authority``).
 """
 
 from __future__ import annotations
@@ -192,15 +197,17 @@ def decode_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     return decode_batches(batches, raw=True)
 
 
-def segment_rows(data_path: str, index_path: str, base: int, topic: str,
-                 raw: bool = False) -> Iterator[dict[str, Any]]:
-    """The committed records of one LocalEventLog segment, decoded, in offset order (read the
-    way the log reads them: from the data, the index only where it agrees)."""
+def segment_rows(data_path: str, index_path: str, base: int, topic: str, raw: bool = False,
+                 start: int = 0, stop: int = -1) -> Iterator[dict[str, Any]]:
+    """The committed records of one LocalEventLog segment (those at local indexes [start,
+    stop), -1: to its end), decoded, in offset order (read the way the log reads them: from the
+    data, the index only where it agrees)."""
     path = Path(data_path)
     segment = Segment(path.parent, base)
     try:
         segment.refresh()
-        for i, entry in enumerate(segment.fetch(0, segment.count) if segment.count else []):
+        stop = segment.count if stop < 0 else min(stop, segment.count)
+        for i, entry in enumerate(segment.fetch(start, stop) if start < stop else [], start=start):
             if not entry.damaged:
                 row = decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
                 if raw:
@@ -214,13 +221,14 @@ def segment_rows(data_path: str, index_path: str, base: int, topic: str,
 
 
 def read_segments(batches: Iterator[pa.RecordBatch], raw: bool = False) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows of (topic, base, data, index) paths -> decoded batches."""
+    """``mapInArrow`` body: rows of (topic, base, data, index, start, stop) -> decoded batches."""
     for batch in batches:
         cols = batch.to_pydict()
-        for topic, base, data, index in zip(cols["topic"], cols["base"], cols["data"], cols["index"],
-                                            strict=True):
+        for topic, base, data, index, start, stop in zip(
+                cols["topic"], cols["base"], cols["data"], cols["index"], cols["start"], cols["stop"],
+                strict=True):
             rows: list[dict[str, Any]] = []
-            for row in segment_rows(data, index, base, topic, raw):
+            for row in segment_rows(data, index, base, topic, raw, start, stop):
                 rows.append(row)
                 if len(rows) >= _BATCH:
                     yield to_batch(rows, raw)
@@ -273,12 +281,31 @@ def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     return [(base, str(data.resolve()), str(index.resolve())) for base, data, index in chain_of(root)]
 
 
+SLICE = 5_000
+"""Records a task decodes at most: a log of one big segment still decodes on every core."""
+
+
+def slices(directory: Path, base: int) -> list[tuple[int, int]]:
+    """[start, stop) local indexes of one segment, ``SLICE`` records each (the last: to the
+    segment's end, -1, whatever was appended since)."""
+    segment = Segment(directory, base)
+    try:
+        segment.refresh()
+        count = segment.count
+    finally:
+        segment.close()
+    starts = list(range(0, count, SLICE)) or [0]
+    return [(start, -1 if start == starts[-1] else start + SLICE) for start in starts]
+
+
 def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events",
                raw: bool = False) -> DataFrame:
     """The segment files of a LocalEventLog, one segment per task (``raw``: ``RAW_KEPT``)."""
-    rows = [(topic, base, data, index) for base, data, index in segments(directory)]
-    paths = spark.createDataFrame(rows, "topic string, base long, data string, index string")
-    paths = paths.repartition(max(1, len(rows)), "base")
+    rows = [(topic, base, data, index, start, stop) for base, data, index in segments(directory)
+            for start, stop in slices(Path(data).parent, base)]
+    paths = spark.createDataFrame(rows, "topic string, base long, data string, index string, "
+                                        "start long, stop long")
+    paths = paths.repartition(max(1, len(rows)), "base", "start")
     return paths.mapInArrow(read_segments_kept, RAW_KEPT) if raw else paths.mapInArrow(read_segments, SCHEMA)
 
 
