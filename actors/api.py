@@ -88,6 +88,9 @@ from projections.proposals import ProposalBook, proposal_book
 
 C = TypeVar("C", bound=Command)
 
+REQUESTED_BY = "requested_by"
+"""The decision key naming the principal of an admin move."""
+
 
 class Cluster(ActorLife, Waiting, DrainVerbs):
     """A live cluster: verbs (contracts §3), views, and the actors' life (for tests and runs)."""
@@ -327,16 +330,19 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
 
     async def unload(self, namespace: str, bundle: str | None = None,
                      destination: str | None = None, *, wait: bool = True,
-                     timeout_s: float = TIMEOUT_S) -> Receipt:
+                     timeout_s: float = TIMEOUT_S, by: str | None = None) -> Receipt:
         """Unload one bundle (to ``destination``: a graceful transfer) or, without ``bundle``,
-        every owned bundle of the namespace. With ``wait``, returns once they settled."""
+        every owned bundle of the namespace. With ``wait``, returns once they settled. ``by``:
+        the principal who asked (a token's role, ``lbctl:<user>``), kept in the move's decision
+        as ``requested_by`` (``explain`` shows it)."""
         if bundle is None:
             if destination is not None:
                 raise InvalidInput("a destination needs a bundle (-b)", value=destination)
             receipt = await self._issue(UnloadNamespace, namespace=namespace, timeout_s=timeout_s)
         else:
             receipt = await self._issue(UnloadBundle, bundle=self._bundle_id(namespace, bundle),
-                                        dst=destination, timeout_s=timeout_s)
+                                        dst=destination, timeout_s=timeout_s,
+                                        decision={REQUESTED_BY: by} if by else None)
         moved = [str(p["bundle"]) for kind, p in receipt.events
                  if kind in ("UnloadRequested", "TransferPrepared")]
         if wait:

@@ -46,6 +46,7 @@ from balancer.config_values import (
     choice,
     csv_list,
     resolve_class_name,
+    root_key,
     snake_case,
     split_algorithm,
     text,
@@ -411,6 +412,11 @@ class LoadBalancerConfig:
     web_service_max_json_depth: int = setting(
         "webServiceMaxJsonDepth", 32, bounded(int, 1, 1000),
         "levels of nesting of a JSON body the web service reads (deeper: 400)", folds=False)
+    bundle_balancer_root_key: str | None = setting(
+        "bundleBalancerRootKey", None, root_key,
+        "the cluster's root public key (base64; `lbctl log root` prints a log's): a reader pinned "
+        "to it refuses a log founded under another root (empty: a log's first signed record "
+        "names its root)", folds=False)
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     ignored: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Keys of other broker components that were read and ignored (Pulsar's loader takes them)."""

@@ -7,6 +7,7 @@ finite; strategy and class values come back in their short form whatever spellin
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -138,6 +139,24 @@ def text(key: str, raw: Any) -> str | None:
         return None
     text = str(raw).strip()
     return text or None
+
+
+ROOT_KEY_BYTES = 32
+
+
+def root_key(key: str, raw: Any) -> str | None:
+    """A cluster's root public key (base64 of its 32 bytes), or None when the key is empty."""
+    value = text(key, raw)
+    if value is None:
+        return None
+    try:
+        size = len(base64.b64decode(value, validate=True))
+    except ValueError:
+        size = -1
+    if size != ROOT_KEY_BYTES:
+        raise ConfigError(f"{key}: {value[:60]!r} is not a root public key (base64 of "
+                          f"{ROOT_KEY_BYTES} bytes)", key=key, value=value[:60])
+    return value
 
 
 def csv_list(allowed: Iterable[str] | None = None) -> Parser:

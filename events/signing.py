@@ -12,9 +12,10 @@ Invariants:
   those digests; each later record of the append is then checked by its digest alone;
 - a reader holds public keys only (the root's, named by the log's first signed record, and the
   writers', each certified by it): whoever can verify cannot sign, which an HMAC would not give;
-- ``verify`` is a pure function of the record and the root; certificates verified once per
-  process are remembered, and so are the appends this process signed itself (a reader in the
-  writer's own process then compares bytes instead of verifying its own signature again).
+- ``verify`` is a pure function of the record and the root; verifying keys loaded and
+  certificates verified once per process are remembered, and so are the appends this process
+  signed itself (a reader in the writer's own process then compares bytes instead of verifying
+  its own signature again).
 """
 
 from __future__ import annotations
@@ -179,9 +180,22 @@ def _verified_cert(name: str, public: bytes, cert: bytes, root: bytes) -> bool:
     return known
 
 
+_KEYS: dict[bytes, Ed25519PublicKey] = {}
+
+
+def _public_key(public: bytes) -> Ed25519PublicKey:
+    """The verifying key of ``public``, loaded once per process (a log has a few writers)."""
+    key = _KEYS.get(public)
+    if key is None:
+        if len(_KEYS) >= _REMEMBERED:
+            _KEYS.clear()
+        key = _KEYS[public] = Ed25519PublicKey.from_public_bytes(public)
+    return key
+
+
 def _holds(public: bytes, signature: bytes, message: bytes) -> bool:
     try:
-        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+        _public_key(public).verify(signature, message)
     except (InvalidSignature, ValueError):
         return False
     return True

@@ -74,7 +74,7 @@ class ClusterTransport:
         return Split(target, [str(c) for c in done["children"]], str(done["owner"]), used)
 
     async def unload(self, namespace: str, bundle: str | None, timeout_s: float) -> list[Move]:
-        receipt = await self.cluster.unload(namespace, bundle, wait=False, timeout_s=timeout_s)
+        receipt = await self.cluster.unload(namespace, bundle, wait=False, timeout_s=timeout_s, by=who())
         moved = [Move(str(p["bundle"]), str(p["src"])) for kind, p in receipt.events if kind == "UnloadRequested"]
         pending = {m.bundle for m in moved}
 
@@ -89,7 +89,8 @@ class ClusterTransport:
         return moved
 
     async def transfer(self, namespace: str, bundle: str, dst: str, timeout_s: float) -> Move:
-        receipt = await self.cluster.unload(namespace, bundle, dst, wait=False, timeout_s=timeout_s)
+        receipt = await self.cluster.unload(namespace, bundle, dst, wait=False, timeout_s=timeout_s,
+                                            by=who())
         move = _event(receipt, "TransferPrepared")
         moved = str(move["bundle"])
         await self.cluster.next_record(lambda r: _is("BundleOwned", "bundle", moved)(r)

@@ -1,10 +1,12 @@
-"""``lbctl log dead-letters|tail|ownership|anomalies|retain``: look into an event log, embedded
+"""``lbctl log dead-letters|tail|ownership|anomalies|root|retain``: look into an event log, embedded
 (``--log-dir``) or Kafka, and drop what no reader of an embedded one needs.
 
 Invariants: the commands only read (a Kafka topic is never created, a missing log directory is
 an error naming it), but ``retain --apply``; output is one line per entry: a table by default,
 deterministic JSON lines with ``--json`` (sorted keys; raw bytes base64); ``tail --follow`` runs
-until interrupted; a read of a retained log names, on stderr, the records retention dropped.
+until interrupted; a read of a retained log names, on stderr, the records retention dropped; a fold pinned to the
+cluster's root key (``--root-key``, broker.conf's ``bundleBalancerRootKey``) refuses a log founded
+under another root (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from actors.cluster.kept import LOG_SUBDIR, read_spec, state_dir
 from actors.retention import Holder, report_lines, retain
 from balancer.bundles import namespace_of
+from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, MalformedInput, UnknownNamespace
 from events.codec import to_json, to_json_value
 from events.log.kafka import KafkaEventLog
@@ -28,6 +31,7 @@ from events.times import iso
 from lbctl import numargs
 from lbctl.settings import deployment_of
 from lbctl.timearg import instant_arg
+from projections.authority import Trust, check_pinned, key_text, parse_key
 from projections.ownership import OwnershipProjection
 from projections.runner import ProjectionRunner, view_as_of
 
@@ -50,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tail.set_defaults(handler=_tail)
     view = verbs.add_parser("ownership", help="the ownership view folded from the log (time travel)")
     _source_arguments(view)
+    pin_arguments(view)
     view.add_argument("--as-of-offset", action="append", default=[], metavar="PARTITION:OFFSET",
                       help="fold only entries before this offset (repeatable)")
     view.add_argument("--as-of-ts", type=instant_arg, default=None, metavar="TIME",
@@ -59,7 +64,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     anomalies = verbs.add_parser("anomalies", help="what the ownership fold refused: gaps, "
                                  "duplicates, stale epochs, invalid transitions, dead letters")
     _source_arguments(anomalies)
+    pin_arguments(anomalies)
     anomalies.set_defaults(handler=_anomalies)
+    root = verbs.add_parser("root", help="the root public key the log was founded under (what "
+                            "--root-key and bundleBalancerRootKey pin)")
+    _source_arguments(root)
+    pin_arguments(root)
+    root.set_defaults(handler=_root)
     retain = verbs.add_parser("retain", help="drop the embedded log's segments that every reader "
                               "holds in a snapshot or checkpoint (a dry run without --apply)")
     where = retain.add_mutually_exclusive_group()
@@ -79,6 +90,25 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", default="lb", help="cluster name, the topic prefix (Kafka)")
     parser.add_argument("--topic", default="events", help="stream: events, load or commands (Kafka)")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
+
+def pin_arguments(parser: argparse.ArgumentParser, *, conf: bool = True) -> None:
+    parser.add_argument("--root-key", default=None, metavar="BASE64",
+                        help="the cluster's root public key: refuse a log founded under another "
+                             "(default: --conf's bundleBalancerRootKey; none: trust the log's first "
+                             "signed record)")
+    if conf:
+        parser.add_argument("--conf", default=None, help="broker.conf (its bundleBalancerRootKey)")
+
+
+def pinned_root(args: argparse.Namespace) -> bytes | None:
+    """The root key a reader pins: ``--root-key``, else ``--conf``'s ``bundleBalancerRootKey``."""
+    text = getattr(args, "root_key", None)
+    source = "--root-key"
+    if text is None and getattr(args, "conf", None) is not None:
+        text = LoadBalancerConfig.from_broker_conf(Path(args.conf).read_text()).bundle_balancer_root_key
+        source = f"{args.conf}: bundleBalancerRootKey"
+    return None if text is None else parse_key(text, source)
 
 
 def open_log(args: argparse.Namespace) -> EventLog:
@@ -223,23 +253,35 @@ def _notes(log: EventLog) -> None:
 
 
 async def _fold(args: argparse.Namespace) -> OwnershipProjection:
+    pin = pinned_root(args)  # a bad key is refused before the log is opened
     log = open_log(args)
+    fresh = OwnershipProjection(trust=None if pin is None else Trust(root=pin, pinned=True))
     try:
         await log.start()
         offsets = parse_offsets(getattr(args, "as_of_offset", []) or []) or None
         await _warn_dropped(log, {})
         if offsets is None and getattr(args, "as_of_ts", None) is None:
-            runner = ProjectionRunner(log, OwnershipProjection())
+            runner = ProjectionRunner(log, fresh)
             await runner.catch_up()
             projection = runner.projection
         else:
-            projection = await view_as_of(log, OwnershipProjection(), offsets=offsets,
-                                          ts_ms=args.as_of_ts)
+            projection = await view_as_of(log, fresh, offsets=offsets, ts_ms=args.as_of_ts)
     finally:
         _notes(log)
         await log.close()
     assert isinstance(projection, OwnershipProjection)
+    check_pinned(projection.trust, pin, args.log_dir or f"the {args.topic} log of {args.bootstrap}")
     return projection
+
+
+def _root(args: argparse.Namespace) -> int:
+    projection = asyncio.run(_fold(args))
+    founder = projection.trust.founder if projection.trust is not None else None
+    if founder is None:
+        print("lbctl: the log has no signed record: no root", file=sys.stderr)
+        return 1
+    print(key_text(founder))
+    return 0
 
 
 def _ownership(args: argparse.Namespace) -> int:

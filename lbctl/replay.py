@@ -33,6 +33,7 @@ from events.log.local import LocalEventLog
 from events.log.port import dropped_note
 from events.times import iso
 from lbctl import numargs
+from lbctl.log import pin_arguments, pinned_root
 from lbctl.settings import deployment_of, settings_of
 
 SUBMITTED = "BB_SPARK_SUBMITTED"  # set by bin/spark-replay.py: spark-submit chose the master
@@ -88,6 +89,7 @@ def _source(parser: argparse.ArgumentParser) -> None:
                              "spark.master, else local[2])")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    pin_arguments(parser, conf=False)
 
 
 def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -120,18 +122,28 @@ def _config(args: argparse.Namespace) -> LoadBalancerConfig:
     return settings_of(args).balancer
 
 
-def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False) -> Any:
+def _frame(args: argparse.Namespace, step: Any, *, raw: bool = False, verify: bool = True) -> Any:
+    """(spark, the log's frame, who wrote each record): with ``verify``, the records lbctl's
+    reader refuses for their writer are left out of the frame (``spark_replay.authority``)."""
+    from spark_replay.authority import check_authority, entitled
     from spark_replay.session import session
     from spark_replay.sources import check_source, decoded_once, read_source
 
     options = _kafka_options(args)  # before Spark: a refused user fails fast, in one line
     check_source(args.source, args.topic or None)  # and a path that is not there
+    pin = pinned_root(args)  # and a root key that is none
     spark = session(_master(args), driver_memory=args.driver_memory)
     step(f"reading {args.source}")
     _retained_note(args.source)
-    return spark, decoded_once(read_source(spark, args.source, topics=args.topic or None, raw=raw,
-                                           starting=args.starting_offsets, ending=args.ending_offsets,
-                                           kafka_options=options))
+    df = decoded_once(read_source(spark, args.source, topics=args.topic or None, raw=raw or verify,
+                                  starting=args.starting_offsets, ending=args.ending_offsets,
+                                  kafka_options=options))
+    if not verify:
+        return spark, df, None
+    step("checking who wrote each record")
+    trust = check_authority(df, root=pin, source=args.source or "the log")
+    df = entitled(df, trust)
+    return spark, (df if raw or "value" not in df.columns else df.drop("value")), trust
 
 
 def _retained_note(source: str | None) -> None:
@@ -199,10 +211,10 @@ def _audit(args: argparse.Namespace) -> int:
     config, console, err = _config(args), _console(), Console(stderr=True)
     wait = args.in_flight_ms or config.load_balancer_in_flight_service_unit_state_waiting_time_in_millis
     with _progress(err) as step:
-        _, df = _frame(args, step)
+        _, df, trust = _frame(args, step)
         step("auditing")
         report = audit(df, in_flight_ms=wait, caps=caps_of(config),
-                       review=config.load_balancer_execution == "review")
+                       review=config.load_balancer_execution == "review", trust=trust)
         moves = [r.asDict() for r in move_stats(df).collect()] if args.moves else []
     if args.json:
         for v in report.violations:
@@ -220,7 +232,7 @@ def _export(args: argparse.Namespace) -> int:
     from spark_replay.sources import export_parquet
 
     with _progress(Console(stderr=True)) as step:
-        _, df = _frame(args, step)
+        _, df, _ = _frame(args, step, verify=False)  # a copy of the log: every record
         step(f"writing {args.out}")
         export_parquet(df, args.out)
         count = df.sparkSession.read.parquet(args.out).count()
@@ -234,7 +246,7 @@ def _timeline(args: argparse.Namespace) -> int:
 
     console, err = _console(), Console(stderr=True)
     with _progress(err) as step:
-        _, df = _frame(args, step)
+        _, df, _ = _frame(args, step)
         step("folding ownership")
         frame = timeline(df)
         if args.bundle:
@@ -276,15 +288,15 @@ def _whatif(args: argparse.Namespace) -> int:
     grid = _grid(args)  # before Spark: a bad grid fails fast
     console, err = _console(), Console(stderr=True)
     with _progress(err) as step, ThreadPoolExecutor(1, thread_name_prefix="audit") as pool:
-        spark, df = _frame(args, step, raw=True)
+        spark, df, trust = _frame(args, step, raw=True)
         if args.report:  # the report's audit runs beside the sweep, on the log decoded once
             step("decoding the log")
             df.count()
             wait = _config(args).load_balancer_in_flight_service_unit_state_waiting_time_in_millis
-            audited = pool.submit(lambda: (audit(df, in_flight_ms=wait),
+            audited = pool.submit(lambda: (audit(df, in_flight_ms=wait, trust=trust),
                                            [r.asDict() for r in timeline(df).collect()]))
         step(f"simulating {len(grid) + 1} configuration(s)" + (" and auditing" if args.report else ""))
-        result = whatif(spark, df, grid, live=_base(args), seed=args.seed)
+        result = whatif(spark, df, grid, live=_base(args), seed=args.seed, trust=trust)
         if args.report:
             report, intervals = audited.result()
             step("drawing the report")

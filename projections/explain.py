@@ -125,6 +125,8 @@ def _details(bundle: str, move: Move) -> list[str]:
     lines += _origin_lines(move)
     if decided.strategy or decided.label:
         lines.append(f"decision: {decided.strategy or '-'} {decided.label or ''} {decided.reason or ''}".rstrip())
+    if decided.extra.get("requested_by"):
+        lines.append(f"requested by: {decided.extra['requested_by']}")
     for key, value in sorted(decided.numbers.items()):
         lines.append(f"{key} = {_fmt(value)}")
     if decided.placement is not None:

@@ -14,6 +14,10 @@ Checks (each violation names the record(s) by topic, partition and offset):
 - ``ranges_tile``: the children of a split tile their parent, and at the end of the log every
   namespace's live bundles tile the hash space;
 - ``corrupt_record``: a stored value that does not decode (it is skipped by every other check);
+- ``forged`` / ``unauthorized`` (and a deposed leader's ``stale_epoch``): a record lbctl's reader
+  refuses for its writer (``spark_replay.authority``: the same fold, signatures verified once
+  where the records are decoded); it is named and left out of every other check. Only where
+  the stored bytes are read (a log, Kafka, a raw export), not in a decoded export;
 - ``paused_move``: a shedding move (not an operator's unload, not a drain) that started while
   an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
   flight (per broker, in the cluster) or the starts of the last minute over the throttle's caps
@@ -60,6 +64,7 @@ from projections.control import WATCHED, ControlHistory
 from projections.drain import WATCHED as DRAIN_WATCHED
 from projections.drain import DrainHistory
 from projections.proposals import ApprovalHistory
+from spark_replay.authority import Authority, check_authority, entitled
 from spark_replay.sources import PROPOSAL_TYPES, readable
 
 if TYPE_CHECKING:
@@ -78,9 +83,13 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("throttle_cap", "no shedding move starts over the throttle's caps (those of --conf)"),
     ("drained_received", "a drained broker receives nothing (no assignment or transfer to it)"),
     ("unapproved_move", "in review mode no shedding move starts without an approved, non-stale proposal"),
+    ("forged", "every record of a signed log is signed by an identity the log's root certified"),
+    ("unauthorized", "every record's writer may write it (role, key, elected epoch, the log's cluster)"),
 )
 """Every check the audit runs, in the order it reports them, with what each one holds."""
 
+AUTHORITY_CHECKS = ("forged", "unauthorized")
+"""Checks that need the stored bytes (not in a decoded export)."""
 DEFAULT_IN_FLIGHT_MS = 30_000
 LAG_MULTIPLE = 10
 """A move counts as stuck past this many median handovers of its own log (and the wait)."""
@@ -325,14 +334,19 @@ def _row_violation(row: Any, bundle: str | None, detail: str) -> Violation:
 
 
 def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps | None = None,
-          review: bool = False) -> AuditReport:
+          review: bool = False, trust: Authority | None = None) -> AuditReport:
     """Every check over ``df`` (a ``sources`` DataFrame); violations sorted by log position;
     ``caps``: the throttle's, which no shedding move may have exceeded; ``review``: the
-    configuration's execution mode is review (every shedding move needs an approval)."""
+    configuration's execution mode is review (every shedding move needs an approval);
+    ``trust``: who wrote each record, decided by lbctl's reader (``spark_replay.authority``;
+    computed here when not given, from the stored bytes a ``raw`` read keeps). The records it
+    refuses are named and left out of every other check."""
     from pyspark.sql import functions as F
 
     totals = df.agg(F.count(F.lit(1)).alias("n"), F.max("ts").alias("end")).first()
     events, end_ts = int(totals["n"]) if totals else 0, int(totals["end"] or 0) if totals else 0
+    trust = trust if trust is not None else check_authority(df)
+    df = entitled(df, trust)
     corrupt = df.where("error IS NOT NULL").select(
         F.lit("corrupt_record").alias("check"), "topic", "key", "bundle", "partition", "offset",
         F.lit(None).cast("long").alias("related_offset"), "ts", F.col("error").alias("detail"))
@@ -346,8 +360,11 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps
     violations += tiling_violations(df)
     violations += control_violations(df, caps, review)
     violations += drain_violations(df)
+    violations += [Violation(r.kind, r.topic, r.key, None, r.partition, r.offset, None, r.ts, r.detail)
+                   for r in trust.refused]
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
-    ran = tuple(name for name, _ in CHECKS if caps is not None or name != "throttle_cap")
+    ran = tuple(name for name, _ in CHECKS if (caps is not None or name != "throttle_cap")
+                and (trust.checked or name not in AUTHORITY_CHECKS))
     return AuditReport(events, tuple(violations), end_ts, bound, median, ran)
 
 

@@ -14,7 +14,12 @@ Invariants:
 - the LocalEventLog reader reads what lbctl's reader reads: the segments that form the log's
   chain (``events.log.local.chain_of``: strays skipped and named, a broken chain refused with
   ``LogDamaged``), each the way ``Segment`` reads it (committed appends only; a frame whose
-  crc fails, or a record lost in a damaged stretch, is a dead letter at its own offset).
+  crc fails, or a record lost in a damaged stretch, is a dead letter at its own offset); a
+  segment is decoded in slices of ``SLICE`` records, one task each, so one big segment does not
+  leave a core idle;
+- a signed record's signature is verified where it is decoded (the ``verified`` column,
+  ``projections.authority.precheck``), once, for the process that folds the log
+  (``spark_replay.authority``).
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 import orjson
 import pyarrow as pa
 
 from balancer.bundles import namespace_of
 from balancer.errors import DecodeError, MalformedInput
 from events.codec import decode, reason_of
+from events.envelope import Envelope
 from events.log._segment import Segment
 from events.log.local import chain_of
+from projections.authority import Verified, precheck
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +57,7 @@ ARROW_SCHEMA = pa.schema([
     ("force", pa.bool_()), ("leader_epoch", pa.int64()), ("children", pa.list_(pa.string())),
     ("boundaries", pa.list_(pa.int64())), ("decision", pa.string()),
     ("cpu", pa.float64()), ("msg_rate", pa.float64()), ("msg_throughput", pa.float64()),
-    ("bundle_loads", pa.list_(BUNDLE_LOAD)), ("error", pa.string()),
+    ("bundle_loads", pa.list_(BUNDLE_LOAD)), ("error", pa.string()), ("verified", pa.binary()),
 ])
 SCHEMA = (
     "topic string, partition int, offset long, key string, type string, version int, seq long, "
@@ -58,12 +66,14 @@ SCHEMA = (
     "children array<string>, boundaries array<long>, decision string, cpu double, "
     "msg_rate double, msg_throughput double, bundle_loads array<struct<bundle:string,"
     "msg_rate_in:double,msg_rate_out:double,msg_throughput_in:double,msg_throughput_out:double,"
-    "topics:long>>, error string"
+    "topics:long>>, error string, verified binary"
 )
 RAW_KEPT = SCHEMA + ", value binary"
 ARROW_RAW_KEPT = ARROW_SCHEMA.append(pa.field("value", pa.binary()))
 RAW_SCHEMA = "topic string, partition int, offset long, key string, ts long, value binary"
 COLUMNS = tuple(ARROW_SCHEMA.names)
+OPTIONAL = {"verified": "binary"}
+"""Columns a decoded export written before them lacks: read back as nulls."""
 _BATCH = 20_000
 
 
@@ -148,7 +158,24 @@ def decode_row(topic: str, partition: int, offset: int, key: str | None, ts: int
         return row
     row.update(key=env.key, type=env.type, version=env.version, seq=env.seq, epoch=env.epoch,
                ts=env.ts_ms, causation=env.causation_id)
+    if env[11] is not None:
+        row["verified"] = verified_column(env)
     return row
+
+
+def verified_column(env: Envelope) -> bytes | None:
+    """A signed record's signature, verified here, where it is decoded (``projections.authority
+    .precheck``): the process that folds the log takes it back with ``verification``."""
+    found = precheck(env)
+    return None if found is None else msgpack.packb(list(found))
+
+
+def verification(column: bytes | None) -> Verified | None:
+    """The value of ``verified_column`` back, for ``projections.authority.seed``."""
+    if column is None:
+        return None
+    root, signer, detail = msgpack.unpackb(column)
+    return root, signer, detail
 
 
 def to_batch(rows: list[dict[str, Any]], raw: bool = False) -> pa.RecordBatch:
@@ -176,15 +203,17 @@ def decode_kept(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     return decode_batches(batches, raw=True)
 
 
-def segment_rows(data_path: str, index_path: str, base: int, topic: str,
-                 raw: bool = False) -> Iterator[dict[str, Any]]:
-    """The committed records of one LocalEventLog segment, decoded, in offset order (read the
-    way the log reads them: from the data, the index only where it agrees)."""
+def segment_rows(data_path: str, index_path: str, base: int, topic: str, raw: bool = False,
+                 start: int = 0, stop: int = -1) -> Iterator[dict[str, Any]]:
+    """The committed records of one LocalEventLog segment (those at local indexes [start,
+    stop), -1: to its end), decoded, in offset order (read the way the log reads them: from the
+    data, the index only where it agrees)."""
     path = Path(data_path)
     segment = Segment(path.parent, base)
     try:
         segment.refresh()
-        for i, entry in enumerate(segment.fetch(0, segment.count) if segment.count else []):
+        stop = segment.count if stop < 0 else min(stop, segment.count)
+        for i, entry in enumerate(segment.fetch(start, stop) if start < stop else [], start=start):
             if not entry.damaged:
                 row = decode_row(topic, 0, base + i, entry.key, entry.ts_ms, entry.raw)
                 if raw:
@@ -198,13 +227,14 @@ def segment_rows(data_path: str, index_path: str, base: int, topic: str,
 
 
 def read_segments(batches: Iterator[pa.RecordBatch], raw: bool = False) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows of (topic, base, data, index) paths -> decoded batches."""
+    """``mapInArrow`` body: rows of (topic, base, data, index, start, stop) -> decoded batches."""
     for batch in batches:
         cols = batch.to_pydict()
-        for topic, base, data, index in zip(cols["topic"], cols["base"], cols["data"], cols["index"],
-                                            strict=True):
+        for topic, base, data, index, start, stop in zip(
+                cols["topic"], cols["base"], cols["data"], cols["index"], cols["start"], cols["stop"],
+                strict=True):
             rows: list[dict[str, Any]] = []
-            for row in segment_rows(data, index, base, topic, raw):
+            for row in segment_rows(data, index, base, topic, raw, start, stop):
                 rows.append(row)
                 if len(rows) >= _BATCH:
                     yield to_batch(rows, raw)
@@ -257,12 +287,31 @@ def segments(directory: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
     return [(base, str(data.resolve()), str(index.resolve())) for base, data, index in chain_of(root)]
 
 
+SLICE = 5_000
+"""Records a task decodes at most: a log of one big segment still decodes on every core."""
+
+
+def slices(directory: Path, base: int) -> list[tuple[int, int]]:
+    """[start, stop) local indexes of one segment, ``SLICE`` records each (the last: to the
+    segment's end, -1, whatever was appended since)."""
+    segment = Segment(directory, base)
+    try:
+        segment.refresh()
+        count = segment.count
+    finally:
+        segment.close()
+    starts = list(range(0, count, SLICE)) or [0]
+    return [(start, -1 if start == starts[-1] else start + SLICE) for start in starts]
+
+
 def read_local(spark: SparkSession, directory: str | os.PathLike[str], *, topic: str = "events",
                raw: bool = False) -> DataFrame:
     """The segment files of a LocalEventLog, one segment per task (``raw``: ``RAW_KEPT``)."""
-    rows = [(topic, base, data, index) for base, data, index in segments(directory)]
-    paths = spark.createDataFrame(rows, "topic string, base long, data string, index string")
-    paths = paths.repartition(max(1, len(rows)), "base")
+    rows = [(topic, base, data, index, start, stop) for base, data, index in segments(directory)
+            for start, stop in slices(Path(data).parent, base)]
+    paths = spark.createDataFrame(rows, "topic string, base long, data string, index string, "
+                                        "start long, stop long")
+    paths = paths.repartition(max(1, len(rows)), "base", "start")
     return paths.mapInArrow(read_segments_kept, RAW_KEPT) if raw else paths.mapInArrow(read_segments, SCHEMA)
 
 
@@ -273,11 +322,11 @@ def read_parquet(spark: SparkSession, path: str, *, raw: bool = False) -> DataFr
     df = spark.read.parquet(path)
     if "value" in df.columns:
         return _decoded(df.selectExpr(*RAW_SCHEMA_COLUMNS), raw)
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns and c not in OPTIONAL]
     if missing:
         raise MalformedInput(f"{path!r}: not an event export, missing column(s) {', '.join(missing)}",
                              value=path)
-    return df.select(*COLUMNS)
+    return df.selectExpr(*(c if c in df.columns else f"CAST(NULL AS {OPTIONAL[c]}) AS {c}" for c in COLUMNS))
 
 
 RAW_SCHEMA_COLUMNS = ("topic", "CAST(partition AS INT) AS partition", "CAST(offset AS LONG) AS offset",

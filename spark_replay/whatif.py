@@ -38,8 +38,10 @@ from balancer.load import BundleStats
 from balancer.shedding.run import SheddingRun
 from balancer.simulator import BrokerModel, Simulation, balance
 from events.codec import decode
+from projections.ownership import REFUSED
 from projections.shed_replay import Alignment, align, recorded_runs
 from spark_replay.audit import MOVE_TYPES, ownership_rows
+from spark_replay.authority import Authority
 from spark_replay.sources import readable
 
 if TYPE_CHECKING:
@@ -285,24 +287,36 @@ def _metrics(ratios: list[float], stds: list[float], moves: int, flaps: int) -> 
             "moves": moves, "flaps": flaps, "settle_cycles": settle}
 
 
-def align_recording(df: DataFrame, settings: Mapping[str, Any]) -> Alignment | None:
+def align_recording(df: DataFrame, settings: Mapping[str, Any],
+                    trust: Authority | None = None) -> Alignment | None:
     """The live strategy's recorded runs replayed over the log (None without stored bytes, or
-    when the log holds no run of it: nothing to reproduce)."""
+    when the log holds no run of it: nothing to reproduce). ``trust``: the records decoded and
+    verified once already (``spark_replay.authority``), whose refused ones are left out."""
     from pyspark.sql import functions as F
 
     if "value" not in df.columns:
         return None
     config = _config(settings)
     strategy = SheddingRun(config).strategy.name
+    if trust is not None and trust.checked:
+        kept = [(p, o, e) for p, o, e in trust.envelopes if REFUSED not in e.__dict__]
+        shed = sorted(((e.ts_ms, p, o, e) for p, o, e in kept if e.type in RUN_TYPES),
+                      key=lambda t: t[:3])
+        runs = recorded_runs(((o, e) for _, _, o, e in shed), strategy)
+        return align(iter(kept), runs, config) if runs.runs else None
     stored = readable(df).where(F.col("value").isNotNull()).select("partition", "offset", "ts", "type", "value")
     runs = recorded_runs(((r["offset"], decode(r["value"])) for r in stored.where(
-        F.col("type").isin("SheddingSkipped", *MOVE_TYPES)).orderBy("ts", "partition", "offset").collect()),
+        F.col("type").isin(*RUN_TYPES)).orderBy("ts", "partition", "offset").collect()),
         strategy)
     if not runs.runs:
         return None
     # In any order: the replay puts each partition in offset order itself (``LogCursor``).
     return align(((r["partition"], r["offset"], decode(r["value"])) for r in stored.toLocalIterator()),
                  runs, config)
+
+
+RUN_TYPES = ("SheddingSkipped", *MOVE_TYPES)
+"""The records that tell the leader's shedding runs apart."""
 
 
 def as_recorded(recording: Recording, live: pd.DataFrame | None, grace_cycles: int,
@@ -367,7 +381,8 @@ class WhatIf:
 
 
 def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
-           live: Mapping[str, Any] | None = None, seed: int = 0) -> WhatIf:
+           live: Mapping[str, Any] | None = None, seed: int = 0,
+           trust: Authority | None = None) -> WhatIf:
     """The sweep with the live configuration first (``live``, else the recording's strategy with
     Pulsar's defaults), then ``grid``; the leader's recorded runs are replayed to measure how much
     of the recording the live strategy reproduces (``align_recording``)."""
@@ -382,7 +397,7 @@ def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
     # one waits on the other's sockets, so they overlap (the fold took a third of a 20,000-record
     # what-if when it ran after the sweep).
     with ThreadPoolExecutor(1, thread_name_prefix="align") as pool:
-        aligning = pool.submit(align_recording, df, settings)
+        aligning = pool.submit(align_recording, df, settings, trust)
         cycles = sweep(spark, recording, full, seed=seed)
         alignment = aligning.result()
     live_cycles = cycles[cycles["config_id"] == 0].sort_values("cycle")

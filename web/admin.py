@@ -37,6 +37,8 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
 from web import documents, lookup, own, shapes
+from web.auth import ROLE
+from web.control import ANONYMOUS
 from web.replies import (
     ALGORITHM_HEADER,
     answer,
@@ -168,7 +170,8 @@ class _Routes:
             await self.cluster.catch_up()
             destination = shapes.broker_at(destination, [(b.broker_id, b.url) for b in self.cluster.brokers()],
                                            "destinationBroker")
-        await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination)
+        await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination,
+                                  by=request.get(ROLE, ANONYMOUS))
         return done()
 
     async def split(self, request: web.Request) -> web.Response:

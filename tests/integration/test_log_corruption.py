@@ -23,6 +23,7 @@ from events.log._segment import INDEX, frames
 from events.log._store import Entry
 from events.log.local import LocalEventLog
 from events.log.port import DeadLetter, Record
+from spark_replay import sources
 from spark_replay.sources import segment_rows, segments
 
 SEGMENT = "00000000000000000000"
@@ -64,7 +65,16 @@ async def _read(directory: Path) -> tuple[Seen, list[DeadLetter], list[str]]:
 
 def _spark_rows(directory: Path) -> list[tuple[int, object]]:
     rows = [row for base, data, index in segments(directory) for row in segment_rows(data, index, base, "events")]
-    return sorted((r["offset"], None if r.get("error") else (r["key"], r["seq"], r["type"])) for r in rows)
+    found = sorted((r["offset"], None if r.get("error") else (r["key"], r["seq"], r["type"])) for r in rows)
+    # The Spark reader decodes a segment in slices, one task each: together they read the same.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sources, "SLICE", 7)
+        sliced = [row for base, data, index in segments(directory)
+                  for start, stop in sources.slices(Path(data).parent, base)
+                  for row in segment_rows(data, index, base, "events", False, start, stop)]
+    assert sorted((r["offset"], None if r.get("error") else (r["key"], r["seq"], r["type"]))
+                  for r in sliced) == found
+    return found
 
 
 async def _write_one(directory: Path) -> list[str]:

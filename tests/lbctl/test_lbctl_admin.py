@@ -118,6 +118,20 @@ def test_unload_to_a_destination_is_a_transfer(host: InProcessHost, capsys: pyte
     assert moved(host, since) == ["TransferPrepared", "BundleAssigned", "BundleOwned"]
 
 
+def test_explain_names_who_asked_for_an_admin_move(host: InProcessHost,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: an operator's unload and transfer recorded no principal (only a pause did)."""
+    from lbctl.admin_cluster import who
+    from projections.explain import moves_of, render
+
+    bundle = bundles(host, "public/b")[1]
+    src = owner(host, bundle)
+    dst = next(b for b in sorted(host.client.brokers) if b != src)
+    assert lbctl(capsys, "namespaces", "unload", "public/b", "-b", bundle.rsplit("/", 1)[1], "-d", dst)[0] == 0
+    story = render(bundle, moves_of(bundle, host.records))
+    assert f"requested by: {who()}" in story and who().startswith("lbctl")
+
+
 def test_unload_a_bundle_and_a_namespace(host: InProcessHost, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = bundles(host, "public/a")[2]
     src = owner(host, bundle)

@@ -97,3 +97,25 @@ async def test_lbctl_over_rest_pauses_and_says_so(cluster: Cluster, capsys: pyte
         assert code == 2 and out == "" and "'0'" in err and len(err.strip().splitlines()) == 1
         code, out, _ = await asyncio.to_thread(lbctl_rest, "balancer", "resume")
         assert code == 0 and "balancer resumed" in out
+
+
+async def test_an_unload_over_rest_records_the_tokens_role_and_explain_shows_it(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """Before: an operator's unload recorded no principal (only a pause said who asked)."""
+    from projections.explain import render
+
+    key = tmp_path / "secret.key"
+    lbctl("tokens", "create-secret-key", "--output", str(key))
+    auth = WebAuth.from_broker_conf({
+        "authenticationEnabled": "true", "authorizationEnabled": "true",
+        "authenticationProviders": TOKEN_PROVIDER, "superUserRoles": "ops-admin",
+        "tokenSecretKey": f"file://{key}"})
+    admin = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "ops-admin")}
+    await cluster.create_namespace("public/default", 4)
+    owner = await cluster.lookup("persistent://public/default/who-asked")
+    bundle = next(r.bundle for r in cluster.bundles("public/default") if r.owner == owner)
+    namespace, _, hash_range = bundle.rpartition("/")
+    async with TestClient(TestServer(create_app(cluster, auth=auth))) as client:
+        answer = await client.put(f"/admin/v2/namespaces/{namespace}/{hash_range}/unload", headers=admin)
+        assert answer.status == 204, await answer.text()
+    assert "requested by: ops-admin" in render(bundle, await cluster.explain(bundle))
