@@ -26,7 +26,8 @@ Invariants:
     │   ├── HistoryMissing            the log lost records a body would have to fold
     │   └── LogDamaged                the log's files are no single history (named; refused)
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
-    │   └── NoBrokerAvailable
+    │   ├── NoBrokerAvailable
+    │   └── Busy                      an actor too far behind to take the command: retry after T
     ├── DecodeError                   bytes that are not an event (becomes a dead letter)
     ├── OutOfRange                    a record no reader could decode: the writer refuses it
     └── BrokerFilterError             a placement filter could not decide
@@ -166,6 +167,17 @@ class Unavailable(LoadBalancerError):
 
 class NoBrokerAvailable(Unavailable):
     code = "no_broker_available"
+
+
+class Busy(Unavailable):
+    """The receiver did not take the command (nothing decided): send it again after
+    ``retry_after_ms``, not before."""
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_ms: int, **details: Any) -> None:
+        super().__init__(message, retry_after_ms=retry_after_ms, **details)
+        self.retry_after_ms = retry_after_ms
 
 
 class DecodeError(LoadBalancerError):

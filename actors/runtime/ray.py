@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -36,11 +37,13 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
+from actors.runtime.admission import InFlight
 from actors.runtime.bodies import BodySpec
 from actors.runtime.heap import HeapSettler
 from actors.runtime.realtime import Answer, LiveHost
+from actors.runtime.sampler import from_env as sampler_from_env
 from actors.runtime.specs import Clock, LogSpec
-from balancer.errors import InvalidInput, Unavailable
+from balancer.errors import Busy, InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets
 
@@ -78,6 +81,7 @@ class BodyActor:
     async def __init__(self, spec: HostSpec, body: BodySpec, namespace: str) -> None:  # type: ignore[misc]
         # ``namespace`` is the actor's own: the runtime context names the creating job's.
         logging.basicConfig(level=logging.WARNING)
+        self.sampler = sampler_from_env(body.name)  # off unless a benchmark asks for it
         self.spec, self.body_spec = spec, body
         writer = body.name if body.transactional else None
         log = spec.log.open(spec.clock, writer=writer, role=body.kind, identity=body.identity)
@@ -96,22 +100,9 @@ class BodyActor:
         return await self.host.command(command, after)
 
     async def commands(self, batch: list[tuple[Command, Offsets | None]]) -> list[Answer]:
-        """Deliver each command of ``batch`` as ``command`` does, in order; their answers (one
-        that raised is answered ``Unavailable``, the others are not touched by it).
-
-        The log position every command needs folded is reached once, for the whole batch (the
-        furthest of them): a thousand commands each waiting on the subscription were woken by
-        every record folded, which stalled a 65,536-bundle storm."""
-        furthest: dict[int, int] = {}
-        for _, after in batch:
-            for partition, offset in (after or {}).items():
-                furthest[partition] = max(furthest.get(partition, 0), offset)
-        if furthest:
-            await self.host.reach(furthest)
-        done = await asyncio.gather(*(self.host.command(c) for c, _ in batch), return_exceptions=True)
-        return [(None, Unavailable(f"{c.TYPE} {c.command_id}: {answer!r}"))
-                if isinstance(answer, BaseException) else answer
-                for (c, _), answer in zip(batch, done, strict=True)]
+        """Deliver each command of ``batch`` as ``command`` does, in order (``LiveHost.commands``:
+        admission first, then the furthest log position of the batch reached once)."""
+        return await self.host.commands(batch)
 
     async def act(self, method: str) -> None:
         """Run a body-specific action (``shutdown`` of a broker)."""
@@ -135,6 +126,8 @@ class BodyActor:
 
     async def stop(self) -> None:
         """Close the log cleanly (before the actor is killed)."""
+        if self.sampler is not None:
+            self.sampler.stop()
         await self.host.close()
 
 
@@ -199,8 +192,12 @@ class RayTransport:
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
         self.batches = 0
         """Ray calls that carried the sends (at most one per target and loop turn)."""
+        self.inflight = InFlight()
+        """Retried commands on their way: a retry of one still queued is not sent again."""
 
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
+        if not self.inflight.admit(target, command, time.monotonic()):
+            return
         outgoing = self._outbox.get(target)
         if outgoing is None:
             outgoing = self._outbox[target] = []
@@ -246,11 +243,22 @@ class RayTransport:
             self.failed_sends += len(batch)
             logger.debug("%d commands to %s: actor unreachable: %s: %s", len(batch), target,
                          type(exc).__name__, exc)
+            self._over(target, batch, None)
             return
+        except asyncio.CancelledError:
+            self._over(target, batch, None)
+            raise
+        self._over(target, batch, answers)
         for (command, _), (_, error) in zip(batch, answers, strict=True):
-            if error is not None:
+            if error is not None and not isinstance(error, Busy):
                 self.failed_sends += isinstance(error, Unavailable)
                 logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
+
+    def _over(self, target: str, batch: Outgoing, answers: list[Answer] | None) -> None:
+        """The tries of ``batch`` are over: their keys are free again (or held, if busy)."""
+        now = time.monotonic()
+        for index, (command, _) in enumerate(batch):
+            self.inflight.answered(target, command, None if answers is None else answers[index][1], now)
 
     async def close(self) -> None:
         self._outbox.clear()
