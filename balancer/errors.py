@@ -175,7 +175,9 @@ class Busy(Unavailable):
 
     code = "busy"
 
-    def __init__(self, message: str, *, retry_after_ms: int, **details: Any) -> None:
+    def __init__(self, message: str, *, retry_after_ms: int = 1_000, **details: Any) -> None:
+        # A default, because an exception is rebuilt from its message alone (then its
+        # attributes restored) when it crosses a process boundary (pickle, a Ray answer).
         super().__init__(message, retry_after_ms=retry_after_ms, **details)
         self.retry_after_ms = retry_after_ms
 

@@ -116,18 +116,24 @@ class Gate:
         self.refused = 0
         self.shared = 0
         self._lookups: dict[str, asyncio.Future[Answer]] = {}
+        self._busy: Busy | None = None
+        self._busy_at = 0.0
 
-    def refuse(self, command: Command) -> Busy | None:
+    def refuse(self, command: Command, now_s: float) -> Busy | None:
         """A ``Busy`` for ``command`` if the body is too far behind to take it now; else None,
-        and ``command`` counts as waiting until ``release``."""
+        and ``command`` counts as waiting until ``release``. One ``Busy`` answers every refusal
+        of a tenth of a second: a storm's refusals must cost next to nothing."""
         if self.waiting < self.max_queued or retry_key(command) is None:
             self.waiting += 1
             return None
         self.refused += 1
-        rate = max(self.pace.rate, 50.0)
-        after = int(min(max(1000 * self.waiting / rate, RETRY_AFTER_MIN_MS), RETRY_AFTER_MAX_MS))
-        return Busy(f"{self.name} is busy ({self.waiting} commands waiting): {command.TYPE} "
-                    f"{command.command_id} not taken, retry after {after} ms", retry_after_ms=after)
+        if self._busy is None or now_s - self._busy_at >= 0.1:
+            rate = max(self.pace.rate, 50.0)
+            after = int(min(max(1000 * self.waiting / rate, RETRY_AFTER_MIN_MS), RETRY_AFTER_MAX_MS))
+            self._busy = Busy(f"{self.name} is busy ({self.waiting} commands waiting): retried commands "
+                              f"are not taken, retry after {after} ms", retry_after_ms=after)
+            self._busy_at = now_s
+        return self._busy
 
     def release(self, count: int, now_s: float) -> None:
         """``count`` admitted commands were answered."""

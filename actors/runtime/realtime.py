@@ -203,12 +203,13 @@ class LiveHost:
         anything); the log position the admitted commands need folded is then reached once, for
         the whole batch (the furthest of them): a thousand commands each waiting on the
         subscription were woken by every record folded, which stalled a 65,536-bundle storm."""
+        loop = asyncio.get_running_loop()
+        now_s = loop.time()
         answers: list[Answer | None] = []
         for command, _ in batch:
-            busy = self.gate.refuse(command)
+            busy = self.gate.refuse(command, now_s)
             answers.append(None if busy is None else (None, busy))
         taken = [i for i, answer in enumerate(answers) if answer is None]
-        loop = asyncio.get_running_loop()
         try:
             furthest: dict[int, int] = {}
             for i in taken:

@@ -74,6 +74,13 @@ def test_a_sender_sends_no_retry_while_the_first_try_waits_and_honours_busy() ->
     assert sender.coalesced == 2 and sender.busy == 1
 
 
+def test_a_busy_answer_crosses_a_process_boundary_with_its_retry_after() -> None:
+    import pickle
+
+    again = pickle.loads(pickle.dumps(Busy("leader busy", retry_after_ms=2_500)))
+    assert isinstance(again, Busy) and again.retry_after_ms == 2_500 and again.message == "leader busy"
+
+
 def test_commands_that_are_not_retries_are_never_held() -> None:
     sender = InFlight()
     create = CreateNamespace(command_id="admin:ns", epoch=1, namespace="public/other", bundles=4)
