@@ -66,6 +66,8 @@ SUITE: tuple[Module, ...] = (
     Module("bench.quality", ("B",), "balancing quality, every scenario x strategy"),
     Module("bench.scale", ("S1", "S2", "S3", "S4", "S5"), "the live system at scale, inproc",
            timeout_quick_s=300.0, timeout_full_s=3000.0),
+    Module("bench.report_traffic", ("S6",), "load report traffic in a steady run, inproc",
+           timeout_quick_s=300.0, timeout_full_s=1500.0),
     Module("bench.scale_ray", ("S1r",), "cold start on Ray with real Kafka",
            timeout_quick_s=600.0, timeout_full_s=3600.0, on_request=True),
     Module("bench.pulsar_drive", ("P3",), "drive mode on a real Pulsar: decision to Owned",

@@ -166,7 +166,7 @@ def _run_child(command: list[str], env: dict[str, str], brokers: int, bundles: i
                limit: float | None) -> dict[str, Any]:
     try:
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False, env=env,
-                              timeout=(limit or limit_s(bundles)) + 1200)  # starting may take 10 min  # its progress lines pass through
+                              timeout=(limit or limit_s(bundles)) + 1200)  # starting may take 10 min; its progress lines pass through
     except subprocess.TimeoutExpired:
         return {"brokers": brokers, "bundles": bundles, "error": "the size's process hung past its limit"}
     lines = done.stdout.strip().splitlines()
