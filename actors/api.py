@@ -56,6 +56,7 @@ from actors.workload import Capacity, Workload
 from balancer.bundles import HashRange
 from balancer.control import pause_duration_ms
 from balancer.errors import (
+    Busy,
     InvalidInput,
     MalformedInput,
     ProposalClosed,
@@ -296,7 +297,9 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
                 continue
             if error is not None and not error.retriable:
                 raise error
-            step = min(retry_s, max(0.0, deadline - clock()))
+            # A busy leader took nothing: it is asked again after the time it named, not sooner.
+            wait_s = max(retry_s, error.retry_after_ms / 1000) if isinstance(error, Busy) else retry_s
+            step = min(wait_s, max(0.0, deadline - clock()))
             if await self.clock.wait_for(lambda: self.view.ownership.lookup(topic) is not None, step):
                 return str(self.view.ownership.lookup(topic))
         raise Unavailable(f"lookup of {topic}: still no owner after {timeout_s}s", value=topic)

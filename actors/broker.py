@@ -16,6 +16,10 @@ Invariants:
   algorithm that finds no boundary completes the split with none (behaviour §2: no split);
 - it reports at least every ``heartbeat_ms`` (liveness), and in between whenever
   ``should_publish_report`` says the load moved enough; never while draining or unregistered;
+- a report lists the bundles whose stats changed since its last one (a delta,
+  ``events.report_parts``) while its bundles stay the same; it is full after registering,
+  after a report that may not have landed, when its bundles changed, and every ``FULL_EVERY``
+  reports (a delta folds into exactly what the full report would have given);
 - after ``BrokerLeft(expired)`` of itself it registers again; after a graceful shutdown it is
   inert.
 """
@@ -52,6 +56,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
+from events.report_parts import BUNDLES_PER_PART, FULL_EVERY
 from projections.ownership_index import OwnershipIndex
 
 _WAITS = (BundleAssigned, UnloadRequested, TransferPrepared, SplitRequested)
@@ -96,6 +101,11 @@ class BrokerBody(Follower):
         self.draining_since: int | None = None
         self.stopped = False
         self.last_report: BrokerReport | None = None
+        self._reported: dict[str, BundleStats] | None = None
+        """The bundles and stats of the last report sent (a delta's base); None: the next
+        report is full (a fresh session, a report that may not have landed)."""
+        self._since_full = 0
+        """Reports sent since the last full one."""
         self.last_published_ms = -(1 << 62)
         self.last_confirmed_ms = self.last_published_ms
         """When the last report this broker folded back from the log was published."""
@@ -179,6 +189,7 @@ class BrokerBody(Follower):
             return NOTHING
         self._register_sent_ms, self._register_tries = now_ms, self._register_tries + 1
         self.last_report = None  # a fresh session reports at once
+        self._reported = None  # and in full
         return self._append(BrokerRegistered(
             broker_id=self.broker_id, url=self.url, failure_domain=self.failure_domain,
             version=self.version, capacity=self.capacity.to_dict()))
@@ -200,6 +211,7 @@ class BrokerBody(Follower):
     def _report(self, now_ms: int) -> Effects:
         lost = self.last_published_ms > self.last_confirmed_ms  # the last report never reached the log
         if lost and now_ms - self.last_published_ms >= self.settings.retry_ms:
+            self._reported = None  # whether the last one landed is not known: a full one
             return self._publish(now_ms)  # a liveness signal: retry soon, not a heartbeat later
         if now_ms < self._next_check_ms:
             return NOTHING
@@ -219,10 +231,32 @@ class BrokerBody(Follower):
         return broker_report(self.broker_id, stats, self.capacity), stats
 
     def _publish(self, now_ms: int, load: tuple[BrokerReport, list[BundleStats]] | None = None) -> Effects:
-        """Append a load report; folding it back (``last_confirmed_ms``) proves it landed."""
+        """Append a load report; folding it back (``last_confirmed_ms``) proves it landed. It is
+        a delta (the bundles whose stats changed) when the bundles are those of the last report
+        and their changes fit one part, full otherwise and every ``FULL_EVERY`` reports."""
         report, stats = load or self._load()
         self.last_report, self.last_published_ms = report, now_ms
-        return self._append(*LoadReported.parts(report, stats))
+        changed = self._changed(stats)
+        self._reported = {s.bundle: s for s in stats}
+        if changed is None:
+            self._since_full = 0
+            return self._append(*LoadReported.parts(report, stats))
+        self._since_full += 1
+        return self._append(*LoadReported.parts(report, changed, delta=True))
+
+    def _changed(self, stats: list[BundleStats]) -> list[BundleStats] | None:
+        """The stats that differ from the last report's; None if this report must be full."""
+        last = self._reported
+        if last is None or len(last) != len(stats) or self._since_full + 1 >= FULL_EVERY:
+            return None
+        changed: list[BundleStats] = []
+        for now in stats:
+            before = last.get(now.bundle)
+            if before is None:
+                return None  # another set of bundles: a full report is the new base
+            if now != before:
+                changed.append(now)
+        return changed if len(changed) <= BUNDLES_PER_PART else None
 
     # -- confirmations -----------------------------------------------------------------------
     def _waiting(self) -> Iterator[tuple[str, OwnershipRecord]]:

@@ -41,7 +41,8 @@ from balancer.errors import UnknownBroker, UnknownNamespace
 from balancer.ownership import AcceptMode
 from events.catalog import BrokerLeft, LoadReported, Message
 from events.log.port import EventLog, Record, dropped_note
-from events.report_parts import is_continuation
+from events.report_parts import is_continuation, is_delta
+from events.reports import stats_to_payload
 from projections.load import LoadProjection
 from projections.ownership import BundleRow, OwnershipProjection
 from projections.tracking import Anomaly
@@ -236,8 +237,11 @@ class ClientView(Follower):
         if found is None:
             return {"broker_id": broker, "ts_ms": None, "broker_load": None, "bundles": []}
         ts_ms, report = found
+        bundles = list(report.bundles or [])
+        if is_delta(report.broker_load):  # the changed ones only: every bundle as it stands now
+            bundles = [stats_to_payload(s) for s in self.load.reported.get(broker, {}).values()]
         return {"broker_id": broker, "ts_ms": ts_ms, "broker_load": report.broker_load,
-                "bundles": list(report.bundles or [])}
+                "bundles": bundles}
 
     async def records(self, *types: str, from_start: bool = False) -> AsyncGenerator[Record, None]:
         """Every record folded from now on (``from_start``: the log's earlier ones first)."""

@@ -263,8 +263,9 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
     def _index(self, event: Message) -> None:
         """Keep the placing index (what a placement reads) in step with this record."""
         if isinstance(event, LoadReported):
-            for raw in event.bundles or ():
-                sync_placing(self.placing, str(raw["bundle"]), self.ownership, self.load, reported=True)
+            # The bundles the report sampled: a delta's unchanged ones took a sample too.
+            for bundle in self.load.sampled:
+                sync_placing(self.placing, bundle, self.ownership, self.load, reported=True)
             return
         for bundle in touched(event):
             sync_placing(self.placing, bundle, self.ownership, self.load)

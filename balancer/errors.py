@@ -27,7 +27,8 @@ Invariants:
     │   ├── HistoryMissing            the log lost records a body would have to fold
     │   └── LogDamaged                the log's files are no single history (named; refused)
     ├── Unavailable                   retriable: a log, an actor or a broker is not reachable
-    │   └── NoBrokerAvailable
+    │   ├── NoBrokerAvailable
+    │   └── Busy                      an actor too far behind to take the command: retry after T
     ├── DecodeError                   bytes that are not an event (becomes a dead letter)
     ├── OutOfRange                    a record no reader could decode: the writer refuses it
     └── BrokerFilterError             a placement filter could not decide
@@ -178,6 +179,19 @@ class Unavailable(LoadBalancerError):
 
 class NoBrokerAvailable(Unavailable):
     code = "no_broker_available"
+
+
+class Busy(Unavailable):
+    """The receiver did not take the command (nothing decided): send it again after
+    ``retry_after_ms``, not before."""
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_ms: int = 1_000, **details: Any) -> None:
+        # A default, because an exception is rebuilt from its message alone (then its
+        # attributes restored) when it crosses a process boundary (pickle, a Ray answer).
+        super().__init__(message, retry_after_ms=retry_after_ms, **details)
+        self.retry_after_ms = retry_after_ms
 
 
 class DecodeError(LoadBalancerError):

@@ -69,6 +69,8 @@ SUITE: tuple[Module, ...] = (
            timeout_quick_s=300.0, timeout_full_s=3000.0),
     Module("bench.drain", ("O1", "O2"), "drains and the throttle: rolling restart, scale-out, inproc",
            timeout_quick_s=900.0, timeout_full_s=14_400.0, on_request=True),
+    Module("bench.report_traffic", ("S6",), "load report traffic in a steady run, inproc",
+           timeout_quick_s=300.0, timeout_full_s=1500.0),
     Module("bench.scale_ray", ("S1r",), "cold start on Ray with real Kafka",
            timeout_quick_s=600.0, timeout_full_s=3600.0, on_request=True),
     Module("bench.pulsar_drive", ("P3",), "drive mode on a real Pulsar: decision to Owned",

@@ -84,9 +84,12 @@ def _actor_summary(statuses: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any = None) -> dict[str, Any]:
+async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any = None,
+                     limit: float | None = None) -> dict[str, Any]:
     """One size: start the cluster, create the namespace, wait until every bundle is Owned
-    (``settings``: the actors' ``ActorSettings``, default ones if None)."""
+    (``settings``: the actors' ``ActorSettings``, default ones if None; ``limit``: seconds
+    before it is reported as stopped, ``limit_s`` if None)."""
+    limit = limit_s(bundles) if limit is None else limit
     from actors.api import Cluster
     from actors.workload import Workload
 
@@ -113,7 +116,7 @@ async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any =
                 events += len(cluster.poll())
                 owned = _owned(cluster)
                 now = time.perf_counter()
-                if owned >= bundles or now - t0 > limit_s(bundles):
+                if owned >= bundles or now - t0 > limit:
                     break
                 if now - last_note >= 10.0:
                     _note(f"{brokers}x{bundles}: {owned:,} of {bundles:,} Owned after {now - t0:.0f} s")
@@ -124,22 +127,46 @@ async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any =
             statuses = await cluster.statuses(timeout_s=30.0)
             actors = _actor_summary(statuses)
             actors["unanswered"] = sorted(n for n, s in statuses.items() if "error" in s)
+            profiles = _profiles()
     row: dict[str, Any] = {"brokers": brokers, "bundles": bundles, "seconds": seconds, "events": events,
                            "events_per_s": events / seconds if seconds else 0.0, "owned": owned,
                            "start_s": start_s, "load_start": load0, "load_end": os.getloadavg()[0],
-                           "actors": actors}
+                           "actors": actors, **({"profiles": profiles} if profiles else {})}
     if owned < bundles:
         row["error"] = (f"stopped after {seconds:.0f} s: {owned:,} of {bundles:,} bundles Owned, "
                         f"{events:,} events; actors: {json.dumps(actors)}")
     return row
 
 
-def _child(brokers: int, bundles: int, bootstrap: str, settings: str | None) -> dict[str, Any]:
+def _profiles() -> dict[str, Any]:
+    """The stack samplers' tables of the bodies named by ``BB_SAMPLE_BODIES`` (``--profile``),
+    as their actors last wrote them."""
+    folder = os.environ.get("BB_SAMPLE_DIR")
+    if not folder or not os.path.isdir(folder):
+        return {}
+    out: dict[str, Any] = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name), encoding="utf-8") as table:
+                out[name[:-5]] = json.load(table)
+    return out
+
+
+def _child(brokers: int, bundles: int, bootstrap: str, settings: str | None,
+           profile: str | None = None, limit: float | None = None) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.scale_ray", "--one", f"{brokers}x{bundles}",
-               "--bootstrap", bootstrap, *(["--settings", settings] if settings else [])]
+               "--bootstrap", bootstrap, *(["--settings", settings] if settings else []),
+               *(["--limit-s", str(limit)] if limit else [])]
+    with tempfile.TemporaryDirectory(prefix="bb-s1r-prof-") as folder:
+        env = {**os.environ, **({"BB_SAMPLE_BODIES": profile, "BB_SAMPLE_DIR": folder} if profile else {})}
+        return _run_child(command, env, brokers, bundles, limit)
+
+
+def _run_child(command: list[str], env: dict[str, str], brokers: int, bundles: int,
+               limit: float | None) -> dict[str, Any]:
     try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False,
-                              timeout=limit_s(bundles) + 600)  # its progress lines pass through
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False, env=env,
+                              timeout=(limit or limit_s(bundles)) + 1200)  # starting may take 10 min; its progress lines pass through
     except subprocess.TimeoutExpired:
         return {"brokers": brokers, "bundles": bundles, "error": "the size's process hung past its limit"}
     lines = done.stdout.strip().splitlines()
@@ -149,12 +176,13 @@ def _child(brokers: int, bundles: int, bootstrap: str, settings: str | None) -> 
     return row
 
 
-def run(sizes: Sequence[tuple[int, int]], bootstrap: str | None, settings: str | None = None) -> list[dict[str, Any]]:
+def run(sizes: Sequence[tuple[int, int]], bootstrap: str | None, settings: str | None = None,
+        profile: str | None = None, limit: float | None = None) -> list[dict[str, Any]]:
     with kafka_servers(bootstrap) as servers:
         if servers is None:
             raise SystemExit("S1r needs Kafka: --bootstrap, KAFKA_BOOTSTRAP_SERVERS or the jars "
                              "(make kafka-jars)")
-        return [_child(b, n, servers, settings) for b, n in sizes]
+        return [_child(b, n, servers, settings, profile, limit) for b, n in sizes]
 
 
 def rows(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,9 +208,39 @@ def render(table: list[dict[str, Any]]) -> str:
                      f"{row['events_per_s']:9,.0f}   {grow:<15} {row['load_start']:.1f} -> {row['load_end']:.1f}")
         if "error" in row:
             lines.append(f"     {row['error']}")
+        elif "actors" in row:
+            lines.append(f"     {_actor_line(row['actors'])}")
     lines.append(f"actor settings: {next((r['settings'] for r in table if 'settings' in r), 'defaults')}; "
                  f"target: {TARGET[0]} x {TARGET[1]:,} in <= {TARGET[2]:g} s (Ray + Kafka, wall time)")
     return "\n".join(lines)
+
+
+def render_profiles(table: list[dict[str, Any]], top: int = 15) -> str:
+    """Each sampled actor's top functions: % of its busy samples spent in the function itself
+    and anywhere below it."""
+    lines: list[str] = []
+    loop = ("threading.py", "base_events.py", "events.py:_run")  # every sample's own frames
+    for row in table:
+        for body, prof in row.get("profiles", {}).items():
+            prof = {**prof, "total": [t for t in prof["total"] if not t[0].startswith(loop)]}
+            lines.append(f"{row['id']} {row['size']} {body}: {prof['busy']:,} busy samples of {prof['samples']:,}")
+            lines.append("  self %  function                                   | total %  function")
+            for (own, _, own_pct), (tot, _, tot_pct) in zip(prof["self"][:top], prof["total"][:top], strict=False):
+                lines.append(f"  {own_pct:5.1f}  {own:<42} | {tot_pct:5.1f}  {tot}")
+    return "\n".join(lines)
+
+
+def _actor_line(actors: dict[str, Any]) -> str:
+    """The storm's counts in one line: lookups the clients sent, commands the leader and the
+    shard took, confirmations the brokers sent, sends that failed (timed out or refused)."""
+    def get(kind: str, key: str) -> int:
+        return int(actors.get(kind, {}).get(key, 0))
+    failed = sum(int(v.get("failed_sends", 0)) for v in actors.values() if isinstance(v, dict))
+    return (f"lookups sent {get('clients', 'sends'):,}, leader commands {get('leader', 'commands'):,}, "
+            f"leader sends {get('leader', 'sends'):,}, shard commands {get('ns', 'commands'):,} "
+            f"({get('ns', 'appends'):,} appends), broker sends {get('broker', 'sends'):,}, "
+            f"failed sends {failed:,} (clients {get('clients', 'failed_sends'):,}, "
+            f"leader {get('leader', 'failed_sends'):,}, brokers {get('broker', 'failed_sends'):,})")
 
 
 def _sizes(text: str) -> list[tuple[int, int]]:
@@ -216,18 +274,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=None, help="Kafka (else env or the test jars)")
     parser.add_argument("--settings", default=None, metavar="K=V,...",
                         help="the actors' ActorSettings, e.g. lookup_retry_ms=10000,retry_ms=30000")
+    parser.add_argument("--profile", default=None, metavar="BODY,...",
+                        help="sample these actors' stacks (e.g. leader,ns:0) and print their top lines")
+    parser.add_argument("--limit-s", type=float, default=None,
+                        help="seconds before a size is reported as stopped (default: 180 + 20 bundles a second)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--one", metavar="BxN", help="run one size and print its JSON (internal)")
     args = parser.parse_args(argv)
     if args.one:
         (brokers, bundles), = _sizes(args.one)
-        row = asyncio.run(cold_start(brokers, bundles, args.bootstrap, _settings(args.settings)))
+        row = asyncio.run(cold_start(brokers, bundles, args.bootstrap, _settings(args.settings), args.limit_s))
         print(json.dumps({**row, "settings": args.settings or "defaults"}))
         return 0
     sizes = _sizes(args.sizes) if args.sizes else list(QUICK if args.quick else FULL)
     _settings(args.settings)  # a bad one fails here, before anything starts
-    table = rows(run(sizes, args.bootstrap, args.settings))
+    table = rows(run(sizes, args.bootstrap, args.settings, args.profile, args.limit_s))
     print(render(table))
+    print(render_profiles(table))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"rows": table}, out, indent=1)

@@ -132,10 +132,11 @@ class LoadReported(Event):
         return self.broker_id
 
     @classmethod
-    def parts(cls, report: BrokerReport, stats: list[BundleStats]) -> list[LoadReported]:
-        """The events of one report: one, or several parts when its bundles do not fit one."""
+    def parts(cls, report: BrokerReport, stats: list[BundleStats], *, delta: bool = False) -> list[LoadReported]:
+        """The events of one report: one, or several parts when its bundles do not fit one (a
+        delta, ``stats`` its changed bundles only, is one; ``events.report_parts``)."""
         return [cls(broker_id=report.broker_id, broker_load=load, bundles=bundles)
-                for load, bundles in report_parts(report, stats)]
+                for load, bundles in report_parts(report, stats, delta=delta)]
 
     def report(self, failure_domain: str | None = None) -> BrokerReport | None:
         """The broker's report; None for a continuation part (it carries bundles only)."""

@@ -12,8 +12,17 @@ extensible top-k report would starve those averages, and a delta would have to n
 unchanged bundles anyway. Parts keep every figure the one-event report gave, bit for bit:
 the broker-level load is folded once (the first part), each bundle one sample per report.
 
+A report may also be a delta (``broker_load["delta"]``, in one part): it lists only the
+bundles whose stats changed since the broker's previous report, and says that the broker's
+other bundles are those of its previous report with the same stats. A reader that keeps each
+broker's last reported stats (``projections.load``) then folds exactly what the full report
+would have given: every bundle one sample per report, unchanged ones with the stats they had.
+A broker sends a full report whenever its set of bundles changed, after a report that may not
+have landed, after registering, and every ``FULL_EVERY`` reports.
+
 Invariants:
 - a report of at most ``BUNDLES_PER_PART`` bundles is one event, exactly as before;
+- a delta is one event (its changed bundles fit one part) and never a continuation;
 - parts keep the bundles' order; every part is a liveness signal;
 - a reader folds broker-level load only from a part that is not a continuation
   (``is_continuation``); bundles from every part.
@@ -27,6 +36,14 @@ from typing import Any
 BUNDLES_PER_PART = 4_000
 """4,000 x ~177 B is ~700 KB: below Kafka's 1 MiB message limit with room for long names."""
 CONTINUED = "continued"
+DELTA = "delta"
+FULL_EVERY = 12
+"""A broker's every 12th report is full (at the 10 s heartbeat: one every two minutes)."""
+
+
+def is_delta(broker_load: Mapping[str, Any]) -> bool:
+    """A report that lists only the bundles whose stats changed since the previous one."""
+    return bool(broker_load.get(DELTA))
 
 
 def is_continuation(broker_load: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from balancer.load import BrokerReport, BundleStats, ResourceUsage
-from events.report_parts import continuation, is_continuation, split_bundles
+from events.report_parts import DELTA, continuation, is_continuation, split_bundles
 
 RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
@@ -84,9 +84,12 @@ def typed_report(broker_id: str, broker_load: Mapping[str, Any],
     return report_from_payload(broker_id, broker_load, failure_domain)
 
 
-def report_parts(report: BrokerReport, stats: list[BundleStats]
+def report_parts(report: BrokerReport, stats: list[BundleStats], *, delta: bool = False
                  ) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(broker_load, bundles) of each part of one report, in order: one part when it fits."""
+    """(broker_load, bundles) of each part of one report, in order: one part when it fits; a
+    delta (``stats``: the changed bundles only) is always one part."""
+    if delta:
+        return [({**report_to_payload(report), DELTA: True}, [stats_to_payload(s) for s in stats])]
     parts = split_bundles([stats_to_payload(s) for s in stats])
     return [(report_to_payload(report) if i == 0 else continuation(i), bundles)
             for i, bundles in enumerate(parts)]

@@ -7,6 +7,10 @@ Invariants:
 - bundle loads are the latest reported by the bundle's reporting broker, fed through the same
   ``balancer.load.LoadModel`` the leader uses, so averages and EMAs match a live leader's;
 - reports are admitted once per (key, seq) like every projection (``SequenceTracker``);
+- a delta report (``events.report_parts``) samples every bundle of the broker's previous report:
+  the listed ones with their new stats, the others with the stats they last had, so the
+  averages are exactly those the full report would have given; ``reported`` keeps each broker's
+  last reported stats for that, and ``sampled`` names the bundles the last report sampled;
 - a report is read typed (``LoadReported.report``/``bundle_stats``, codec in ``events.reports``).
 """
 
@@ -23,9 +27,11 @@ from balancer.load import (
     SHORT_TERM_SAMPLES,
     BrokerLoadData,
     BundleData,
+    BundleStats,
     RateAverages,
 )
 from events.catalog import BrokerLeft, BrokerRegistered, LoadReported
+from events.report_parts import is_continuation, is_delta
 from events.reports import (
     report_from_payload,
     report_to_payload,
@@ -55,10 +61,16 @@ class LoadProjection:
     brokers: dict[str, BrokerInfo] = field(default_factory=dict)
     bundles: dict[str, BundleData] = field(default_factory=dict)
     tracker: SequenceTracker = field(default_factory=SequenceTracker)
+    reported: dict[str, dict[str, BundleStats]] = field(default_factory=dict)
+    """Broker -> the stats of each bundle of its last report (a delta's base)."""
+    sampled: list[str] = field(default_factory=list)
+    """The bundles the last folded report sampled (none if the last record was no report)."""
 
     name = "load"
 
     def apply(self, offset: int, envelope: EnvelopeLike) -> bool:
+        if self.sampled:
+            self.sampled = []
         if envelope.type not in LOAD_TYPES or not self.tracker.admit(offset, envelope):
             return False
         try:
@@ -86,6 +98,7 @@ class LoadProjection:
         broker_id = str(event.broker_id)
         if isinstance(event, BrokerLeft):
             self.brokers.pop(broker_id, None)
+            self.reported.pop(broker_id, None)
             return
         info = self.brokers.get(broker_id) or BrokerInfo(broker_id)
         self.brokers[broker_id] = info
@@ -103,12 +116,22 @@ class LoadProjection:
             if info.load is None:
                 info.load = BrokerLoadData(report)
             info.load.apply_report(report, ts_ms, self.config)
-        for stats in event.bundle_stats():
-            data = self.bundles.get(stats.bundle)
+        listed = event.bundle_stats()
+        broker = info.broker_id
+        if not is_continuation(event.broker_load) and not is_delta(event.broker_load):
+            self.reported[broker] = {}  # a full report: its bundles are the base from now on
+        last = self.reported.setdefault(broker, {})
+        for stats in listed:
+            last[stats.bundle] = stats
+        samples = list(last.values()) if is_delta(event.broker_load) else listed
+        bundles = self.bundles
+        for stats in samples:
+            data = bundles.get(stats.bundle)
             if data is None:
-                data = self.bundles[stats.bundle] = BundleData(stats.bundle, info.broker_id, stats)
-            data.owner = info.broker_id
+                data = bundles[stats.bundle] = BundleData(stats.bundle, broker, stats)
+            data.owner = broker
             data.add_sample(stats)
+        self.sampled = [stats.bundle for stats in samples]
 
     # -- queries ------------------------------------------------------------------------
     def live_brokers(self) -> list[str]:
@@ -130,6 +153,7 @@ class LoadProjection:
             },
             "bundles": {b: _bundle_to_list(d) for b, d in self.bundles.items()},
             "tracker": self.tracker.snapshot(),
+            "reported": {b: list(last) for b, last in self.reported.items()},
         }
 
     @classmethod
@@ -143,7 +167,23 @@ class LoadProjection:
             projection.brokers[broker_id] = info
         projection.bundles = {b: _bundle_from_list(b, v) for b, v in data["bundles"].items()}
         projection.tracker = SequenceTracker.restore(data["tracker"])
+        projection.reported = _reported_from(data.get("reported"), projection)
         return projection
+
+
+def _reported_from(raw: Mapping[str, list[str]] | None, projection: LoadProjection
+                   ) -> dict[str, dict[str, BundleStats]]:
+    """Each broker's last reported stats, from the snapshot's names and the bundles' last
+    stats (a snapshot written before deltas holds none: the bundles each broker owns)."""
+    bundles = projection.bundles
+    if raw is None:
+        out: dict[str, dict[str, BundleStats]] = {}
+        for name, data in bundles.items():
+            if data.owner is not None:
+                out.setdefault(data.owner, {})[name] = data.stats
+        return out
+    return {broker: {name: bundles[name].stats for name in names if name in bundles}
+            for broker, names in raw.items()}
 
 
 def _load_to_list(load: BrokerLoadData) -> list[Any]:

@@ -11,8 +11,8 @@ Invariants:
   objects and are raised by the caller (``call``), never wrapped in Ray's exception types; a Ray
   failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
 - commands between actors are fire-and-forget, as in the in-process host: the sender never waits
-  on another actor while it holds its body, so no cycle of actors can deadlock; the sends of one
-  turn of the sender's event loop to one actor travel as one Ray call (``commands``, at most
+  on another actor while it holds its body, so no cycle of actors can deadlock; the sends to one
+  actor within ``FLUSH_S`` of the first travel as one Ray call (``commands``, at most
   ``MAX_BATCH`` each; a lookup storm is thousands of sends a second, and a Ray call
   costs far more than a command), in send order, and each is delivered exactly as alone
   (``LiveHost.command``, which may group them); ``LEADER`` is the
@@ -40,12 +40,14 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
+from actors.runtime.admission import InFlight
 from actors.runtime.bodies import BodySpec
 from actors.runtime.heap import HeapSettler
 from actors.runtime.paced import Heartbeat, PacedClock, PacingSpec, readable
 from actors.runtime.realtime import Answer, LiveHost
+from actors.runtime.sampler import from_env as sampler_from_env
 from actors.runtime.specs import Clock, ClockReading, LogSpec
-from balancer.errors import InvalidInput, Unavailable
+from balancer.errors import Busy, InvalidInput, Unavailable
 from events.catalog import Command
 from events.log.port import Offsets
 
@@ -97,6 +99,7 @@ class BodyActor:
     async def __init__(self, spec: HostSpec, body: BodySpec, namespace: str) -> None:  # type: ignore[misc]
         # ``namespace`` is the actor's own: the runtime context names the creating job's.
         logging.basicConfig(level=logging.WARNING)
+        self.sampler = sampler_from_env(body.name)  # off unless a benchmark asks for it
         self.spec, self.body_spec = spec, body
         writer = body.name if body.transactional else None
         clock = spec.reading()
@@ -120,22 +123,9 @@ class BodyActor:
         return await self.host.command(command, after)
 
     async def commands(self, batch: list[tuple[Command, Offsets | None]]) -> list[Answer]:
-        """Deliver each command of ``batch`` as ``command`` does, in order; their answers (one
-        that raised is answered ``Unavailable``, the others are not touched by it).
-
-        The log position every command needs folded is reached once, for the whole batch (the
-        furthest of them): a thousand commands each waiting on the subscription were woken by
-        every record folded, which stalled a 65,536-bundle storm."""
-        furthest: dict[int, int] = {}
-        for _, after in batch:
-            for partition, offset in (after or {}).items():
-                furthest[partition] = max(furthest.get(partition, 0), offset)
-        if furthest:
-            await self.host.reach(furthest)
-        done = await asyncio.gather(*(self.host.command(c) for c, _ in batch), return_exceptions=True)
-        return [(None, Unavailable(f"{c.TYPE} {c.command_id}: {answer!r}"))
-                if isinstance(answer, BaseException) else answer
-                for (c, _), answer in zip(batch, done, strict=True)]
+        """Deliver each command of ``batch`` as ``command`` does, in order (``LiveHost.commands``:
+        admission first, then the furthest log position of the batch reached once)."""
+        return await self.host.commands(batch)
 
     async def act(self, method: str) -> None:
         """Run a body-specific action (``shutdown`` of a broker)."""
@@ -161,6 +151,8 @@ class BodyActor:
         """Close the log cleanly (before the actor is killed); no longer waited for."""
         if self.heartbeat is not None:
             await self.heartbeat.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
         await self.host.close()
 
     async def stall(self, seconds: float) -> None:
@@ -213,6 +205,8 @@ async def stop_and_kill(handle: Handle, timeout_s: float = 2.0) -> None:
 
 MAX_BATCH = 1_000
 """Commands per Ray call of ``RayTransport.send`` at most."""
+FLUSH_S = 0.005
+"""How long the sends to one actor gather before they leave as one Ray call."""
 
 Outgoing: TypeAlias = "list[tuple[Command, Offsets | None]]"
 
@@ -230,12 +224,18 @@ class RayTransport:
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
         self.batches = 0
         """Ray calls that carried the sends (at most one per target and loop turn)."""
+        self.inflight = InFlight()
+        """Retried commands on their way: a retry of one still queued is not sent again."""
 
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
+        if not self.inflight.admit(target, command, time.monotonic()):
+            return
         outgoing = self._outbox.get(target)
         if outgoing is None:
             outgoing = self._outbox[target] = []
-            asyncio.get_running_loop().call_soon(self._flush, target)  # after this turn's sends
+            # A few ms after this turn's sends: a leader deciding one lookup per turn sent each
+            # assignment in a Ray call of its own (a fifth of its CPU in a 65,536-bundle storm).
+            asyncio.get_running_loop().call_later(FLUSH_S, self._flush, target)
         outgoing.append((command, after))
         if len(outgoing) >= MAX_BATCH:
             self._flush(target)
@@ -277,11 +277,22 @@ class RayTransport:
             self.failed_sends += len(batch)
             logger.debug("%d commands to %s: actor unreachable: %s: %s", len(batch), target,
                          type(exc).__name__, exc)
+            self._over(target, batch, None)
             return
+        except asyncio.CancelledError:
+            self._over(target, batch, None)
+            raise
+        self._over(target, batch, answers)
         for (command, _), (_, error) in zip(batch, answers, strict=True):
-            if error is not None:
+            if error is not None and not isinstance(error, Busy):
                 self.failed_sends += isinstance(error, Unavailable)
                 logger.debug("%s %s to %s: %s", command.TYPE, command.command_id, target, error.message)
+
+    def _over(self, target: str, batch: Outgoing, answers: list[Answer] | None) -> None:
+        """The tries of ``batch`` are over: their keys are free again (or held, if busy)."""
+        now = time.monotonic()
+        for index, (command, _) in enumerate(batch):
+            self.inflight.answered(target, command, None if answers is None else answers[index][1], now)
 
     async def close(self) -> None:
         self._outbox.clear()

@@ -61,6 +61,7 @@ from actors.runtime.abilities import (
     ObservedLog,
     TopicLog,
 )
+from actors.runtime.admission import MAX_QUEUED, Gate, InFlight
 from actors.runtime.cursor import LogCursor, read_new, subscribe
 from actors.runtime.executor import execute, execute_group
 from actors.runtime.group_commit import MAX_GROUP, Answer, Queued, count_group, take_group
@@ -106,10 +107,12 @@ class LiveHost:
                  shards: int = 1, tick_s: float = 0.1, poll_s: float = 0.01,
                  snapshots: SnapshotStore | None = None,
                  snapshot_policy: SnapshotPolicy = DEFAULT_POLICY,
-                 rebuild: Callable[[], Body] | None = None, max_group: int = MAX_GROUP) -> None:
+                 rebuild: Callable[[], Body] | None = None, max_group: int = MAX_GROUP,
+                 max_queued: int = MAX_QUEUED) -> None:
         """``snapshots``: where this body's snapshots are kept (None: none, every start folds
         the whole log); ``rebuild`` makes a fresh body if a snapshot cannot be restored;
-        ``max_group``: commands per group commit at most (1: one by one)."""
+        ``max_group``: commands per group commit at most (1: one by one); ``max_queued``: retried
+        commands waiting at most before the next is answered ``Busy`` (``actors.runtime.admission``)."""
         self.body, self.log, self.clock, self.transport = body, log, clock, transport
         self._set_ordered()
         self.snapshots, self.snapshot_policy, self.rebuild = snapshots, snapshot_policy, rebuild
@@ -130,6 +133,7 @@ class LiveHost:
         of those, the ones the subscription did not bring in time (the log was read);
         ``groups``: group commits of two commands or more, ``grouped``: the commands in them."""
         self.max_group = max_group
+        self.gate = Gate(body.name, max_queued)
         self._queued: deque[Queued] = deque()
         self._drainer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -187,12 +191,50 @@ class LiveHost:
 
         ``after`` is the log position its sender had folded: the body folds at least as much
         before it answers, so a command never overtakes what caused it (a lookup right after
-        the namespace was created, an assignment to a broker that just registered)."""
-        if after:
-            await self.reach(after)
+        the namespace was created, an assignment to a broker that just registered). A retried
+        command that finds the body too far behind is answered ``Busy`` at once."""
+        answers = await self.commands([(command, after)])
+        return answers[0]
+
+    async def commands(self, batch: Sequence[tuple[Command, Mapping[int, int] | None]]) -> list[Answer]:
+        """Deliver each command of ``batch`` as ``command`` does, in order; their answers (one
+        that raised is answered ``Unavailable``, the others are not touched by it).
+
+        Admission comes first (``Gate``: a busy body refuses retried commands before it waits for
+        anything); the log position the admitted commands need folded is then reached once, for
+        the whole batch (the furthest of them): a thousand commands each waiting on the
+        subscription were woken by every record folded, which stalled a 65,536-bundle storm."""
+        loop = asyncio.get_running_loop()
+        now_s = loop.time()
+        answers: list[Answer | None] = []
+        for command, _ in batch:
+            busy = self.gate.refuse(command, now_s)
+            answers.append(None if busy is None else (None, busy))
+        taken = [i for i, answer in enumerate(answers) if answer is None]
+        try:
+            furthest: dict[int, int] = {}
+            for i in taken:
+                for partition, offset in (batch[i][1] or {}).items():
+                    furthest[partition] = max(furthest.get(partition, 0), offset)
+            if furthest:
+                await self.reach(furthest)
+            done = await asyncio.gather(*(self._take(batch[i][0]) for i in taken), return_exceptions=True)
+        finally:
+            self.gate.release(len(taken), loop.time())
+        for i, answer in zip(taken, done, strict=True):
+            answers[i] = ((None, Unavailable(f"{batch[i][0].TYPE} {batch[i][0].command_id}: {answer!r}"))
+                          if isinstance(answer, BaseException) else answer)
+        return [answer for answer in answers if answer is not None]
+
+    async def _take(self, command: Command) -> Answer:
+        """Queue an admitted command for the body (or join the same lookup's wait)."""
+        shared = self.gate.waiting_lookup(command)
+        if shared is not None:
+            return await asyncio.shield(shared)
         loop = asyncio.get_running_loop()
         queued = Queued(command, loop.create_future())
         self._queued.append(queued)
+        self.gate.lookup_queued(command, queued.answer)
         if self._drainer is None or self._drainer.done():
             # One task takes the lock for every queued command: tens of thousands of callers
             # each waiting on the lock made every acquire and release walk them all.
@@ -449,6 +491,7 @@ class LiveHost:
             "name": self.name, "pid": os.getpid(), "now_ms": self.clock.now_ms(),
             **body.status(),
             "position": dict(self.cursor.position), "counts": dict(self.counts),
+            "admission": self.gate.status(),
             "failed_appends": [(key, exc.code, exc.message) for key, exc in self.failed_appends],
             **self._sends(),
             "dead_letters": self.cursor.dead_letters,
@@ -459,9 +502,13 @@ class LiveHost:
 
     def _sends(self) -> dict[str, int]:
         sent = self.transport
+        out = {"failed_sends": 0, "send_batches": 0}
         if isinstance(sent, CountingTransport):
-            return {"failed_sends": sent.failed_sends, "send_batches": sent.batches}
-        return {"failed_sends": 0, "send_batches": 0}
+            out = {"failed_sends": sent.failed_sends, "send_batches": sent.batches}
+        inflight = getattr(sent, "inflight", None)
+        if isinstance(inflight, InFlight):  # retries not sent, and busy answers heard
+            out.update(coalesced_sends=inflight.coalesced, busy_answers=inflight.busy)
+        return out
 
     def _store_notes(self) -> list[str]:
         return list(self.snapshots.notes) if isinstance(self.snapshots, NotingStore) else []

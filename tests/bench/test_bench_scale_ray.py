@@ -34,3 +34,16 @@ def test_bad_sizes_or_settings_are_one_line() -> None:
         scale_ray.main(["--sizes", "10by2"])
     with pytest.raises(SystemExit, match="--settings 'nope=1'"):
         scale_ray.main(["--settings", "nope=1"])
+
+
+def test_the_storm_counts_and_an_actors_profile_are_printed() -> None:
+    actors = {"clients": {"sends": 70_000, "failed_sends": 3}, "leader": {"commands": 65_600, "sends": 65_536},
+              "ns": {"commands": 140_000, "appends": 150}, "broker": {"sends": 66_000, "failed_sends": 0}}
+    row = {**_size(65536, 50.0), "actors": actors,
+           "profiles": {"leader": {"samples": 100, "busy": 80,
+                                   "self": [["load.py:add", 20, 25.0]],
+                                   "total": [["threading.py:run", 80, 100.0], ["leader.py:fold_more", 40, 50.0]]}}}
+    table = scale_ray.rows([row])
+    assert "lookups sent 70,000" in scale_ray.render(table) and "failed sends 3" in scale_ray.render(table)
+    text = scale_ray.render_profiles(table)
+    assert "load.py:add" in text and "leader.py:fold_more" in text and "threading.py" not in text

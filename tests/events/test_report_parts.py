@@ -69,3 +69,48 @@ def test_a_small_report_is_one_event_as_before() -> None:
     assert len(effects.append) == 1
     event = effects.append[0][1]
     assert len(event.bundles) == 100 and "continued" not in event.broker_load
+
+
+def _fold(view: LoadProjection, seq: int, events: list) -> int:
+    for event in events:
+        seq += 1
+        view.apply(seq, _envelope(seq, "LoadReported", event.to_payload()))
+    return seq
+
+
+def test_a_delta_report_folds_into_exactly_the_averages_of_the_full_report() -> None:
+    """A broker's reports list only the bundles whose stats changed; the leader's averages of
+    every bundle are bit for bit those that full reports of the same stats give, across a
+    restart of the view from its snapshot, a change of the broker's bundles and full reports."""
+    import dataclasses
+
+    from events.catalog import LoadReported
+    from events.report_parts import FULL_EVERY, is_delta
+
+    rng = random.Random(7)
+    body = _broker_owning(300)
+    report, stats = body._load()
+    deltas, fulls = LoadProjection(), LoadProjection()
+    seq_d = seq_f = 0
+    kinds: list[bool] = []
+    for turn in range(40):
+        stats = [dataclasses.replace(s, msg_rate_in=s.msg_rate_in * rng.uniform(0.5, 2.0))
+                 if rng.random() < 0.05 else s for s in stats]
+        if turn == 25:
+            stats = stats[:-1]  # a bundle left the broker: the next report is full
+        effects = body._publish(1_700_000_100_000 + turn * 10_000, (report, stats))
+        sent = [event for _, event in effects.append]
+        kinds.append(is_delta(sent[0].broker_load))
+        if kinds[-1]:
+            assert len(sent) == 1 and len(sent[0].bundles) < len(stats)
+        seq_d = _fold(deltas, seq_d, sent)
+        seq_f = _fold(fulls, seq_f, LoadReported.parts(report, stats))
+        if turn == 17:  # a restarted leader: the view from its snapshot goes on folding deltas
+            deltas = LoadProjection.restore(deltas.snapshot())
+    assert not kinds[0] and not kinds[25] and kinds.count(True) >= 30
+    assert all(not kinds[i] for i in range(0, 25, FULL_EVERY))
+    assert deltas.bundles.keys() == fulls.bundles.keys()
+    for bundle, data in fulls.bundles.items():
+        other = deltas.bundles[bundle]
+        assert (other.stats, other.short_term, other.long_term) == (data.stats, data.short_term, data.long_term)
+    assert deltas.brokers["broker-1"].load == fulls.brokers["broker-1"].load

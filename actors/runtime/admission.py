@@ -1,0 +1,169 @@
+"""Admission instead of retries: a live actor takes work at the pace it can do it, and a sender
+never adds a retry while its first try still waits.
+
+A lookup storm used to be retries: a client's lookup waited in the leader's queue past the
+sender's call timeout, the client's backoff sent it again, the leader decided every copy. Pulsar
+deduplicates lookups in flight and answers a saturated broker with a "too many requests" that
+the client honours; this is the same for the commands that carry a retry (``retry_key``).
+
+Invariants:
+- only commands that a body sends again on its own schedule have a ``retry_key`` (a lookup, an
+  assignment, a confirmation); every other command is delivered as before, never refused busy
+  and never coalesced;
+- sender (``InFlight``): a keyed command is not sent to a target while one with the same key is
+  on its way there (sent, neither answered nor failed), nor before the ``retry_after_ms`` of a
+  ``Busy`` answer for that key has passed; such a send is counted (``coalesced``) and dropped,
+  and the body's next retry goes out as usual once the key is free;
+- receiver (``Gate``): a keyed command that arrives while the commands waiting for the body
+  number ``max_queued`` or more is answered ``Busy`` at once with a retry-after from the pace the
+  body answers at (nothing decided, nothing appended); a lookup of a bundle while another lookup
+  of it waits is not queued again: it gets the waiting one's answer;
+- all of it is soft state of one process: a restart forgets it, and the bodies' own retries
+  (their backoff) are what makes progress certain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+
+from actors.runtime.group_commit import Answer
+from balancer.errors import Busy
+from events.catalog import AssignBundle, Command, ConfirmOwnership, LookupBundle
+
+MAX_QUEUED = 4_000
+"""Keyed commands waiting for one body at most before the next is answered ``Busy``."""
+RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS = 250, 4_000
+"""A retry-after is the time the body needs for what waits, in these bounds: at 16 s the
+leader of a 65,536-bundle storm sat idle between bursts of 4,000 lookups."""
+MIN_PACE = 500.0
+"""Commands a second assumed at least: the measured pace counts the idle time between bursts."""
+
+
+def retry_key(command: Command) -> Hashable | None:
+    """What makes two sends of ``command`` the same try (None: not a retried command)."""
+    if isinstance(command, LookupBundle):
+        return ("lookup", command.bundle)
+    if isinstance(command, AssignBundle):
+        return ("assign", command.bundle, command.dst, command.reason, command.force)
+    if isinstance(command, ConfirmOwnership):
+        return ("confirm", command.bundle, command.owner, command.src)
+    return None
+
+
+class InFlight:
+    """The sender's side: which keyed commands are on their way to which target."""
+
+    def __init__(self) -> None:
+        self._sent: set[tuple[str, Hashable]] = set()
+        self._held: dict[tuple[str, Hashable], float] = {}
+        self.coalesced = 0
+        """Sends dropped because the same try was on its way, or its target said busy."""
+        self.busy = 0
+        """``Busy`` answers received."""
+
+    def admit(self, target: str, command: Command, now_s: float) -> bool:
+        """Note ``command`` as sent to ``target``; False if it must not go (counted)."""
+        key = retry_key(command)
+        if key is None:
+            return True
+        slot = (target, key)
+        until = self._held.get(slot)
+        if slot in self._sent or (until is not None and now_s < until):
+            self.coalesced += 1
+            return False
+        if until is not None:
+            del self._held[slot]
+        self._sent.add(slot)
+        return True
+
+    def answered(self, target: str, command: Command, error: object, now_s: float) -> None:
+        """``command``'s try is over (answered, refused, failed or timed out)."""
+        key = retry_key(command)
+        if key is None:
+            return
+        slot = (target, key)
+        self._sent.discard(slot)
+        if isinstance(error, Busy):
+            self.busy += 1
+            self._held[slot] = now_s + error.retry_after_ms / 1000
+            if len(self._held) > 4 * MAX_QUEUED:  # expired holds are dropped now and then
+                self._held = {s: t for s, t in self._held.items() if t > now_s}
+
+
+class Pace:
+    """Commands answered per second, over the last few seconds (for a retry-after)."""
+
+    def __init__(self, window_s: float = 5.0) -> None:
+        self.window_s = window_s
+        self._start = 0.0
+        self._count = 0
+        self.rate = 0.0
+
+    def answered(self, count: int, now_s: float) -> None:
+        if not self._start:
+            self._start = now_s
+        self._count += count
+        if now_s - self._start >= self.window_s:
+            self.rate = self._count / (now_s - self._start)
+            self._start, self._count = now_s, 0
+
+
+class Gate:
+    """The receiver's side: admits keyed commands while the body keeps up."""
+
+    def __init__(self, name: str, max_queued: int = MAX_QUEUED) -> None:
+        self.name, self.max_queued = name, max_queued
+        self.waiting = 0
+        """Admitted commands not answered yet (queued, or folding up to their sender's view)."""
+        self.pace = Pace()
+        self.refused = 0
+        self.shared = 0
+        self._lookups: dict[str, asyncio.Future[Answer]] = {}
+        self._busy: Busy | None = None
+        self._busy_at = 0.0
+
+    def refuse(self, command: Command, now_s: float) -> Busy | None:
+        """A ``Busy`` for ``command`` if the body is too far behind to take it now; else None,
+        and ``command`` counts as waiting until ``release``. One ``Busy`` answers every refusal
+        of a tenth of a second: a storm's refusals must cost next to nothing."""
+        if self.waiting < self.max_queued or retry_key(command) is None:
+            self.waiting += 1
+            return None
+        self.refused += 1
+        if self._busy is None or now_s - self._busy_at >= 0.1:
+            rate = max(self.pace.rate, MIN_PACE)
+            after = int(min(max(1000 * self.waiting / rate, RETRY_AFTER_MIN_MS), RETRY_AFTER_MAX_MS))
+            self._busy = Busy(f"{self.name} is busy ({self.waiting} commands waiting): retried commands "
+                              f"are not taken, retry after {after} ms", retry_after_ms=after)
+            self._busy_at = now_s
+        return self._busy
+
+    def release(self, count: int, now_s: float) -> None:
+        """``count`` admitted commands were answered."""
+        self.waiting -= count
+        self.pace.answered(count, now_s)
+
+    def waiting_lookup(self, command: Command) -> asyncio.Future[Answer] | None:
+        """The answer of a lookup of the same bundle that waits already (None: none waits)."""
+        if not isinstance(command, LookupBundle):
+            return None
+        found = self._lookups.get(command.bundle)
+        if found is not None and not found.done():
+            self.shared += 1
+            return found
+        return None
+
+    def lookup_queued(self, command: Command, answer: asyncio.Future[Answer]) -> None:
+        if isinstance(command, LookupBundle):
+            bundle = command.bundle
+            self._lookups[bundle] = answer
+            answer.add_done_callback(lambda done: self._forget(bundle, done))
+
+    def _forget(self, bundle: str, done: asyncio.Future[Answer]) -> None:
+        if self._lookups.get(bundle) is done:
+            del self._lookups[bundle]
+
+    def status(self) -> dict[str, float]:
+        return {"waiting": self.waiting, "refused_busy": self.refused, "shared_lookups": self.shared,
+                "answered_per_s": round(self.pace.rate, 1)}
