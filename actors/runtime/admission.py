@@ -33,11 +33,7 @@ from events.catalog import AssignBundle, Command, ConfirmOwnership, LookupBundle
 
 MAX_QUEUED = 4_000
 """Keyed commands waiting for one body at most before the next is answered ``Busy``."""
-RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS = 250, 4_000
-"""A retry-after is the time the body needs for what waits, in these bounds: at 16 s the
-leader of a 65,536-bundle storm sat idle between bursts of 4,000 lookups."""
-MIN_PACE = 500.0
-"""Commands a second assumed at least: the measured pace counts the idle time between bursts."""
+RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS = 500, 16_000
 
 
 def retry_key(command: Command) -> Hashable | None:
@@ -132,7 +128,7 @@ class Gate:
             return None
         self.refused += 1
         if self._busy is None or now_s - self._busy_at >= 0.1:
-            rate = max(self.pace.rate, MIN_PACE)
+            rate = max(self.pace.rate, 50.0)
             after = int(min(max(1000 * self.waiting / rate, RETRY_AFTER_MIN_MS), RETRY_AFTER_MAX_MS))
             self._busy = Busy(f"{self.name} is busy ({self.waiting} commands waiting): retried commands "
                               f"are not taken, retry after {after} ms", retry_after_ms=after)

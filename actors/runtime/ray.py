@@ -11,8 +11,8 @@ Invariants:
   objects and are raised by the caller (``call``), never wrapped in Ray's exception types; a Ray
   failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
 - commands between actors are fire-and-forget, as in the in-process host: the sender never waits
-  on another actor while it holds its body, so no cycle of actors can deadlock; the sends to one
-  actor within ``FLUSH_S`` of the first travel as one Ray call (``commands``, at most
+  on another actor while it holds its body, so no cycle of actors can deadlock; the sends of one
+  turn of the sender's event loop to one actor travel as one Ray call (``commands``, at most
   ``MAX_BATCH`` each; a lookup storm is thousands of sends a second, and a Ray call
   costs far more than a command), in send order, and each is delivered exactly as alone
   (``LiveHost.command``, which may group them); ``LEADER`` is the
@@ -205,8 +205,6 @@ async def stop_and_kill(handle: Handle, timeout_s: float = 2.0) -> None:
 
 MAX_BATCH = 1_000
 """Commands per Ray call of ``RayTransport.send`` at most."""
-FLUSH_S = 0.005
-"""How long the sends to one actor gather before they leave as one Ray call."""
 
 Outgoing: TypeAlias = "list[tuple[Command, Offsets | None]]"
 
@@ -233,9 +231,7 @@ class RayTransport:
         outgoing = self._outbox.get(target)
         if outgoing is None:
             outgoing = self._outbox[target] = []
-            # A few ms after this turn's sends: a leader deciding one lookup per turn sent each
-            # assignment in a Ray call of its own (a fifth of its CPU in a 65,536-bundle storm).
-            asyncio.get_running_loop().call_later(FLUSH_S, self._flush, target)
+            asyncio.get_running_loop().call_soon(self._flush, target)  # after this turn's sends
         outgoing.append((command, after))
         if len(outgoing) >= MAX_BATCH:
             self._flush(target)
