@@ -36,6 +36,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
+from projections.watched import watched_events
 
 WATCHED = frozenset({"BalancerPaused", "BalancerResumed", "BundleOwned", "BundleReleased",
                      "TransferPrepared", "UnloadRequested", "ExecutionRequested", "ExecutionConfirmed",
@@ -138,14 +139,6 @@ class ControlHistory:
 def control_history(records: Iterable[Record]) -> ControlHistory:
     """Fold ``records`` (log order) into the pauses and the shedding moves' spans."""
     history = ControlHistory()
-    for record in records:
-        envelope = record.envelope
-        if envelope.type not in WATCHED:
-            continue
-        try:
-            event = envelope.typed
-        except Exception as exc:  # a record that does not decode is named, never skipped
-            history.unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
-            continue
-        history.take(event, envelope.ts_ms)
+    for event, ts_ms in watched_events(records, WATCHED, history.unreadable):
+        history.take(event, ts_ms)
     return history

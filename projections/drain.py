@@ -29,6 +29,7 @@ from events.catalog import (
     TransferPrepared,
 )
 from events.log.port import Record
+from projections.watched import watched_events
 
 DRAIN_STRATEGY = "Drain"
 """The ``strategy`` a drain move's decision carries (not shedding: no grace period, no throttle)."""
@@ -115,14 +116,6 @@ class DrainHistory:
 def drain_history(records: Iterable[Record]) -> DrainHistory:
     """Fold ``records`` (log order) into the drains and every bundle each broker received."""
     history = DrainHistory()
-    for record in records:
-        envelope = record.envelope
-        if envelope.type not in WATCHED:
-            continue
-        try:
-            event = envelope.typed
-        except Exception as exc:  # a record that does not decode is named, never skipped
-            history.unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
-            continue
-        history.take(event, envelope.ts_ms)
+    for event, ts_ms in watched_events(records, WATCHED, history.unreadable):
+        history.take(event, ts_ms)
     return history

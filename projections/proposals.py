@@ -45,6 +45,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.control import is_shedding, started_ms
+from projections.watched import watched_events
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
@@ -183,16 +184,8 @@ class ProposalBook:
 def proposal_book(records: Iterable[Record]) -> ProposalBook:
     """Fold ``records`` (log order) into the book; a record that does not decode is named."""
     book = ProposalBook()
-    for record in records:
-        envelope = record.envelope
-        if envelope.type not in WATCHED:
-            continue
-        try:
-            event = envelope.typed
-        except Exception as exc:  # named, never skipped in silence
-            book.unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
-            continue
-        book.fold(event, envelope.ts_ms)
+    for event, ts_ms in watched_events(records, WATCHED, book.unreadable):
+        book.fold(event, ts_ms)
     return book
 
 
