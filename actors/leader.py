@@ -403,10 +403,11 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
         return Effects(send=(command,), reply=Receipt(command.command_id, detail={"dst": dst}))
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,
-              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None) -> Effects:
-        """Unload ``decision.bundle`` from its source, to a destination placement picks if none;
-        ``run``: (when, folded) of the shedding run that chose it, if not now; ``proposal``: the
-        proposal it belongs to."""
+              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None,
+              avoid: tuple[str, ...] = ()) -> Effects:
+        """Unload ``decision.bundle`` from its source, to a destination placement picks if none
+        (never one of ``avoid``); ``run``: (when, folded) of the shedding run that chose it, if
+        not now; ``proposal``: the proposal it belongs to."""
         source = decision.source
         record = self.ownership.records.get(decision.bundle)
         if record is None or record.state is not BundleState.OWNED or record.dst != source or source is None:
@@ -416,7 +417,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
         stored = decision.to_dict()
         dst = decision.destination
         if dst is None and not (self.config.extensible and not self.config.load_balancer_transfer_enabled):
-            placement = self.placer.place(self._view(now_ms, (source,)), decision.bundle, self.rng)
+            placement = self.placer.place(self._view(now_ms, (source, *avoid)), decision.bundle, self.rng)
             dst, stored["placement"] = placement.broker, placement.to_dict()
             if dst is None or dst == source:
                 return NOTHING  # behaviour §4.0 step 3: no broker, or only its owner

@@ -6,6 +6,9 @@ Invariants:
   time is up); a resume with no pause holding records nothing;
 - a queued shedding move starts only while no pause holds and the throttle's caps allow it, and
   carries the run that chose it (``run_ms``, ``folded``) so a what-if replays that run;
+- a move without a destination of its own gets one from placement at its start, among the
+  brokers below the per-broker cap counting the moves started in the same tick; a move whose
+  broker such a start filled goes back to the head of the queue;
 - a move whose bundle has not moved ``loadBalancerStalledMoveSeconds`` after the leader started
   it (its command lost on the way) frees its throttle slot; until then the status says stalled.
 """
@@ -18,6 +21,7 @@ from typing import Any
 from actors.effects import NOTHING, Effects, Receipt, appending, combine, unanswered
 from actors.leader_control import Control, ControlFold, expiry_event, hold_event
 from balancer.config import LoadBalancerConfig
+from balancer.control import Move
 from balancer.decisions import Decision
 from balancer.shedding.run import SheddingRun
 from events.catalog import (
@@ -46,7 +50,8 @@ class Holding:
         raise NotImplementedError
 
     def _move(self, decision: Decision, now_ms: int, *, reason: str,
-              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None) -> Effects:
+              run: tuple[int, dict[str, int]] | None = None, proposal: str | None = None,
+              avoid: tuple[str, ...] = ()) -> Effects:
         raise NotImplementedError
 
     def _hold(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Effects:
@@ -79,13 +84,24 @@ class Holding:
         if self.held.paused(now_ms) is not None:
             return NOTHING
         parts: list[Effects] = []
+        back: list[Move] = []
         for move in throttle.due(now_ms):
+            # The throttle admitted a move without a destination on its source alone: placement
+            # picks the destination now, among the brokers below the per-broker cap counting the
+            # moves started this tick (several moves of one run would otherwise all go to the
+            # one new broker at once).
+            full = throttle.full()
+            if any(b in full for b in move.brokers()):
+                back.append(move)  # a move started this tick took its broker's last slot
+                continue
             decision, run, proposal = move.payload
             record = self.ownership.records.get(move.bundle)
-            effects = self._move(decision, now_ms, reason=str(decision.reason), run=run, proposal=proposal)
+            effects = self._move(decision, now_ms, reason=str(decision.reason), run=run, proposal=proposal,
+                                 avoid=full)
             if effects.send and record is not None:
                 throttle.started(move, getattr(effects.send[0], "dst", None), now_ms, record.version)
                 parts.append(effects)
+        throttle.queue[:0] = back  # they keep their place at the head of the queue
         return unanswered(combine(parts))
 
     def _unmoved(self, bundle: str, version: object) -> bool:

@@ -160,6 +160,10 @@ class Throttle:
         self.in_flight.pop(bundle, None)
         self.started_at.pop(bundle, None)
 
+    def full(self) -> tuple[str, ...]:
+        """The brokers whose moves in flight reached the per-broker cap, sorted."""
+        return tuple(sorted(b for b, n in self.busy().items() if n >= self.caps.per_broker))
+
     def busy(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for move in self.in_flight.values():

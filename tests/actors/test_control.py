@@ -154,6 +154,26 @@ def test_the_throttle_caps_hold_over_the_log() -> None:
     assert len(history.spans) <= len(control_history(free.records).spans) + 2
 
 
+def test_the_per_broker_cap_holds_for_the_destinations_placement_picks() -> None:
+    # Three loaded brokers and an empty fourth: each run's moves have no destination of their
+    # own, and placement would send every one of them to the empty broker in the same tick.
+    config = LoadBalancerConfig.from_mapping({"loadBalancerAutoBundleSplitEnabled": False,
+                                              "loadBalancerBrokerThresholdShedderPercentage": 2,
+                                              "loadBalancerMaxMovesInFlightPerBroker": 2})
+    host = make_host(config, brokers=4, rate=120_000.0, bundles=12)
+    host.command_latency_ms = 20  # a handover takes time, so moves of one tick overlap
+    owners = ["broker-1", "broker-2", "broker-3"]
+    for i, bundle in enumerate(bundles(host)):
+        call(host, AssignBundle, bundle=bundle, dst=owners[i % 3], reason="admin")
+    assert host.run_until(lambda: all_owned(host), 5_000)
+    host.advance(10 * MINUTE)
+    history = control_history(host.records)
+    into = [s for s in history.spans if s.dst == "broker-4"]
+    assert len(into) >= 3, "the empty broker took bundles from the loaded ones"
+    assert history.violations(Caps(per_broker=2, cluster=10, per_minute=30)) == []
+    assert_consistent(host)
+
+
 def test_moves_over_a_cap_wait_in_the_queue_that_status_shows() -> None:
     host = shed_host(loadBalancerMaxMovesPerMinute=1)
     leader = host.bodies[LEADER]
