@@ -171,6 +171,7 @@ class Steering:
             if event is None:
                 return Receipt(command.command_id, detail={"paused": False})
             if not await self._record([event], now_ms, cause=command.command_id):
+                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
                 raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
                                   "try again", value=command.TYPE)
             await self.catch_up()
@@ -189,8 +190,10 @@ class Steering:
 
     async def _pause_ended(self, now_ms: int) -> None:
         event = expiry_event(self.hold.held, now_ms, self.hold.expired_sent)
-        if event is not None and await self._record([event], now_ms):
-            self.hold.expired_sent = event.since_ms
+        if event is None:
+            return
+        self.hold.expired_sent = event.since_ms  # once: written now, or first next cycle if refused
+        if await self._record([event], now_ms):
             self.printer(f"{self.mode}: the pause since {event.since_ms} ms ended ({event.by})")
 
     # -- reading ---------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actors.api import Cluster
 from actors.client import ClientView
 from actors.cluster.kept import ClusterSpec, write_spec
@@ -18,6 +20,7 @@ from actors.cluster.mirror_link import MirrorLink
 from actors.control_status import status_document
 from attach.drive import Steering
 from balancer.config import LoadBalancerConfig
+from balancer.errors import Unavailable
 from events.catalog import (
     BalancerPaused,
     BalancerResumed,
@@ -31,6 +34,7 @@ from lbctl.admin_http import AdminHttp
 from lbctl.main import main
 from lbctl.steer import SteerHook
 from projections.control import control_history
+from tests.attach.test_attach_drive import _Flaky
 from tests.support.fake_pulsar import FakePulsar, fake_pulsar
 from tests.support.mirrored import EXTENSIBLE, Clock, Mirrored
 from web.serve import serve
@@ -182,3 +186,18 @@ async def test_brokers_are_stalled_only_when_silent_beyond_pulsars_report_interv
         assert _status(steering, m.clock.advance(60_000), config)["stalled"] == []
         stalled = _status(steering, m.clock.advance(200_000), config)["stalled"]
         assert len(stalled) == 1 and "loadBalancerReportUpdateMaxIntervalMinutes=2" in stalled[0]
+
+
+async def test_a_pause_the_log_refused_is_refused_and_never_recorded_later() -> None:
+    m, config = Mirrored(), _config()
+    await _skewed(m)
+    flaky = _Flaky(store=m.store, stamper=m.log._stamper)
+    async with fake_pulsar() as fake:
+        steering = Steering(flaky, config, "drive", admin=fake.admin(5.0), printer=lambda _: None)
+        await steering.start(m.clock())
+        flaky.down = True
+        with pytest.raises(Unavailable):
+            await steering.pause_or_resume(_pause(5), m.clock())
+        flaky.down = False
+        await steering.cycle(m.clock.advance(1_000))
+    assert await _of(m.log, BalancerPaused) == [] and steering.unwritten == []
