@@ -6,8 +6,6 @@ status."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,14 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.api import Cluster
+from tests.support.web_tokens import super_user_tokens
 from web.app import create_app
-from web.auth import TOKEN_PROVIDER, WebAuth
-
-LBCTL = str(Path(sys.executable).parent / "lbctl")
-
-
-def lbctl(*argv: str) -> str:
-    return subprocess.run([LBCTL, *argv], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -34,14 +26,8 @@ async def cluster() -> AsyncIterator[Cluster]:
 
 
 async def test_pause_status_resume_with_the_tokens_role(cluster: Cluster, tmp_path: Path) -> None:
-    key = tmp_path / "secret.key"
-    lbctl("tokens", "create-secret-key", "--output", str(key))
-    auth = WebAuth.from_broker_conf({
-        "authenticationEnabled": "true", "authorizationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER, "superUserRoles": "ops-admin",
-        "tokenSecretKey": f"file://{key}"})
-    admin = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "ops-admin")}
-    app = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "app")}
+    tokens = super_user_tokens(tmp_path)
+    auth, admin, app = tokens.auth, tokens.admin, tokens.app
     async with TestClient(TestServer(create_app(cluster, auth=auth))) as client:
         refused = await client.post("/bb/v1/balancer/pause", json={"for": "5m", "reason": "x"}, headers=app)
         assert refused.status == 403
@@ -104,13 +90,8 @@ async def test_an_unload_over_rest_records_the_tokens_role_and_explain_shows_it(
     """Before: an operator's unload recorded no principal (only a pause said who asked)."""
     from projections.explain import render
 
-    key = tmp_path / "secret.key"
-    lbctl("tokens", "create-secret-key", "--output", str(key))
-    auth = WebAuth.from_broker_conf({
-        "authenticationEnabled": "true", "authorizationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER, "superUserRoles": "ops-admin",
-        "tokenSecretKey": f"file://{key}"})
-    admin = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "ops-admin")}
+    tokens = super_user_tokens(tmp_path)
+    auth, admin = tokens.auth, tokens.admin
     await cluster.create_namespace("public/default", 4)
     owner = await cluster.lookup("persistent://public/default/who-asked")
     bundle = next(r.bundle for r in cluster.bundles("public/default") if r.owner == owner)

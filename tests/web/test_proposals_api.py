@@ -15,22 +15,15 @@ from actors.api import Cluster
 from actors.cluster.inproc_link import InProcLink
 from tests.actors.test_control import shed_host
 from tests.actors.test_proposals import first_pending
-from tests.web.test_control_api import lbctl
+from tests.support.web_tokens import super_user_tokens
 from web.app import create_app
-from web.auth import TOKEN_PROVIDER, WebAuth
 
 
 async def test_approve_over_rest_records_the_tokens_role(tmp_path: Path) -> None:
     host = shed_host(loadBalancerExecution="review")
     pid = first_pending(host)
-    key = tmp_path / "secret.key"
-    lbctl("tokens", "create-secret-key", "--output", str(key))
-    auth = WebAuth.from_broker_conf({
-        "authenticationEnabled": "true", "authorizationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER, "superUserRoles": "ops-admin",
-        "tokenSecretKey": f"file://{key}"})
-    admin = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "ops-admin")}
-    app = {"Authorization": "Bearer " + lbctl("tokens", "create", "-sk", f"file://{key}", "-s", "app")}
+    tokens = super_user_tokens(tmp_path)
+    auth, admin, app = tokens.auth, tokens.admin, tokens.app
     cluster = Cluster(InProcLink(host))
     async with TestClient(TestServer(create_app(cluster, auth=auth))) as client:
         await asyncio.sleep(2.5)  # the observer fetches the status in the background
