@@ -11,9 +11,11 @@ Invariants:
 - review mode: a proposal waits; only an approval (``ProposalApproved``, with who) sends its
   moves to the throttle (shedding moves, queued once the approval is folded, so that a leader
   restarted from the log queues the approved moves that had not started yet, unless the
-  proposal went stale meanwhile) or to the namespace (splits, sent with the approval); a newer proposal of the
-  same kind makes the waiting ones stale (``superseded``), as does age or moved load
-  (``balancer.proposals.stale_reason``); each stale proposal is recorded once, with its reason;
+  proposal went stale meanwhile) or to the namespace (splits, sent with the approval); a newer
+  proposal of the same kind makes the waiting ones stale (``superseded``), as does age or moved
+  load (``balancer.proposals.stale_reason``); each stale proposal is recorded once, with its
+  reason; a cycle that proposes exactly the moves of a waiting proposal records nothing: the
+  waiting one stands;
 - a verdict the proposal cannot take is refused naming the proposal (``UnknownProposal``,
   ``ProposalClosed``) and nothing is recorded for it; approving one found stale records its
   staleness, not the approval;
@@ -53,6 +55,7 @@ from balancer.proposals import (
     predict,
     split_move,
     stale_reason,
+    supersession,
     verdict_refusal,
 )
 from balancer.shedding.base import ClusterView
@@ -122,21 +125,26 @@ class Proposing:
     def _propose(self, kind: str, strategy: str, moves: list[ProposedMove], view: ClusterView,
                  now_ms: int) -> tuple[str, Effects]:
         """Record ``moves`` as one proposal (its id, and the append); in review mode the waiting
-        proposals of the same kind go stale, superseded by it."""
+        proposals of the same kind go stale, superseded by it, unless one of them already proposes
+        the same moves: that one stands (its id, nothing appended), so that an operator reviewing
+        it is not overtaken by an identical copy every cycle."""
+        superseded: list[str] = []
+        if self.reviewing:
+            waiting = [(e.proposal.proposal_id, e.proposal.moves) for e in self.book.pending()
+                       if e.proposal.proposal_id.startswith(f"{kind}-")
+                       and e.proposal.proposal_id not in self.stale_sent]
+            standing, superseded = supersession(waiting, moves)
+            if standing is not None:
+                return standing, NOTHING
         pid = f"{kind}-{now_ms}"
         if pid in self.book.entries:
             pid = f"{pid}-e{self.my_epoch}"
         brokers = broker_summary(view, light=True)
         proposal = Proposal(pid, strategy, REVIEW if self.reviewing else AUTO, now_ms, tuple(moves),
                             None, self._position(), brokers, predict(brokers, moves, place_unplaced=True))
-        events: list[Event] = []
-        if self.reviewing:
-            for entry in self.book.pending():
-                if entry.proposal.proposal_id.startswith(f"{kind}-") and \
-                        entry.proposal.proposal_id not in self.stale_sent:
-                    self.stale_sent.add(entry.proposal.proposal_id)
-                    events.append(ProposalStale(proposal_id=entry.proposal.proposal_id, at_ms=now_ms,
-                                                reason=f"superseded by {pid}"))
+        self.stale_sent.update(superseded)
+        events: list[Event] = [ProposalStale(proposal_id=old, at_ms=now_ms, reason=f"superseded by {pid}")
+                               for old in superseded]
         events.append(proposal.to_event())
         return pid, appending(LEADER_KEY, events, epoch=self.my_epoch)
 

@@ -13,6 +13,8 @@ Invariants:
 - ``stale_reason`` names why a proposal must not run any more (too old; a broker it was computed
   on gone, or its throughput moved beyond the tolerance; a bundle no longer on its source);
   ``None`` means it may still run;
+- ``supersession``: a new plan of a kind replaces the waiting plans of that kind, unless one of
+  them already proposes exactly its moves (bundle, kind, source, destination), which then stands;
 - a proposal's status moves only forward: pending -> approved | rejected | stale | cancelled,
   approved -> cancelled | stale; ``verdict_refusal`` names the value when a verdict does not apply.
 """
@@ -164,7 +166,8 @@ def stale_reason(*, run_ms: int, now_ms: int, then: Mapping[str, Mapping[str, An
     at rest, None when it is not); None: it may run."""
     age = now_ms - run_ms
     if age > rule.max_age_ms:
-        return f"older than {rule.max_age_ms // 1000} s ({age // 1000} s; loadBalancerProposalMaxAgeSeconds)"
+        return (f"older than {rule.max_age_ms / 1000:g} s ({age / 1000:g} s old; "
+                "loadBalancerProposalMaxAgeSeconds)")
     for move in moves:
         owner = owners.get(move.bundle)
         if owner != move.source:
@@ -181,6 +184,25 @@ def stale_reason(*, run_ms: int, now_ms: int, then: Mapping[str, Mapping[str, An
                     f"({value:.0f} -> {now[broker]:.0f} B/s; loadBalancerProposalLoadTolerance="
                     f"{rule.tolerance:g})")
     return None
+
+
+def move_keys(moves: Iterable[ProposedMove]) -> frozenset[tuple[str, str, str, str | None]]:
+    """What makes two plans the same: each move's bundle, kind, source and destination (not the
+    numbers behind them, which change with every report)."""
+    return frozenset((m.bundle, m.kind, m.source, m.destination) for m in moves)
+
+
+def supersession(waiting: Iterable[tuple[str, Iterable[ProposedMove]]],
+                 moves: Iterable[ProposedMove]) -> tuple[str | None, list[str]]:
+    """For a new plan ``moves`` and the waiting proposals of its kind (id, moves), oldest first:
+    the one that stands because it proposes the same moves (then nothing is superseded), or
+    None and the ids the new proposal supersedes."""
+    wanted = move_keys(moves)
+    found = [(pid, move_keys(old)) for pid, old in waiting]
+    for pid, keys in found:
+        if keys == wanted:
+            return pid, []
+    return None, [pid for pid, _ in found]
 
 
 def verdict_refusal(proposal_id: str, status: str | None, verdict: str) -> str | None:
