@@ -38,20 +38,25 @@ from actors.leader_control import expiry_event, hold_event
 from attach.advise import Advisor
 from attach.control import DriveHold
 from attach.execute import HELD_PAUSED, Executions, Selection
-from attach.proposals import DRIVE, SPLIT, Proposal
+from attach.proposals import DRIVE, SPLIT, Proposal, ProposedMove
 from attach.pulsar_admin import SHEDDING_KEY, SPLIT_KEY, Answer, PulsarAdmin, describe, enabled
+from attach.review import DriveReview, reviewing
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
+from balancer.ownership import BundleState
 from events.catalog import (
     PROPOSALS_KEY,
     BalancerPaused,
     Event,
     ExecutionRequested,
     PauseBalancer,
+    ProposalApproved,
     ResumeBalancer,
+    ReviewProposal,
 )
 from events.log.port import DeadLetter, EventLog, Record
 from projections.ownership import OwnershipProjection
+from projections.proposals import WATCHED as PROPOSAL_TYPES
 
 Printer = Callable[[str], None]
 HELD_TYPES = frozenset({"BalancerPaused", "BalancerResumed", "ExecutionRequested", "LoadReported"})
@@ -105,8 +110,12 @@ class Steering:
                                                     self.hold.caps.per_minute),
                                      timeout_ms=config.attach_drive_execution_timeout_seconds * 1000,
                                      caps=self.hold.caps)
+        self.review = DriveReview(config) if mode == DRIVE and reviewing(config) else None
+        """Review mode: proposals wait for an operator's verdict (``attach/review.py``)."""
+        self._offered: tuple[int, int, bool] | None = None
+        """When the approved proposals' moves were last offered (see ``_execute_approved``)."""
         self._busy = asyncio.Lock()
-        """One cycle, pause or resume at a time: each reads the log and writes to it in order."""
+        """One cycle, verdict, pause or resume at a time: each reads the log and writes to it in order."""
         self.position: dict[int, int] = {}
         self.unwritten: list[tuple[Event, str]] = []
         self.proposals: list[Proposal] = []
@@ -133,13 +142,20 @@ class Steering:
         await self.catch_up()
         await self._record([*self.executions.settle(), *self.executions.expire(now_ms, self._ownership)], now_ms)
         await self._pause_ended(now_ms)
-        if not self.advisor.due(now_ms):
+        due = self.advisor.due(now_ms)
+        if self.review is not None and not self.dry_run:
+            await self._record(self.review.stale(now_ms, self._throughputs(), self._owner), now_ms)
+            await self._execute_approved(now_ms, again=due)
+        if not due:
             return None
         proposal = self.advisor.decide(now_ms)
         self.proposals.append(proposal)
         self.hold.decided(proposal)
         if self.dry_run:
             self._print_dry(proposal)
+            return proposal
+        if self.review is not None:
+            await self._propose_for_review(proposal, now_ms)
             return proposal
         if not await self._record([proposal.to_event()], now_ms):
             return proposal
@@ -160,6 +176,60 @@ class Steering:
         await self._record(ending, now_ms)
         for event in ending:
             self.printer(f"{self.mode}: {event.TYPE} {getattr(event, 'execution_id', '')}")
+
+    # -- review mode (attach/review.py) -----------------------------------------------------
+    async def _propose_for_review(self, proposal: Proposal, now_ms: int) -> None:
+        assert self.review is not None
+        recorded, superseded = self.review.to_record(proposal, now_ms)
+        if recorded is None:
+            return  # a waiting proposal plans the same moves: it stands
+        if await self._record([*superseded, recorded.to_event()], now_ms) and recorded.moves:
+            self.printer(f"drive: {recorded.proposal_id} waits for review ({len(recorded.moves)} move(s); "
+                         f"lbctl proposals approve {recorded.proposal_id})")
+        await self.catch_up()
+
+    async def review_verdict(self, command: ReviewProposal, now_ms: int) -> Receipt:
+        """Record an operator's verdict on a waiting proposal (``attach.review.DriveReview.verdict``);
+        an approval's moves are sent at once, within the caps."""
+        if self.review is None:
+            raise InvalidInput(f"{command.TYPE}: this attach run executes without review "
+                               "(loadBalancerExecution=auto, or advise mode): no proposal waits",
+                               value=command.proposal_id)
+        async with self._busy:
+            await self.catch_up()
+            event = self.review.verdict(command, now_ms, self._throughputs(), self._owner)
+            if not await self._record([event], now_ms, cause=command.command_id):
+                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
+                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
+                                  "try again", value=command.proposal_id)
+            await self.catch_up()
+            self.printer(f"drive: {event.TYPE} {command.proposal_id} by {command.by}")
+            if isinstance(event, ProposalApproved):
+                await self._execute_approved(now_ms)
+                await self.catch_up()
+            return Receipt(command.command_id, ((event.TYPE, event.to_payload()),))
+
+    async def _execute_approved(self, now_ms: int, *, again: bool = True) -> None:
+        """Send what the approved proposals still hold, oldest approval first: at once after an
+        approval, on each decision cycle (``again``), and whenever an execution ended, an
+        approval came or a pause ended since the last offer (so a held move is not printed as
+        held on every poll)."""
+        assert self.review is not None
+        moment = (len(self.executions.ended), len(self.review.book.approved), self.hold.held.paused(now_ms) is None)
+        if not again and moment == self._offered:
+            return
+        self._offered = moment
+        for proposal in self.review.approved():
+            if self.review.left(proposal, self.executions.was_sent, self._owner):
+                await self._execute(proposal, now_ms)
+
+    def _throughputs(self) -> dict[str, float]:
+        return {b: float(i.load.report.msg_throughput)
+                for b, i in self.advisor.replay.load.brokers.items() if i.load is not None}
+
+    def _owner(self, move: ProposedMove) -> str | None:
+        record = self._ownership.records.get(move.bundle)
+        return record.dst if record is not None and record.state is BundleState.OWNED else None
 
     # -- the operator's hold (attach/control.py) --------------------------------------------
     async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Receipt:
@@ -211,6 +281,8 @@ class Steering:
 
     def _fold(self, record: Record) -> None:
         self.advisor.fold(record.partition, record.offset, record.envelope)
+        if self.review is not None and record.envelope.type in PROPOSAL_TYPES:
+            self.review.fold(record.envelope.typed, record.envelope.ts_ms)
         self.executions.fold(record.envelope, self._ownership)
         if record.envelope.type in HELD_TYPES:
             self.hold.fold(record.envelope.typed, record.envelope.ts_ms)

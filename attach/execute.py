@@ -21,7 +21,8 @@ Invariants:
   ``per_minute`` in any 60 s window of request times; given the throttle's ``caps``, at most
   ``caps.cluster`` open executions in all and ``caps.per_broker`` touching one broker (as
   source or destination), the same caps the project's own leader keeps; a move whose bundle is
-  not Owned at its source in the ownership view, or is moving, is not sent;
+  not Owned at its source in the ownership view, or is moving, is not sent; a move whose request
+  the log already holds is never sent again (an approved proposal is offered every cycle);
 - pure: times are passed in; nothing here does I/O.
 """
 
@@ -159,6 +160,8 @@ class Executions:
         last_minute = len(self.requested)
         busy = self.busy()
         for index, move in enumerate(proposal.moves):
+            if self.was_sent(f"{proposal.proposal_id}:{index}"):
+                continue  # an approved proposal is offered again until each move went once
             record = ownership.records.get(move.bundle)
             if move.bundle in self.by_bundle:
                 out.held.append((move, HELD_IN_FLIGHT))
@@ -177,6 +180,10 @@ class Executions:
                 for broker in _brokers(move.source, move.destination):
                     busy[broker] = busy.get(broker, 0) + 1
         return out
+
+    def was_sent(self, execution_id: str) -> bool:
+        """Whether the log holds the request of ``execution_id`` (open or ended)."""
+        return execution_id in self.open or execution_id in self.ended
 
     def busy(self) -> dict[str, int]:
         """Broker -> open executions touching it (as source or destination)."""
@@ -255,7 +262,7 @@ def _brokers(src: str, dst: str | None) -> tuple[str, ...]:
 
 
 def _request(proposal: Proposal, index: int, move: ProposedMove, record: OwnershipRecord) -> ExecutionRequested:
-    decision = dict(move.decision)
+    decision = {**move.decision, "proposal": proposal.proposal_id}  # as the leader's moves name theirs
     boundaries = [int(b) for b in decision.get("boundaries") or ()] if move.kind == SPLIT else None
     return ExecutionRequested(
         execution_id=f"{proposal.proposal_id}:{index}", proposal_id=proposal.proposal_id,

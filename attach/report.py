@@ -30,6 +30,7 @@ from typing import Any
 
 from attach.advise import PULSAR_REASON
 from attach.proposals import ADVISE, DRIVE, SPLIT, Proposal, ProposedMove
+from balancer.proposals import REVIEW
 from events.catalog import (
     ExecutionAccepted,
     ExecutionConfirmed,
@@ -150,10 +151,12 @@ def _ordered(records: Iterable[Record]) -> list[Record]:
 
 
 def advise_report(records: Iterable[Record], mode: str = ADVISE) -> AdviseReport:
-    """Every ``mode`` proposal of the log beside Pulsar's own moves in its cycle."""
+    """Every ``mode`` proposal of the log beside Pulsar's own moves in its cycle (drive mode's
+    include those that waited for review)."""
     ordered = _ordered(records)
+    modes = (DRIVE, REVIEW) if mode == DRIVE else (mode,)
     proposals = [Proposal.from_event(r.envelope.typed) for r in ordered
-                 if isinstance(r.envelope.typed, ProposalRecorded) and r.envelope.typed.mode == mode]
+                 if isinstance(r.envelope.typed, ProposalRecorded) and r.envelope.typed.mode in modes]
     cycles = [CycleCompare(p) for p in proposals]
     outside: list[PulsarMove] = []
     reports: dict[str, dict[str, Any]] = {}

@@ -6,8 +6,8 @@ the admin REST service (``lbctl.admin_rest.HttpTransport``). Otherwise the clust
 ``lbctl run --keep`` recorded under ``--state-dir``.
 
 A verb that only a running ``lbctl attach --mode advise|drive`` can answer (``steering``: the
-balancer's pause, resume and status) goes to the web service that process serves for the state
-directory, as if ``--admin-url`` named it.
+balancer's pause, resume and status, the verdicts on its proposals) goes to the web service that
+process serves for the state directory, as if ``--admin-url`` named it.
 
 Invariants: a verb runs on exactly one transport, chosen here and nowhere else; on the cluster,
 what happened before the verb is not its completion (the client's records so far are polled

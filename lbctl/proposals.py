@@ -7,7 +7,8 @@
     lbctl proposals cancel ID             drop its moves not started (those handing over finish)
 
 Each verb is written once against ``lbctl.admin_verbs.AdminTransport``: on the cluster itself, or
-with ``--admin-url`` over the REST service (``web.proposals``).
+with ``--admin-url`` over the REST service (``web.proposals``). On the state directory of
+``lbctl attach --mode drive`` in review mode the verdicts go to that process's web service.
 
 Invariants: a verdict is recorded with who gave it (``lbctl:<local user>`` on the cluster, the
 token's role over REST); an unknown id, or a verdict the proposal cannot take (approving a
@@ -38,7 +39,8 @@ def register(sub: SubParsers) -> None:
         one = verb(verbs, run, name, text, _verdict)
         one.add_argument("id", help="the proposal's id")
         one.add_argument("--note", default="", help="why (recorded with a rejection)")
-        one.set_defaults(verdict=name)
+        # On a mirror's state directory the verdict goes to the running `lbctl attach --mode drive`.
+        one.set_defaults(verdict=name, steering=True)
 
 
 async def _list(admin: AdminTransport, args: argparse.Namespace) -> int:

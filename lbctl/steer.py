@@ -42,7 +42,7 @@ from attach.report import (
 )
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput, Unavailable
-from events.catalog import Event, PauseBalancer, ResumeBalancer
+from events.catalog import Event, PauseBalancer, ResumeBalancer, ReviewProposal
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -102,6 +102,13 @@ class SteerHook:
             raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
                               "read Pulsar yet); try again in a moment", value=command.TYPE)
         return await self.steering.pause_or_resume(command, wall_clock_ms())
+
+    async def review(self, command: ReviewProposal) -> Receipt:
+        """The operator's verdict on a waiting proposal of this run (review mode)."""
+        if self.steering is None:
+            raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
+                              "read Pulsar yet); try again in a moment", value=command.proposal_id)
+        return await self.steering.review_verdict(command, wall_clock_ms())
 
     def status(self) -> dict[str, Any] | None:
         return None if self.steering is None else self.steering.status(wall_clock_ms())

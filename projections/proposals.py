@@ -9,8 +9,9 @@ Invariants:
   ``ProposalApproved``, ``ProposalRejected``, ``ProposalCancelled`` and ``ProposalStale``; a
   status moves only forward (a verdict on a proposal in another status is ignored, as the
   leader refused it); an approved proposal all of whose moves started reads ``executed``;
-- a shedding move names its proposal in its decision (``proposal``); the book notes which of a
-  proposal's bundles started, so ``executed`` and the audit need no other state;
+- a shedding move names its proposal in its decision (``proposal``), a move drive mode sent to
+  a real Pulsar in its ``ExecutionRequested``; the book notes which of a proposal's bundles
+  started, so ``executed`` and the audit need no other state;
 - the book keeps the newest ``KEPT`` proposals (older ones are let go, oldest first).
 """
 
@@ -34,6 +35,7 @@ from balancer.proposals import (
     ProposedMove,
 )
 from events.catalog import (
+    ExecutionRequested,
     Message,
     ProposalApproved,
     ProposalCancelled,
@@ -49,7 +51,7 @@ from projections.watched import watched_events
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
-                     "ProposalStale", "TransferPrepared", "UnloadRequested"})
+                     "ProposalStale", "TransferPrepared", "UnloadRequested", "ExecutionRequested"})
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,8 @@ class ProposalBook:
                     del self.entries[next(iter(self.entries))]
         elif isinstance(event, ProposalApproved | ProposalRejected | ProposalCancelled | ProposalStale):
             self._verdict(event, ts_ms)
-        elif isinstance(event, UnloadRequested | TransferPrepared):
-            decision = event.decision if isinstance(event.decision, dict) else {}
-            entry = self.entries.get(str(decision.get("proposal", "")))
+        elif isinstance(event, UnloadRequested | TransferPrepared | ExecutionRequested):
+            entry = self.entries.get(_proposal_named(event) or "")
             if entry is not None:
                 entry.started.add(event.bundle)
 
@@ -181,6 +182,15 @@ class ProposalBook:
                 | {"moves": len(e.proposal.moves)} for e in self.entries.values()]
 
 
+def _proposal_named(event: UnloadRequested | TransferPrepared | ExecutionRequested) -> str | None:
+    """The proposal a move names: its decision's ``proposal`` (a drive execution's own field)."""
+    if isinstance(event, ExecutionRequested) and event.proposal_id:
+        return str(event.proposal_id)
+    decision = event.decision if isinstance(event.decision, dict) else {}
+    named = decision.get("proposal")
+    return None if named is None else str(named)
+
+
 def proposal_book(records: Iterable[Record]) -> ProposalBook:
     """Fold ``records`` (log order) into the book; a record that does not decode is named."""
     book = ProposalBook()
@@ -215,9 +225,9 @@ class ApprovalHistory:
             status = {ProposalRejected: REJECTED, ProposalCancelled: CANCELLED}.get(type(event), STALE)
             self.closed.setdefault(event.proposal_id, (event.at_ms, status))
         elif isinstance(event, UnloadRequested | TransferPrepared) and is_shedding(event):
-            decision = event.decision if isinstance(event.decision, dict) else {}
-            named = decision.get("proposal")
-            self.moves.append((event.bundle, None if named is None else str(named), started_ms(event, ts_ms)))
+            self.moves.append((event.bundle, _proposal_named(event), started_ms(event, ts_ms)))
+        elif isinstance(event, ExecutionRequested):  # a move drive mode sent to a real Pulsar
+            self.moves.append((event.bundle, _proposal_named(event), ts_ms))
 
     def violations(self) -> list[tuple[str, int, str]]:
         """(bundle, start, one line) for each move the rule refuses."""

@@ -12,8 +12,9 @@ is ``InvalidInput`` (not retriable: exit status 2, one line); a lookup of a topi
 mirror shows unowned is refused the same way (Pulsar places a bundle on its own lookup; the
 mirror does not ask Pulsar to); the clock is the wall clock. The one exception: in the process
 of ``lbctl attach --mode advise|drive`` the link is given that run's hook (``Steered``), which
-takes the operator's pause and resume and answers the balancer's status; the hook records them
-through the mirror's single writer, so the link itself still writes nothing.
+takes the operator's pause, resume and verdicts on proposals (review mode) and answers the
+balancer's status; the hook records them through the mirror's single writer, so the link itself
+still writes nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from actors.settings import ActorSettings
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError
-from events.catalog import Command, LookupBundle, PauseBalancer, ResumeBalancer
+from events.catalog import Command, LookupBundle, PauseBalancer, ResumeBalancer, ReviewProposal
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -41,6 +42,8 @@ class Steered(Protocol):
     """The advise or drive hook of the attach run this link serves (``lbctl.steer.SteerHook``)."""
 
     async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt: ...
+
+    async def review(self, command: ReviewProposal) -> Receipt: ...
 
     def status(self) -> dict[str, Any] | None: ...
 
@@ -74,6 +77,10 @@ class MirrorLink:
             return InvalidInput(f"{command.bundle} is not owned in the mirror of {self.url}; Pulsar "
                                 f"places a bundle on its own lookup ({admin} topics lookup TOPIC): the "
                                 "mirror does not ask Pulsar to", value=command.bundle)
+        if isinstance(command, ReviewProposal):
+            return InvalidInput(f"proposal {command.proposal_id!r}: no `lbctl attach --mode drive` in "
+                                "review mode serves this state directory's web service, so no verdict "
+                                "can make it run", value=command.proposal_id)
         if isinstance(command, PauseBalancer | ResumeBalancer):
             return InvalidInput(f"{command.TYPE}: no `lbctl attach --mode drive` serves this state "
                                 f"directory's web service, so nothing of this project balances the "
@@ -86,8 +93,10 @@ class MirrorLink:
 
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
-        if self.steered is not None and isinstance(command, PauseBalancer | ResumeBalancer):
+        if self.steered is not None and isinstance(command, PauseBalancer | ResumeBalancer | ReviewProposal):
             try:
+                if isinstance(command, ReviewProposal):
+                    return await self.steered.review(command), None
                 return await self.steered.pause_or_resume(command), None
             except LoadBalancerError as exc:
                 return None, exc

@@ -1,6 +1,7 @@
 """Drive mode against the real Pulsar 4.0.7 test cluster, with skewed real traffic: the
 project's decisions are sent to Pulsar's admin API, Pulsar's ownership channel confirms each
-destination, a dry run sends and records nothing, and a cluster that sheds by itself is refused.
+destination, a dry run sends and records nothing, a cluster that sheds by itself is refused, an
+operator's pause holds the moves back, and in review mode nothing is sent before an approval.
 
 The traffic of this module runs in a namespace of its own, every bundle of it first put on one
 broker (Pulsar's own unloads with a destination), so the first broker carries all of it. The
@@ -30,12 +31,14 @@ from events.catalog import (
     ExecutionConfirmed,
     ExecutionRequested,
     LoadReported,
+    ProposalApproved,
 )
 from events.log.local import LocalEventLog
 from events.log.port import Record
 from lbctl.admin_http import AdminHttp
 from lbctl.main import main
 from projections.control import control_history
+from projections.proposals import ApprovalHistory
 from tests.pulsar_server import PulsarCluster
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
@@ -250,3 +253,55 @@ def _serving(state: Path) -> bool:
         return bool(read_spec(state).web_service_url)
     except Exception:  # not written yet
         return False
+
+
+def test_in_review_mode_nothing_reaches_pulsar_before_an_operator_approves(
+        skewed: Skewed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = skewed.cluster
+    _everything_on(cluster, skewed.namespace, cluster.broker_ids[0])  # the earlier tests spread it
+    time.sleep(15)
+    state, conf = tmp_path / "review", tmp_path / "review.conf"
+    conf.write_text(skewed.conf.read_text() + "\nloadBalancerExecution=review\n"
+                    "loadBalancerProposalMaxAgeSeconds=600\nloadBalancerProposalLoadTolerance=1000\n")
+    seen: dict[str, Any] = {}
+    operator = threading.Thread(target=_approve_the_first, args=(state, seen), daemon=True)
+    operator.start()
+    assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
+                 str(conf), "--minutes", "2", "--plain", "--web-service-port", "0"]) == 0
+    operator.join(timeout=60)
+    assert seen.get("approved") == 0, seen
+    assert seen["before"] == [], "an execution before the approval"
+    records = _records(state)
+    (approval,) = _of(records, ProposalApproved)
+    assert approval.proposal_id == seen["id"] and approval.by == "anonymous"  # a service without auth
+    requested = _of(records, ExecutionRequested)
+    assert requested and {r.proposal_id for r in requested} == {seen["id"]}
+    assert _of(records, ExecutionConfirmed), "Pulsar's channel confirmed no approved move"
+    history = ApprovalHistory(review=True)
+    for record in records:
+        history.take(record.envelope.typed, record.envelope.ts_ms)
+    assert history.violations() == []
+    with capsys.disabled():
+        print(f"\nreview: {seen['id']} waited {seen['waited_s']:.0f} s with nothing sent; approved by "
+              f"{approval.by}; {len(requested)} execution(s) sent after it")
+
+
+def _approve_the_first(state: Path, seen: dict[str, Any]) -> None:
+    """The operator: wait for a proposal with moves to wait for review, check nothing was sent,
+    then approve it through ``lbctl proposals approve ID --state-dir``."""
+    deadline = time.monotonic() + 100
+    while time.monotonic() < deadline and not _serving(state):
+        time.sleep(0.5)
+    http = AdminHttp(str(read_spec(state).web_service_url))
+    waiting: list[dict[str, Any]] = []
+    since = time.monotonic()
+    while time.monotonic() < deadline and not waiting:
+        time.sleep(1)
+        waiting = [p for p in http.call("GET", "/bb/v1/proposals") if p["status"] == "pending" and p["moves"]]
+    if not waiting:
+        seen["approved"] = "no proposal waited"
+        return
+    time.sleep(12)  # a decision cycle later: it still waits, and nothing went out
+    seen["id"], seen["waited_s"] = waiting[0]["id"], time.monotonic() - since
+    seen["before"] = [r.execution_id for r in _of(_records(state), ExecutionRequested)]
+    seen["approved"] = main(["proposals", "approve", seen["id"], "--state-dir", str(state)])
