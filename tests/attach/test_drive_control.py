@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,23 @@ def _status(steering: Steering, now_ms: int, config: LoadBalancerConfig) -> dict
 
 async def _of(log: MemoryEventLog, kind: type) -> list[Any]:
     return [r.envelope.typed for r in (await log.read()).records if isinstance(r.envelope.typed, kind)]
+
+
+@contextlib.asynccontextmanager
+async def attach_service(m: Mirrored, fake: FakePulsar, config: LoadBalancerConfig,
+                         steering: Steering) -> AsyncIterator[str]:
+    """The web service ``lbctl attach --mode drive --web-service-port 0`` serves over ``steering``
+    (its pause, resume, verdicts and status go to the hook): its URL."""
+    hook = SteerHook(argparse.Namespace(mode="drive", dry_run=False), fake.admin(5.0), config, True)
+    hook.steering = steering
+    view = ClientView(config, m.log)
+    await view.start()
+    cluster = Cluster(MirrorLink(view, url="http://127.0.0.1:8080", owns_view=True, steered=hook))
+    try:
+        async with serve(cluster, 0, cluster_name="test") as service:
+            yield service.url
+    finally:
+        await cluster.close()
 
 
 async def test_a_pause_holds_every_move_back_keeps_proposing_and_ends_by_itself() -> None:
@@ -154,24 +173,18 @@ async def test_the_attach_web_service_and_lbctl_on_its_state_directory_pause_and
     bundles = await _skewed(m)
     async with fake_pulsar() as fake:
         steering = await _started(m, fake, config, [])
-        hook = SteerHook(argparse.Namespace(mode="drive", dry_run=False), fake.admin(5.0), config, True)
-        hook.steering = steering
-        view = ClientView(config, m.log)
-        await view.start()
-        cluster = Cluster(MirrorLink(view, url="http://127.0.0.1:8080", owns_view=True, steered=hook))
-        async with serve(cluster, 0, cluster_name="test") as service:
-            http = AdminHttp(service.url)
+        async with attach_service(m, fake, config, steering) as url:
+            http = AdminHttp(url)
             paused = await asyncio.to_thread(http.call, "POST", "/bb/v1/balancer/pause",
                                              {"for": "5m", "reason": "deploy"})
             assert paused["reason"] == "deploy"
-            write_spec(tmp_path, ClusterSpec(host="pulsar", brokers=0, web_service_url=service.url))
+            write_spec(tmp_path, ClusterSpec(host="pulsar", brokers=0, web_service_url=url))
             args = ["balancer", "status", "--state-dir", str(tmp_path)]
             assert await asyncio.to_thread(main, args) == 0
             resumed = await asyncio.to_thread(main, ["balancer", "resume", "--state-dir", str(tmp_path)])
             assert resumed == 0
             status = await asyncio.to_thread(http.call, "GET", "/bb/v1/balancer/status")
             assert status["state"] == "idle" and status["leader"] == "lbctl-attach", status
-        await cluster.close()
     assert [e.by for e in await _of(m.log, BalancerResumed)] == ["anonymous"]  # no auth configured
     assert bundles
 

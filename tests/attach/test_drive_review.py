@@ -8,17 +8,12 @@ bites without the approval; the verdicts reach the attach process over its web s
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from actors.api import Cluster
-from actors.client import ClientView
 from actors.cluster.kept import ClusterSpec, write_spec
-from actors.cluster.mirror_link import MirrorLink
 from attach.drive import Steering
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, ProposalClosed, UnknownProposal
@@ -34,11 +29,10 @@ from events.log.memory import MemoryEventLog
 from events.log.port import Record
 from lbctl.admin_http import AdminHttp
 from lbctl.main import main
-from lbctl.steer import SteerHook
 from projections.proposals import ApprovalHistory, proposal_book
-from tests.support.fake_pulsar import FakePulsar, fake_pulsar
+from tests.attach.test_drive_control import _of, _report, _skewed, _started, attach_service
+from tests.support.fake_pulsar import fake_pulsar
 from tests.support.mirrored import EXTENSIBLE, Clock, Mirrored
-from web.serve import serve
 
 MINUTE = 60_000
 
@@ -46,24 +40,6 @@ MINUTE = 60_000
 def _config(extra: str = "") -> LoadBalancerConfig:
     return LoadBalancerConfig.from_broker_conf(EXTENSIBLE + "attachDriveExecutionTimeoutSeconds=30\n"
                                                "loadBalancerExecution=review\n" + extra)
-
-
-async def _skewed(m: Mirrored) -> list[str]:
-    bundles = await m.cluster(["b1", "b2", "b3"], bundles=4, owners={0: "b1", 1: "b1", 2: "b1", 3: "b2"})
-    await _report(m, bundles)
-    return bundles
-
-
-async def _report(m: Mirrored, b: list[str]) -> None:
-    await m.report("b1", {b[0]: 30.0, b[1]: 20.0, b[2]: 10.0})
-    await m.report("b2", {b[3]: 2.0})
-    await m.report("b3", {})
-
-
-async def _started(m: Mirrored, fake: FakePulsar, config: LoadBalancerConfig, lines: list[str]) -> Steering:
-    steering = Steering(m.log, config, "drive", admin=fake.admin(5.0), printer=lines.append)
-    await steering.start(m.clock())
-    return steering
 
 
 async def _waiting(m: Mirrored, steering: Steering, bundles: list[str]) -> str:
@@ -84,10 +60,6 @@ def _verdict(pid: str, verdict: str, by: str = "ops") -> ReviewProposal:
 
 async def _records(log: MemoryEventLog) -> list[Record]:
     return list((await log.read()).records)
-
-
-async def _of(log: MemoryEventLog, kind: type) -> list[Any]:
-    return [r.envelope.typed for r in await _records(log) if isinstance(r.envelope.typed, kind)]
 
 
 def _violations(records: list[Record]) -> list[tuple[str, int, str]]:
@@ -178,21 +150,15 @@ async def test_verdicts_reach_the_attach_process_over_rest_and_from_lbctl(tmp_pa
     bundles = await _skewed(m)
     async with fake_pulsar() as fake:
         steering = await _started(m, fake, config, [])
-        hook = SteerHook(argparse.Namespace(mode="drive", dry_run=False), fake.admin(5.0), config, True)
-        hook.steering = steering
         first = await _waiting(m, steering, bundles)
-        view = ClientView(config, m.log)
-        await view.start()
-        cluster = Cluster(MirrorLink(view, url="http://127.0.0.1:8080", owns_view=True, steered=hook))
-        async with serve(cluster, 0, cluster_name="test") as service:
-            http = AdminHttp(service.url)
+        async with attach_service(m, fake, config, steering) as url:
+            http = AdminHttp(url)
             listed = await asyncio.to_thread(http.call, "GET", "/bb/v1/proposals")
             assert [p["id"] for p in listed if p["status"] == "pending"] == [first]
-            write_spec(tmp_path, ClusterSpec(host="pulsar", brokers=0, web_service_url=service.url))
+            write_spec(tmp_path, ClusterSpec(host="pulsar", brokers=0, web_service_url=url))
             code = await asyncio.to_thread(main, ["proposals", "approve", first, "--state-dir", str(tmp_path)])
             assert code == 0, capsys.readouterr()
             shown = await asyncio.to_thread(http.call, "GET", f"/bb/v1/proposals/{first}")
             assert shown["status"] in ("approved", "executed") and shown["started"]
-        await cluster.close()
     (approved,) = await _of(m.log, ProposalApproved)
     assert approved.by == "anonymous"  # the service checks no token
