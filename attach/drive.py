@@ -21,8 +21,10 @@ Invariants:
 - this hook's records go under ``PROPOSALS_KEY``, through the log's single writer (the mirror's
   ``append``) when there is one, else straight to the log at epoch 0;
 - the operator's pause holds every move back (proposals are still recorded) and the throttle's
-  in-flight caps hold as the project's own leader keeps them (``attach/control.py``); a cycle, a
-  pause and a resume run one at a time, so the log is read and written in order.
+  in-flight caps hold as the project's own leader keeps them (``attach/control.py``); with
+  ``loadBalancerExecution=review`` a proposal's moves are sent only once it is approved
+  (``attach/review.py``); a cycle, a verdict, a pause and a resume run one at a time, so the log
+  is read and written in order.
 """
 
 from __future__ import annotations
