@@ -83,14 +83,11 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.explain import moves_of
-from projections.moves import Move
+from projections.moves import REQUESTED_BY, Move
 from projections.ownership import BundleRow, OwnershipProjection
 from projections.proposals import ProposalBook, proposal_book
 
 C = TypeVar("C", bound=Command)
-
-REQUESTED_BY = "requested_by"
-"""The decision key naming the principal of an admin move."""
 
 
 class Cluster(ActorLife, Waiting, DrainVerbs):
@@ -308,24 +305,27 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
     async def create_namespace(self, namespace: str, bundles: int | None = None, *,
                                boundaries: Sequence[int] | None = None,
                                anti_affinity_group: str | None = None,
-                               isolation: Mapping[str, Any] | None = None) -> Receipt:
+                               isolation: Mapping[str, Any] | None = None, by: str | None = None) -> Receipt:
+        """Create ``namespace`` (``bundles`` even ones, or ``boundaries``); ``by``: the principal
+        who asked (a token's role, ``lbctl:<user>``), kept in ``NamespaceCreated``."""
         receipt = await self._issue(CreateNamespace, namespace=namespace, bundles=bundles,
                                     boundaries=list(boundaries) if boundaries is not None else None,
                                     anti_affinity_group=anti_affinity_group,
-                                    isolation=dict(isolation) if isolation else None)
+                                    isolation=dict(isolation) if isolation else None, by=by)
         await self._shown(lambda: namespace in self.view.ownership.namespaces, f"namespace {namespace}")
         return receipt
 
     async def split_bundle(self, namespace: str, bundle: str = "LARGEST",
                            algorithm: str | None = None, positions: Sequence[int] | None = None,
                            unload: bool = False, *, wait: bool = True,
-                           timeout_s: float = TIMEOUT_S) -> Receipt:
+                           timeout_s: float = TIMEOUT_S, by: str | None = None) -> Receipt:
         """Split a bundle (a range, a full id, ``LARGEST`` or ``HOT``); ``unload`` (-u) unloads
-        the children. With ``wait``, returns once the split (and the unloads) settled."""
+        the children. With ``wait``, returns once the split (and the unloads) settled. ``by``:
+        the principal who asked, kept in ``SplitRequested`` and ``SplitCompleted``."""
         receipt = await self._issue(
             SplitBundle, namespace=namespace, bundle=bundle, timeout_s=timeout_s,
             algorithm=algorithm or self.config.default_namespace_bundle_split_algorithm,
-            positions=list(positions) if positions else None, unload=unload)
+            positions=list(positions) if positions else None, unload=unload, by=by)
         requested = receipt.first("SplitRequested")
         if wait and requested is not None:
             await self._settle_namespace(namespace, str(requested["bundle"]), timeout_s)
@@ -336,12 +336,12 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
                      timeout_s: float = TIMEOUT_S, by: str | None = None) -> Receipt:
         """Unload one bundle (to ``destination``: a graceful transfer) or, without ``bundle``,
         every owned bundle of the namespace. With ``wait``, returns once they settled. ``by``:
-        the principal who asked (a token's role, ``lbctl:<user>``), kept in the move's decision
+        the principal who asked (a token's role, ``lbctl:<user>``), kept in each move's decision
         as ``requested_by`` (``explain`` shows it)."""
         if bundle is None:
             if destination is not None:
                 raise InvalidInput("a destination needs a bundle (-b)", value=destination)
-            receipt = await self._issue(UnloadNamespace, namespace=namespace, timeout_s=timeout_s)
+            receipt = await self._issue(UnloadNamespace, namespace=namespace, timeout_s=timeout_s, by=by)
         else:
             receipt = await self._issue(UnloadBundle, bundle=self._bundle_id(namespace, bundle),
                                         dst=destination, timeout_s=timeout_s,
@@ -352,30 +352,36 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
             await self._settle(moved, timeout_s)
         return receipt
 
-    async def set_anti_affinity_group(self, namespace: str, group: str | None) -> Receipt:
+    async def set_anti_affinity_group(self, namespace: str, group: str | None, *,
+                                      by: str | None = None) -> Receipt:
+        """Set (None: remove) the namespace's anti-affinity group; ``by``: the principal who
+        asked, kept in ``NamespacePolicySet``."""
         await self.transport.catch_up()
         info = self.view.ownership.namespaces.get(namespace)
         receipt = await self._issue(SetNamespacePolicy, namespace=namespace, anti_affinity_group=group,
-                                    isolation=info.isolation if info is not None else None)
+                                    isolation=info.isolation if info is not None else None, by=by)
         await self._shown(lambda: self.view.ownership.namespaces[namespace].anti_affinity_group == group,
                           f"the anti-affinity group of {namespace}")
         return receipt
 
-    async def set_failure_domain(self, domain: str, brokers: Sequence[str]) -> Receipt:
-        """Create or replace a failure domain (``BrokerInOtherDomain`` if another holds one)."""
-        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers))
+    async def set_failure_domain(self, domain: str, brokers: Sequence[str], *,
+                                 by: str | None = None) -> Receipt:
+        """Create or replace a failure domain (``BrokerInOtherDomain`` if another holds one);
+        ``by``: the principal who asked, kept in ``FailureDomainSet``."""
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=list(brokers), by=by)
         await self._shown(lambda: sorted(self.failure_domains().get(domain, [])) == sorted(brokers),
                           f"failure domain {domain}")
         return receipt
 
-    async def delete_failure_domain(self, domain: str) -> Receipt:
-        """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet)."""
+    async def delete_failure_domain(self, domain: str, *, by: str | None = None) -> Receipt:
+        """Dissolve a failure domain: its brokers belong to none (an empty FailureDomainSet, with
+        ``by``, the principal who asked)."""
         await self.transport.catch_up()
         known = self.failure_domains()
         if domain not in known:
             raise UnknownFailureDomain(f"failure domain {domain!r} does not exist; domains: "
                                        f"{', '.join(sorted(known)) or 'none'}", value=domain)
-        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=[])
+        receipt = await self._issue(SetFailureDomain, domain=domain, brokers=[], by=by)
         await self._shown(lambda: domain not in self.failure_domains(), f"failure domain {domain}")
         return receipt
 

@@ -319,7 +319,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
 
     def _set_domain(self, command: SetFailureDomain) -> Effects:
         check_domain(self.brokers, self.ownership.failure_domains, command)
-        event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers))
+        event = FailureDomainSet(domain=command.domain, brokers=list(command.brokers), by=command.by)
         return appending(CLUSTER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 

@@ -7,7 +7,8 @@ and the writers (the namespace shard, the leader) call it first, so a command th
 writer some other way is held to the same bounds.
 
 Invariants:
-- a string holds at most ``adminInputMaxStringLength`` characters, a list or map at most
+- a string holds at most ``adminInputMaxStringLength`` characters (the principal who asked, ``by``
+  or an unload's ``requested_by``, too), a list or map at most
   ``adminInputMaxListLength`` items, nested at most ``MAX_DEPTH`` levels; ints are int64 and
   floats finite (what a log record holds, ``events._fields``);
 - a namespace's bundle count (``numBundles``, or its boundaries) and a split's positions are at
@@ -28,6 +29,7 @@ from balancer.bundles import HASH_MAX
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InputTooLarge
 from events.catalog import Command, ConfirmOwnership, ConfirmRelease, ConfirmSplit
+from projections.moves import REQUESTED_BY
 
 MAX_DEPTH = 8
 """Levels of maps and lists inside one field of a command (an isolation policy needs two)."""
@@ -45,6 +47,11 @@ def check_command(command: Command, config: LoadBalancerConfig) -> None:
         return
     for f in fields(command):
         if f.name == "decision":
+            # The leader's own decisions are the cluster's; an admin's names who asked, bounded as
+            # every principal is.
+            asked = getattr(command, f.name)
+            if isinstance(asked, dict) and REQUESTED_BY in asked:
+                _value(f"{command.TYPE}.by", asked[REQUESTED_BY], config, 0)
             continue
         value = getattr(command, f.name)
         where = f"{command.TYPE}.{f.name}"

@@ -70,6 +70,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from projections.drain import DrainFold
+from projections.moves import REQUESTED_BY
 from projections.ownership import NamespaceInfo
 
 ASSIGN_REASONS = ("lookup", "transfer", "orphan", "admin")
@@ -251,12 +252,13 @@ class NamespaceBody(Follower):
             count = cmd.bundles if cmd.bundles is not None else self.config.default_number_of_namespace_bundles
             layout = NamespaceBundles.initial(cmd.namespace, count)
         return [NamespaceCreated(namespace=cmd.namespace, boundaries=list(layout.boundaries()),
-                                 anti_affinity_group=cmd.anti_affinity_group, isolation=cmd.isolation)]
+                                 anti_affinity_group=cmd.anti_affinity_group, isolation=cmd.isolation,
+                                 by=cmd.by)]
 
     def _policy(self, cmd: SetNamespacePolicy, now_ms: int) -> list[Event]:
         self._namespace(cmd.namespace)
         return [NamespacePolicySet(namespace=cmd.namespace, anti_affinity_group=cmd.anti_affinity_group,
-                                   isolation=cmd.isolation)]
+                                   isolation=cmd.isolation, by=cmd.by)]
 
     def _assign(self, cmd: AssignBundle, now_ms: int) -> list[Event]:
         self._bundle(cmd.bundle)
@@ -321,7 +323,8 @@ class NamespaceBody(Follower):
             bundle = f"{cmd.namespace}/{hash_range.name}"
             record = self._record(bundle)
             if record is not None and record.state is BundleState.OWNED and record.dst is not None:
-                events.append(UnloadRequested(bundle=bundle, src=record.dst, reason="admin"))
+                events.append(UnloadRequested(bundle=bundle, src=record.dst, reason="admin",
+                                              decision={REQUESTED_BY: cmd.by} if cmd.by else {}))
         return events
 
     def _split(self, cmd: SplitBundle, now_ms: int) -> list[Event]:
@@ -346,7 +349,7 @@ class NamespaceBody(Follower):
             reason = cmd.command_id[len(AUTO_PREFIX):].split(":", 1)[0] or "auto"
         return [SplitRequested(bundle=bundle, src=owner, algorithm=cmd.algorithm,
                                positions=list(cmd.positions) if cmd.positions else None,
-                               reason=reason, unload_children=cmd.unload)]
+                               reason=reason, unload_children=cmd.unload, by=cmd.by)]
 
     def _split_target(self, cmd: SplitBundle, info: NamespaceInfo) -> str:
         if cmd.bundle in ("LARGEST", "HOT"):
@@ -389,9 +392,10 @@ class NamespaceBody(Follower):
             raise InvalidInput(f"children {cmd.children} do not match boundaries {cmd.boundaries}",
                                value=list(cmd.children))
         self._check(cmd.parent, BundleState.DELETED, None, cmd.owner, now_ms)
-        events: list[Event] = [SplitCompleted(parent=cmd.parent, children=children, owner=cmd.owner,
-                                              boundaries=list(cmd.boundaries))]
         request = self.split_requests.get(cmd.parent)
+        events: list[Event] = [SplitCompleted(parent=cmd.parent, children=children, owner=cmd.owner,
+                                              boundaries=list(cmd.boundaries),
+                                              by=request.by if request is not None else None)]
         if cmd.boundaries and request is not None and request.unload_children:
             # Children start Owned by the owner (version 1): each may go to Releasing at once.
             events += [UnloadRequested(bundle=c, src=cmd.owner, reason="split") for c in children]

@@ -148,10 +148,16 @@ class LoadReported(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class NamespaceCreated(Event):
+    """v2 adds ``by``: the principal of the admin command that created it (a token's role,
+    ``anonymous``, ``lbctl:<user>``); None when no principal was named (a run's own set-up, a
+    mirror, a v1 record)."""
+
+    VERSION: ClassVar[int] = 2
     namespace: str
     boundaries: list[int]
     anti_affinity_group: str | None = None
     isolation: dict[str, Any] | None = None
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace
@@ -159,9 +165,13 @@ class NamespaceCreated(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class NamespacePolicySet(Event):
+    """v2 adds ``by``: the principal of the admin command that set the policy (None: none named)."""
+
+    VERSION: ClassVar[int] = 2
     namespace: str
     anti_affinity_group: str | None = None
     isolation: dict[str, Any] | None = None
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace
@@ -169,8 +179,13 @@ class NamespacePolicySet(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class FailureDomainSet(Event):
+    """An empty ``brokers`` dissolves the domain. v2 adds ``by``: the principal of the admin
+    command that set or deleted it (None: none named)."""
+
+    VERSION: ClassVar[int] = 2
     domain: str
     brokers: list[str]
+    by: str | None = None
 
     def default_key(self) -> str:
         return CLUSTER_KEY
@@ -247,12 +262,17 @@ class BundleReleased(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class SplitRequested(Event):
+    """v2 adds ``by``: the principal of the admin command that asked for the split; None for a
+    split the leader decided on its own (and for a v1 record)."""
+
+    VERSION: ClassVar[int] = 2
     bundle: str
     src: str
     algorithm: str
     positions: list[int] | None = None
     reason: str = "admin"
     unload_children: bool = False
+    by: str | None = None
 
     def default_key(self) -> str:
         return namespace_of(self.bundle)
@@ -260,10 +280,14 @@ class SplitRequested(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class SplitCompleted(Event):
+    """v2 adds ``by``: the principal its ``SplitRequested`` named (None: none)."""
+
+    VERSION: ClassVar[int] = 2
     parent: str
     children: list[str]
     owner: str
     boundaries: list[int]
+    by: str | None = None
 
     def default_key(self) -> str:
         return namespace_of(self.parent)
@@ -580,11 +604,15 @@ class ExecutionFailed(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CreateNamespace(Command):
+    """v2 adds ``by``: the principal who asked (its event records it); None: none named."""
+
+    VERSION: ClassVar[int] = 2
     namespace: str
     bundles: int | None = None
     boundaries: list[int] | None = None
     anti_affinity_group: str | None = None
     isolation: dict[str, Any] | None = None
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace
@@ -592,9 +620,13 @@ class CreateNamespace(Command):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SetNamespacePolicy(Command):
+    """v2 adds ``by``: the principal who asked (its event records it); None: none named."""
+
+    VERSION: ClassVar[int] = 2
     namespace: str
     anti_affinity_group: str | None = None
     isolation: dict[str, Any] | None = None
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace
@@ -602,8 +634,12 @@ class SetNamespacePolicy(Command):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SetFailureDomain(Command):
+    """v2 adds ``by``: the principal who asked (its event records it); None: none named."""
+
+    VERSION: ClassVar[int] = 2
     domain: str
     brokers: list[str]
+    by: str | None = None
 
     def default_key(self) -> str:
         return CLUSTER_KEY
@@ -677,7 +713,12 @@ class UnloadBundle(Command):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UnloadNamespace(Command):
+    """v2 adds ``by``: the principal who asked; each bundle's ``UnloadRequested`` keeps it in its
+    decision (``requested_by``), as an admin's unload of one bundle does."""
+
+    VERSION: ClassVar[int] = 2
     namespace: str
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace
@@ -685,13 +726,16 @@ class UnloadNamespace(Command):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SplitBundle(Command):
-    """``bundle`` is a range ``0xLLLLLLLL_0xUUUUUUUU``, a full bundle id, ``LARGEST`` or ``HOT``."""
+    """``bundle`` is a range ``0xLLLLLLLL_0xUUUUUUUU``, a full bundle id, ``LARGEST`` or ``HOT``.
+    v2 adds ``by``: the principal of an admin's split (None: the leader's own, or none named)."""
 
+    VERSION: ClassVar[int] = 2
     namespace: str
     bundle: str
     algorithm: str
     positions: list[int] | None = None
     unload: bool = False
+    by: str | None = None
 
     def default_key(self) -> str:
         return self.namespace

@@ -73,11 +73,25 @@ def _assign_bundle_v1(payload: Payload) -> Payload:
     return {**payload, "decision": None}
 
 
+def _no_principal_v1(payload: Payload) -> Payload:
+    # v1 of an admin write did not record who asked for it: no principal is named. A v1 payload
+    # that holds one anyway was not written by v1 code: named (upcast_failed), never taken.
+    if "by" in payload:
+        raise ValueError("v1 has no field by")
+    return {**payload, "by": None}
+
+
+PRINCIPAL_ADDED = ("NamespaceCreated", "NamespacePolicySet", "FailureDomainSet", "SplitRequested",
+                   "SplitCompleted", "CreateNamespace", "SetNamespacePolicy", "SetFailureDomain",
+                   "SplitBundle", "UnloadNamespace")
+"""The admin writes (and their events) whose v2 added ``by``, the principal who asked."""
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BrokerLeft", 1): _broker_left_v1,
     ("SheddingSkipped", 1): _shedding_skipped_v1,
     ("BundleAssigned", 1): _bundle_assigned_v1,
     ("AssignBundle", 1): _assign_bundle_v1,
+    **{(name, 1): _no_principal_v1 for name in PRINCIPAL_ADDED},
 }
 
 

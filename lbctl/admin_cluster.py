@@ -8,7 +8,9 @@ Invariants:
   a split's ``SplitCompleted``, a transfer's ``BundleOwned`` at the destination, an unload's
   ``BundleReleased`` of every bundle it released; only records after the command count (the
   caller polled the ones before); none within ``timeout_s`` is ``Unavailable``;
-- the balancer's pause and resume are recorded as asked by the local user (``lbctl:USER``).
+- every admin write (an unload or transfer, a split, a namespace's creation and policy, a failure
+  domain set or deleted, the balancer's pause and resume, a drain, a verdict) is recorded as asked
+  by the local user (``lbctl:USER``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from web import documents
 
 
 def who() -> str:
-    """The local user, as a pause records who asked for it."""
+    """The local user, as an admin write records who asked for it."""
     try:
         return f"lbctl:{getpass.getuser()}"
     except (KeyError, OSError):  # no passwd entry for the uid (a container)
@@ -57,7 +59,8 @@ class ClusterTransport:
         return documents.policies_document(await self._read(), namespace)
 
     async def create_namespace(self, namespace: str, bundles: int | None) -> int:
-        created = _event(await self.cluster.create_namespace(namespace, bundles=bundles), "NamespaceCreated")
+        created = _event(await self.cluster.create_namespace(namespace, bundles=bundles, by=who()),
+                         "NamespaceCreated")
         return len(created["boundaries"]) - 1
 
     async def bundles(self, namespace: str) -> Doc:
@@ -67,7 +70,7 @@ class ClusterTransport:
                     positions: list[int] | None, unload: bool, timeout_s: float) -> Split:
         used = algorithm or self.cluster.config.default_namespace_bundle_split_algorithm
         receipt = await self.cluster.split_bundle(namespace, bundle, used, positions, unload, wait=False,
-                                                  timeout_s=timeout_s)
+                                                  timeout_s=timeout_s, by=who())
         target = str(_event(receipt, "SplitRequested")["bundle"])
         done = (await self.cluster.next_record(_is("SplitCompleted", "parent", target), timeout_s=timeout_s,
                                                what=f"split of {target}")).envelope.payload
@@ -102,16 +105,16 @@ class ClusterTransport:
         return (await self._read()).anti_affinity_group(namespace)
 
     async def set_anti_affinity_group(self, namespace: str, group: str | None) -> None:
-        await self.cluster.set_anti_affinity_group(namespace, group)
+        await self.cluster.set_anti_affinity_group(namespace, group, by=who())
 
     async def failure_domains(self, cluster: str | None) -> dict[str, list[str]]:
         return (await self._read()).failure_domains()
 
     async def set_failure_domain(self, cluster: str | None, domain: str, brokers: list[str]) -> None:
-        await self.cluster.set_failure_domain(domain, brokers)
+        await self.cluster.set_failure_domain(domain, brokers, by=who())
 
     async def delete_failure_domain(self, cluster: str | None, domain: str) -> None:
-        await self.cluster.delete_failure_domain(domain)
+        await self.cluster.delete_failure_domain(domain, by=who())
 
     async def lookup(self, topic: str, timeout_s: float) -> Located:
         owner = await self.cluster.lookup(topic, timeout_s=timeout_s)

@@ -3,7 +3,8 @@
 
 Invariants: the commands only read (a Kafka topic is never created, a missing log directory is
 an error naming it), but ``retain --apply``; output is one line per entry: a table by default,
-deterministic JSON lines with ``--json`` (sorted keys; raw bytes base64); ``tail --follow`` runs
+deterministic JSON lines with ``--json`` (sorted keys; raw bytes base64), a record's table row
+ending with ``by=`` the principal of an admin write when it names one; ``tail --follow`` runs
 until interrupted; a read of a retained log names, on stderr, the records retention dropped; a fold pinned to the
 cluster's root key (``--root-key``, broker.conf's ``bundleBalancerRootKey``) refuses a log founded
 under another root (one line, exit 2).
@@ -156,8 +157,12 @@ def item_line(item: Item, as_json: bool) -> str:
     if as_json:
         return to_json(item.envelope).decode()
     env = item.envelope
-    return (f"{item.partition}:{item.offset}\t{env.type} v{env.version}\tkey={env.key}\t"
+    line = (f"{item.partition}:{item.offset}\t{env.type} v{env.version}\tkey={env.key}\t"
             f"seq={env.seq}\tepoch={env.epoch}\tts={iso(env.ts_ms)}")
+    by = env.payload.get("by")
+    if isinstance(by, str):  # the principal of an admin write; escaped so it stays one cell
+        line += f"\tby={by if by.isprintable() else repr(by)}"
+    return line
 
 
 async def _list_dead(args: argparse.Namespace) -> int:

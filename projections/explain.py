@@ -26,7 +26,7 @@ from balancer.errors import DecodeError
 from events.decisions import PlacementRecord
 from events.log.port import Record
 from events.times import iso
-from projections.moves import PULSAR_REASON, Move, MovesFold
+from projections.moves import PULSAR_REASON, REQUESTED_BY, Move, MovesFold
 from projections.proposals import WATCHED as PROPOSAL_EVENTS
 from projections.proposals import ProposalBook
 
@@ -125,8 +125,8 @@ def _details(bundle: str, move: Move) -> list[str]:
     lines += _origin_lines(move)
     if decided.strategy or decided.label:
         lines.append(f"decision: {decided.strategy or '-'} {decided.label or ''} {decided.reason or ''}".rstrip())
-    if decided.extra.get("requested_by"):
-        lines.append(f"requested by: {decided.extra['requested_by']}")
+    if decided.extra.get(REQUESTED_BY):
+        lines.append(f"requested by: {decided.extra[REQUESTED_BY]}")
     for key, value in sorted(decided.numbers.items()):
         lines.append(f"{key} = {_fmt(value)}")
     if decided.placement is not None:

@@ -13,7 +13,8 @@ A move is one of these ``KINDS``:
 - ``unload``: a bundle released with no destination (``UnloadRequested``); the children a split
   unloads are unloads with reason ``split`` (``Move.sheds`` is False for them: Pulsar's unload
   counter counts them as the split's);
-- ``split``: ``SplitRequested`` of the parent; its ``SplitCompleted`` fills in the children;
+- ``split``: ``SplitRequested`` of the parent; its ``SplitCompleted`` fills in the children; an
+  admin's split has ``requested_by`` (the event's ``by``) as its decision, as an admin's unload;
 - ``takeover``: a forced ``BundleAssigned`` (an expired owner's bundle, or an admin's forced
   assignment).
 The second half of a transfer (``BundleAssigned`` with a source, not forced) is no move.
@@ -56,6 +57,8 @@ from events.decisions import DecisionRecord
 from events.log.port import Record
 
 KINDS = ("assign", "transfer", "unload", "split", "takeover")
+REQUESTED_BY = "requested_by"
+"""The decision key naming the principal of an admin move (an admin's split: from its ``by``)."""
 PULSAR_REASON = "pulsar"
 NO_LEADER = "none"
 MAX_OPEN = 10_000
@@ -191,7 +194,9 @@ class MovesFold:
             return Change(self._move(record, kind, event.bundle, event.src, event.dst, event.reason,
                                      dict(event.decision or {})))
         if isinstance(event, SplitRequested):
-            move = self._move(record, "split", event.bundle, event.src, None, event.reason, {})
+            # An admin's split names who asked, as an admin's unload does in its decision.
+            asked = {REQUESTED_BY: event.by} if event.by else {}
+            move = self._move(record, "split", event.bundle, event.src, None, event.reason, asked)
             _bounded(self._splits)[event.bundle] = move
             return Change(move)
         decision = dict(event.decision or {})

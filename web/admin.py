@@ -24,7 +24,9 @@ answers as ``web.replies`` says; a change returns once the cluster's view shows 
 cluster name other than this one's is 404, as Pulsar answers for an unknown cluster; the
 service answers for its home broker (the first registered) where Pulsar's answers for the
 broker it runs in (``broker-stats``); a refusal names the bad value cut short, never a whole body,
-and the admin input limits (``actors.limits``) hold here as for every client of the cluster.
+and the admin input limits (``actors.limits``) hold here as for every client of the cluster;
+every write names its principal (the token's role, ``anonymous`` without authentication),
+which its events record.
 """
 
 from __future__ import annotations
@@ -129,12 +131,13 @@ class _Routes:
         await self.cluster.catch_up()
         registered = [(b.broker_id, b.url) for b in self.cluster.brokers()]
         await self.cluster.set_failure_domain(request.match_info["domain"],
-                                              [shapes.broker_at(b, registered, "broker") for b in brokers])
+                                              [shapes.broker_at(b, registered, "broker") for b in brokers],
+                                              by=_principal(request))
         return done()
 
     async def delete_domain(self, request: web.Request) -> web.Response:
         self._known(request)
-        await self.cluster.delete_failure_domain(request.match_info["domain"])
+        await self.cluster.delete_failure_domain(request.match_info["domain"], by=_principal(request))
         return done()
 
     # -- namespaces --------------------------------------------------------------------------------
@@ -153,7 +156,8 @@ class _Routes:
     async def create_namespace(self, request: web.Request) -> web.Response:
         policies = await body_json(request, "namespace policies")
         bundles, boundaries = _bundles_policy(policies)
-        await self.cluster.create_namespace(_namespace(request), bundles=bundles, boundaries=boundaries)
+        await self.cluster.create_namespace(_namespace(request), bundles=bundles, boundaries=boundaries,
+                                            by=_principal(request))
         return done()
 
     async def bundles(self, request: web.Request) -> web.Response:
@@ -161,7 +165,7 @@ class _Routes:
         return document(shapes.bundles_data(self.cluster.bundles(_namespace(request))))
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
-        await self.cluster.unload(_namespace(request))
+        await self.cluster.unload(_namespace(request), by=_principal(request))
         return done()
 
     async def unload_bundle(self, request: web.Request) -> web.Response:
@@ -171,7 +175,7 @@ class _Routes:
             destination = shapes.broker_at(destination, [(b.broker_id, b.url) for b in self.cluster.brokers()],
                                            "destinationBroker")
         await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination,
-                                  by=request.get(ROLE, ANONYMOUS))
+                                  by=_principal(request))
         return done()
 
     async def split(self, request: web.Request) -> web.Response:
@@ -180,7 +184,7 @@ class _Routes:
         algorithm = request.query.get("splitAlgorithmName") or (SPECIFIED if positions else None)
         unload = request.query.get("unload", "false").lower() == "true"
         receipt = await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
-                                                  algorithm, positions, unload)
+                                                  algorithm, positions, unload, by=_principal(request))
         requested = receipt.first("SplitRequested")
         answer_ = done()
         if requested is not None:  # which algorithm split it (the default one if none was named)
@@ -198,11 +202,11 @@ class _Routes:
             group = group[1:-1]  # a JSON string, as some clients send it
         if not group:
             return refused(412, "antiAffinityGroup can't be empty")
-        await self.cluster.set_anti_affinity_group(_namespace(request), group)
+        await self.cluster.set_anti_affinity_group(_namespace(request), group, by=_principal(request))
         return done()
 
     async def delete_affinity(self, request: web.Request) -> web.Response:
-        await self.cluster.set_anti_affinity_group(_namespace(request), None)
+        await self.cluster.set_anti_affinity_group(_namespace(request), None, by=_principal(request))
         return done()
 
     # -- brokers -------------------------------------------------------------------------------------
@@ -224,6 +228,11 @@ class _Routes:
         home = brokers[0]
         report = self.cluster.load_report(home.broker_id)
         return document(shapes.local_broker_data(report, home.url, home.version))
+
+
+def _principal(request: web.Request) -> str:
+    """Who asked: the token's role, ``anonymous`` when the service runs without authentication."""
+    return str(request.get(ROLE, ANONYMOUS))
 
 
 def _namespace(request: web.Request) -> str:

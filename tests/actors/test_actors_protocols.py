@@ -232,6 +232,8 @@ def test_auto_split_of_a_hot_bundle_unloads_the_children() -> None:
     assert host.run_until(lambda: bool(host.events("SplitCompleted")), 180_000)
     request = host.events("SplitRequested")[0].envelope.payload
     assert request["reason"] == "MsgRate" and request["unload_children"] is True
+    # The leader's own split names no principal: only an admin command does.
+    assert request["by"] is None and host.events("SplitCompleted")[0].envelope.payload["by"] is None
     assert host.run_until(lambda: all_owned(host) and host.settled(), 60_000)
     assert_consistent(host)
 

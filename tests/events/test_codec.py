@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from balancer.errors import DecodeError, OutOfRange
 from events import catalog as c
 from events._fields import MAX_ITEMS, MAX_TEXT
 from events.bounds import TS_MAX, TS_MIN
-from events.codec import decode, decode_message, encode, export_jsonl, to_json
+from events.codec import PRINCIPAL_ADDED, decode, decode_message, encode, export_jsonl, to_json
 from events.envelope import Envelope, Stamper, counting_ids, seal
 from events.times import iso
 
@@ -125,14 +126,15 @@ def test_every_type_round_trips() -> None:
 
 
 @pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack",
-                                  "catalog_2026_11c.msgpack", "catalog_2026_11d.msgpack"])
+                                  "catalog_2026_11c.msgpack", "catalog_2026_11d.msgpack",
+                                  "catalog_2026_11e.msgpack"])
 def test_bytes_stored_before_stay_readable(name: str) -> None:
     stored = msgpack.unpackb((FIXTURES / name).read_bytes())
     assert [decode(raw) for raw in stored] == golden_envelopes()[:len(stored)]
 
 
 def test_bytes_written_today_are_stable() -> None:
-    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11d.msgpack").read_bytes())
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11e.msgpack").read_bytes())
     assert [encode(env) for env in golden_envelopes()] == stored
 
 
@@ -141,6 +143,37 @@ def test_a_stored_v1_payload_is_read_through_its_upcaster() -> None:
     assert envelope.version == 2
     assert envelope.message() == c.BrokerLeft(broker_id="broker-7", reason="expired")
     assert (envelope.key, envelope.seq, envelope.epoch) == ("broker-7", 3, 2)
+
+
+def _v1_of(message: c.Message, **extra: Any) -> bytes:
+    """The bytes v1 code wrote for ``message``: its payload without ``by``, at version 1."""
+    payload = {k: v for k, v in message.to_payload().items() if k != "by"} | extra
+    data: bytes = msgpack.packb(["id", message.TYPE, 1, message.default_key(), 1, 4, 1_700_000_000_000,
+                                 None, None, payload], use_bin_type=True)
+    return data
+
+
+@pytest.mark.parametrize("kind", PRINCIPAL_ADDED)
+def test_an_admin_write_stored_before_it_named_its_principal_reads_with_no_principal(kind: str) -> None:
+    """Records of the admin writes from before ``by`` existed read through the upcaster: ``by``
+    is None (nobody was named), everything else as stored; a v1 payload holding a ``by`` was not
+    written by v1 code and is named (``upcast_failed``), never taken as a principal."""
+    sample = {m.TYPE: m for m in samples()}[kind]
+    envelope = decode(_v1_of(sample))
+    assert (envelope.version, envelope.payload["by"]) == (2, None)
+    assert envelope.message() == sample and envelope.typed == sample
+    with pytest.raises(DecodeError) as found:
+        decode(_v1_of(sample, by="ops-admin"))
+    assert found.value.details["reason"] == "upcast_failed"
+
+
+@pytest.mark.parametrize("kind", PRINCIPAL_ADDED)
+def test_an_admin_write_keeps_its_principal_through_the_wire(kind: str) -> None:
+    sample = dataclasses.replace({m.TYPE: m for m in samples()}[kind], by="lbctl:ops")
+    envelope = seal(sample, key=sample.default_key(), seq=1, epoch=4, clock_ms=lambda: 1_700_000_000_000)
+    again = decode(encode(envelope))
+    assert again.message() == sample and again.payload["by"] == "lbctl:ops"
+    assert orjson.loads(to_json(again))["payload"]["by"] == "lbctl:ops"
 
 
 @pytest.mark.parametrize(
@@ -217,7 +250,7 @@ def test_a_cluster_id_travels_with_the_envelope_and_an_unstamped_one_keeps_its_b
 
 
 def _raw(payload: dict[str, Any], ts_ms: int = 1_700_000_000_000) -> bytes:
-    data: bytes = msgpack.packb(["id", "NamespacePolicySet", 1, "t/n", 1, 1, ts_ms, None, None, payload],
+    data: bytes = msgpack.packb(["id", "NamespacePolicySet", 2, "t/n", 1, 1, ts_ms, None, None, payload],
                                 use_bin_type=True)
     return data
 

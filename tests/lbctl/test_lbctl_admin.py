@@ -132,6 +132,38 @@ def test_explain_names_who_asked_for_an_admin_move(host: InProcessHost,
     assert f"requested by: {who()}" in story and who().startswith("lbctl")
 
 
+def test_every_admin_write_records_the_local_user(host: InProcessHost,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a split, a namespace's creation or policy, a failure domain and a whole namespace's
+    unload recorded nobody (only a bundle's unload, a transfer and a pause did). Each local verb now names ``lbctl:<user>`` in its
+    event; ``explain`` shows it on the split and ``log tail`` on every one of them."""
+    from lbctl.admin_cluster import who
+    from lbctl.log import item_line
+    from projections.explain import moves_of, render
+
+    since = len(host.records)
+    parent = bundles(host, "public/a")[0]
+    for argv in (("namespaces", "create", "public/asked", "--bundles", "2"),
+                 ("namespaces", "split-bundle", "public/a", "-b", parent.rsplit("/", 1)[1],
+                  "-san", "range_equally_divide"),
+                 ("namespaces", "set-anti-affinity-group", "public/a", "--group", "g1"),
+                 ("namespaces", "delete-anti-affinity-group", "public/a"),
+                 ("clusters", "create-failure-domain", "--domain-name", "d1", "--broker-list", "broker-1"),
+                 ("clusters", "delete-failure-domain", "--domain-name", "d1"),
+                 ("namespaces", "unload", "public/b")):
+        assert lbctl(capsys, *argv)[0] == 0, argv
+    kinds = ("NamespaceCreated", "SplitRequested", "SplitCompleted", "NamespacePolicySet", "FailureDomainSet")
+    written = [r for r in host.records[since:] if r.envelope.type in kinds]
+    assert [r.envelope.type for r in written] == ["NamespaceCreated", "SplitRequested", "SplitCompleted",
+                                                  "NamespacePolicySet", "NamespacePolicySet",
+                                                  "FailureDomainSet", "FailureDomainSet"]
+    assert who().startswith("lbctl") and {r.envelope.payload["by"] for r in written} == {who()}
+    assert all(item_line(r, False).endswith(f"\tby={who()}") for r in written)
+    assert f"requested by: {who()}" in render(parent, moves_of(parent, host.records))
+    unloaded = [r for r in host.records[since:] if r.envelope.type == "UnloadRequested"]
+    assert len(unloaded) == 4 and {r.envelope.payload["decision"]["requested_by"] for r in unloaded} == {who()}
+
+
 def test_unload_a_bundle_and_a_namespace(host: InProcessHost, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = bundles(host, "public/a")[2]
     src = owner(host, bundle)
@@ -308,6 +340,30 @@ def test_a_kept_inproc_cluster_serves_the_verbs(tmp_path: Path, capsys: pytest.C
     assert set(_types(log)[len(before):]) <= {"LeaderElected", "LoadReported", "SheddingSkipped"}
     code, out, _ = lbctl(capsys, "namespaces", "bundles", "public/default", "--json", "--state-dir", state)
     assert next(r for r in json.loads(out)["bundles"] if r["range"] == owned["range"])["owner"] == dst
+
+
+def test_log_tail_and_explain_of_a_kept_cluster_name_who_asked(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from lbctl.admin_cluster import who
+
+    state = str(tmp_path / "state")
+    assert lbctl(capsys, "run", "--host", "inproc", "--conf", CONF, "--minutes", "1", "--speed", "0",
+                 "--topics", "50", "--bundles", "2", "--keep", "--state-dir", state, "--plain")[0] == 0
+    assert lbctl(capsys, "topics", "lookup", "persistent://public/default/topic-00001", "--state-dir", state)[0] == 0
+    code, out, _ = lbctl(capsys, "namespaces", "split-bundle", "public/default", "-b", "LARGEST", "--json",
+                         "--state-dir", state)
+    assert code == 0
+    parent = json.loads(out)["parent"]
+    assert lbctl(capsys, "clusters", "create-failure-domain", "--domain-name", "d1", "--broker-list", "broker-1",
+                 "--state-dir", state)[0] == 0
+    code, out, _ = lbctl(capsys, "explain", parent, "--state-dir", state)
+    assert code == 0 and f"requested by: {who()}" in out
+    code, out, _ = lbctl(capsys, "log", "tail", "--log-dir", str(tmp_path / "state" / LOG_SUBDIR))
+    lines = [line for line in out.splitlines() if f"\tby={who()}" in line]
+    assert [line.split("\t")[1] for line in lines] == ["SplitRequested v2", "SplitCompleted v2",
+                                                       "FailureDomainSet v2"]
+    assert "NamespaceCreated v2" in out and "by=" not in next(  # the run's own namespace: nobody asked
+        line for line in out.splitlines() if "NamespaceCreated" in line)
 
 
 def test_a_kept_cluster_is_used_by_one_process_at_a_time(tmp_path: Path) -> None:
