@@ -58,6 +58,9 @@ class DrainVerbs:
 
         leader = leader_of(await self.fleet.statuses(timeout_s))
         if leader is None:
+            unsteered = getattr(self.transport, "unsteered", None)  # a mirror says why none leads
+            if callable(unsteered) and (why := unsteered("drain")) is not None:
+                raise why
             raise Unavailable("no leader answered: the drains are the leader's to tell")
         return {str(d["broker"]): dict(d) for d in leader["control"].get("drains") or ()}
 

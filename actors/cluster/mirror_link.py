@@ -106,6 +106,16 @@ class MirrorLink:
                             f"send the change to Pulsar's admin ({admin} ...), the mirror shows it "
                             "once Pulsar made it", value=command.TYPE)
 
+    def unsteered(self, what: str) -> InvalidInput | None:
+        """Why nothing answers as the leader for ``what``: no drive run serves this mirror (None
+        when one does)."""
+        if self.steered is not None:
+            return None
+        return InvalidInput(f"{what}: no `lbctl attach --mode drive` serves this state directory's web "
+                            f"service, so nothing of this project moves bundles of {self.url}; run one, "
+                            f"or unload them with pulsar-admin --admin-url {self.url} namespaces unload",
+                            value=what)
+
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
         if self.steered is not None and isinstance(command, DrainBroker | UndrainBroker):
