@@ -38,6 +38,7 @@ from lbctl.admin_http import AdminHttp
 from lbctl.main import main
 from lbctl.steer import SteerHook
 from projections.drain import drain_history
+from projections.explain import moves_of, render
 from tests.support.fake_pulsar import FakePulsar, fake_pulsar
 from tests.support.mirrored import EXTENSIBLE, Clock, Mirrored
 from web.serve import serve
@@ -135,6 +136,8 @@ async def test_a_drain_moves_the_bundles_away_at_its_rate_and_what_pulsar_keeps_
     assert "heartbeat namespace of 127.0.0.1:8081" in whys and "pulsar/system" in whys
     status = status_document(_config(), steering.status(m.clock()), {}, [B1, B2, B3])
     assert status["state"] == "draining" and status["draining"][0]["broker"] == B1
+    explained = render(bundles[0], moves_of(bundles[0], (await m.log.read()).records))
+    assert f"driven by proposal drain-{B1}-{drained.since_ms}" in explained and "requested_by = ops" in explained
 
 
 async def test_bad_drains_are_refused_naming_the_value_and_nothing_is_recorded() -> None:
@@ -254,7 +257,7 @@ async def test_drain_reaches_attach_over_its_web_service_and_lbctl_waits_with_a_
     out = capsys.readouterr().out
     assert f"{B1} [" in out and "3 stay" in out
     assert f"{B1} holds only the 3 bundle(s) that stay: heartbeat namespace" in out
-    assert "draining" in out and f"{B1} back in service" in out
+    assert "draining" in out and "3 left (3 stay)" in out and f"{B1} back in service" in out
     (asked,) = await _of(m.log, BrokerDrainRequested)
     assert asked.by == "anonymous" and asked.rate_per_minute == 600  # no auth configured
     assert len(await _of(m.log, BrokerUndrained)) == 1

@@ -42,7 +42,7 @@ from lbctl.main import main
 from projections.control import control_history
 from projections.drain import drain_history
 from projections.proposals import ApprovalHistory
-from tests.pulsar_server import PulsarCluster
+from tests.pulsar_server import PulsarCluster, admin_call
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
 
@@ -315,6 +315,8 @@ def test_an_operators_drain_empties_broker_0_at_its_rate_and_undrain_returns_it(
     cluster = skewed.cluster
     drained, other = cluster.broker_ids[0], cluster.broker_ids[1]
     _everything_on(cluster, skewed.namespace, drained)  # the earlier tests spread it
+    health = admin_call(cluster.web_urls[0], "GET", "/admin/v2/brokers/health?topicVersion=V2")
+    assert health[0] == 200, health  # Pulsar's health check owns broker 0's heartbeat namespace
     state = tmp_path / "drain"
     seen: dict[str, Any] = {}
     operator = threading.Thread(target=_drain_then_undrain, args=(state, drained, skewed, seen), daemon=True)
@@ -327,6 +329,9 @@ def test_an_operators_drain_empties_broker_0_at_its_rate_and_undrain_returns_it(
     assert seen["owners"] and set(seen["owners"].values()) == {other}, seen["owners"]  # Pulsar's own answers
     assert [d["broker"] for d in seen["status"]["draining"]] == [drained], seen["status"]
     assert seen["after"]["drained"] is False
+    assert seen["heartbeat"] == {drained}, seen["heartbeat"]  # Pulsar keeps it on its broker ...
+    assert seen["progress"]["stays"] >= 1 and "heartbeat namespace" in seen["progress"]["kept"]  # ... and it is named
+    assert f"{drained} holds only the {seen['progress']['stays']} bundle(s) that stay" in out
     records = _records(state)
     (asked,) = _of(records, BrokerDrainRequested)
     assert asked.broker == drained and asked.rate_per_minute == 60 and asked.by == "anonymous"
@@ -362,6 +367,7 @@ def _drain_then_undrain(state: Path, broker: str, skewed: Skewed, seen: dict[str
                         "--timeout", "90"])
     seen["drained"] = drained
     seen["owners"] = _owners(skewed.cluster, skewed.namespace)
+    seen["heartbeat"] = set(_owners(skewed.cluster, f"pulsar/{broker}").values())
     http = AdminHttp(str(read_spec(state).web_service_url))
     seen["progress"] = http.call("GET", f"/bb/v1/brokers/{broker}/drain")
     seen["status"] = http.call("GET", "/bb/v1/balancer/status")
