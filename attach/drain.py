@@ -18,8 +18,8 @@ Invariants:
 - **choice:** as the leader's drain moves, these are neither paused nor held by the throttle's
   caps (the operator's rate is their bound); they count as moves in flight for the advisor's own
   moves, which the caps do hold;
-- a bundle Pulsar does not move stays, named with why: a heartbeat or SLA-monitor namespace of
-  the drained broker (Pulsar answers its unload without moving it), ``pulsar/system`` (the
+- a bundle Pulsar does not move stays, named with why: a heartbeat or SLA-monitor namespace
+  (Pulsar answers its unload with success and skips it), ``pulsar/system`` (the
   extensible manager keeps its own topics on its leader; Pulsar's shedders never move it), and a
   bundle whose drain move Pulsar refused (its answer is the reason); the progress counts them
   apart, so ``--wait`` ends when only they are left;
@@ -42,6 +42,7 @@ from balancer.ownership import BundleState, OwnershipRecord
 from balancer.placement.base import SYSTEM_NAMESPACE
 from balancer.placement.pinned import pinned_owner
 from balancer.proposals import TRANSFER
+from balancer.shedding.base import is_system_namespace
 from events.catalog import (
     BrokerDrainRequested,
     BrokerUndrained,
@@ -77,12 +78,15 @@ def held_by(records: Mapping[str, OwnershipRecord], broker: str) -> tuple[list[s
 def kept_by_pulsar(bundle: str, broker: str) -> str | None:
     """Why Pulsar keeps ``bundle`` on ``broker`` whatever is asked (None: it moves)."""
     namespace = bundle.rpartition("/")[0]
+    if namespace == SYSTEM_NAMESPACE:
+        return "pulsar/system: the extensible manager's own topics, kept on its leader"
+    if not is_system_namespace(namespace):
+        return None
     pin = pinned_owner(namespace, (broker,))
     if pin is not None and pin.broker == broker:
         return f"{pin.reason} namespace of {broker}: Pulsar keeps it on its broker"
-    if namespace == SYSTEM_NAMESPACE:
-        return "pulsar/system: the extensible manager's own topics, kept on its leader"
-    return None
+    # Another broker's (it was away when the bundle was placed): Pulsar skips its unload all the same.
+    return f"{namespace}: a heartbeat or SLA-monitor namespace, whose unload Pulsar skips"
 
 
 @dataclass
