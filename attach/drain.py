@@ -19,7 +19,8 @@ Invariants:
   caps (the operator's rate is their bound); they count as moves in flight for the advisor's own
   moves, which the caps do hold;
 - a bundle Pulsar does not move stays, named with why: a heartbeat or SLA-monitor namespace
-  (Pulsar answers its unload with success and skips it), ``pulsar/system`` (the
+  (Pulsar 4.0's extensible manager assigns those without its channel, so a mirror rarely shows
+  one; if one shows, Pulsar answers its unload with success and skips it), ``pulsar/system`` (the
   extensible manager keeps its own topics on its leader; Pulsar's shedders never move it), and a
   bundle whose drain move Pulsar refused (its answer is the reason); the progress counts them
   apart, so ``--wait`` ends when only they are left;

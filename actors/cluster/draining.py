@@ -7,7 +7,7 @@ Invariants:
 - who asked is recorded with the drain and the undrain (``by``);
 - the progress of a drain is read from the client's view (bundles the broker still holds,
   moving ones included) and the leader's drain (its rate, the bundles it started with, and
-  those that stay whatever it asks, with why: a real Pulsar's heartbeat namespaces); a wait ends
+  those that stay whatever it asks, with why: a real Pulsar's ``pulsar/system``); a wait ends
   when only those are left;
   waiting measures time on the link's clock (cluster time in process, wall time on Ray);
 - a rolling restart takes one broker at a time: drain it, wait until it holds nothing,
