@@ -125,6 +125,8 @@ class Steering:
         """When the approved proposals' moves were last offered (see ``_execute_approved``)."""
         self.drains = DriveDrains()
         """The operator's drains: their executions and pace (``attach/drain.py``)."""
+        self._drain_waits: dict[str, str] = {}
+        """Drained broker -> the bundle no broker could take, as last said."""
         self._busy = asyncio.Lock()
         """One cycle, verdict, pause or resume at a time: each reads the log and writes to it in order."""
         self.position: dict[int, int] = {}
@@ -313,10 +315,12 @@ class Steering:
             record = self._ownership.records[bundle]
             placement = self.advisor.place(bundle, drain.broker, now_ms)
             if drain.broker in stuck or placement.broker is None or placement.broker == drain.broker:
-                if drain.broker not in stuck:
+                if drain.broker not in stuck and self._drain_waits.get(drain.broker) != bundle:
                     self.printer(f"drive: drain of {drain.broker}: no broker can take {bundle} now; it waits")
+                    self._drain_waits[drain.broker] = bundle  # said once, not every cycle
                 stuck.add(drain.broker)
                 continue
+            self._drain_waits.pop(drain.broker, None)
             request = self.drains.request(drain, bundle, record, placement.broker, placement.to_dict())
             if not await self._request(request, now_ms):
                 return

@@ -96,8 +96,8 @@ def check_drain(broker: str, registered: Collection[str], drained: Collection[st
 @dataclass(frozen=True, slots=True)
 class Progress:
     """A drain's progress: bundles it started with, bundles still on the broker, its rate, and
-    how many of those left stay whatever the drain asks (``kept``: why; a real Pulsar keeps
-    ``pulsar/system`` where it drives a real Pulsar, ``attach.drain``)."""
+    how many of those left stay whatever the drain asks (``kept``: why; e.g. ``pulsar/system``
+    where drive mode drains a real Pulsar's broker, ``attach.drain``)."""
 
     total: int
     left: int
