@@ -129,7 +129,9 @@ def status_text(document: Mapping[str, Any]) -> str:
 def _drain_line(drain: Mapping[str, Any]) -> str:
     total = max(int(drain["bundles"]), int(drain["left"]))
     away = "" if drain.get("registered", True) else ", restarting"
-    return (f"{drain['broker']} ({drain['done']} of {total} moved, {drain['left']} left, "
+    stays = int(drain.get("stays", 0))  # bundles Pulsar keeps on the broker (drive mode names them)
+    left = f"{drain['left']} left" + (f" ({stays} stay)" if stays else "")
+    return (f"{drain['broker']} ({drain['done']} of {total} moved, {left}, "
             f"{drain['ratePerMinute']:g}/min, ETA {math.ceil(float(drain['etaS']))} s{away}; "
             f"by {drain['by']} since {drain['sinceMs']} ms)")
 def _proposals_line(proposals: Mapping[str, Any] | None) -> list[str]:

@@ -10,6 +10,8 @@ Invariants:
   shedder made (reason ``pulsar``, less an operator's, told apart by the leader's unload counts:
   ``attach.attribution``) and the executions requested; so an advised move Pulsar did not make, or a move a cap held back, may
   be proposed again next cycle;
+- a drained broker (``projections.drain``, folded by the replay) is out of the shedding and
+  placement views, so no proposal sends a bundle to it; ``place`` gives a drain's destinations;
 - every move of a proposal has a source; transfers in drive mode always have a destination (the
   strategy's, else the project's placement on a view without the source, as the leader picks
   one); a move whose placement finds no broker other than its source is dropped, and a cycle
@@ -53,6 +55,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.decisions import Decision, Reason
 from balancer.ownership import BundleState
 from balancer.placement.avg import HasPlan
+from balancer.placement.base import Placement
 from balancer.proposals import split_move
 from balancer.shedding.base import ClusterView
 from balancer.shedding.run import SheddingMemory, SheddingRun
@@ -66,6 +69,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.envelope import Envelope
+from projections.drain import DRAIN_STRATEGY
 from projections.shed_replay import LeaderReplay, remember_shed
 
 PULSAR_REASON = "pulsar"
@@ -120,7 +124,8 @@ class Advisor:
             self._remember_pulsar(self.shedders.moved(envelope.ts_ms, pulsar))
         elif isinstance(event, ShedderUnloadsCounted):
             self._remember_pulsar(self.shedders.counted(event.since_ms, envelope.ts_ms, sum(event.unloaded.values())))
-        elif isinstance(event, ExecutionRequested) and event.kind != SPLIT:
+        elif isinstance(event, ExecutionRequested) and event.kind != SPLIT and event.decision.get("strategy") != DRAIN_STRATEGY:
+            # A drain's move is the operator's, not shedding: no grace period (the leader's rule).
             ours = TransferPrepared(bundle=event.bundle, src=event.src, dst=event.dst or "",
                                     reason=str(event.decision.get("reason", "")),
                                     decision={**event.decision, "strategy": self.strategy})
@@ -214,6 +219,11 @@ class Advisor:
         stored.update(destination=dst, kind=TRANSFER if dst else UNLOAD, run_ms=now_ms)
         return ProposedMove(decision.bundle, TRANSFER if dst else UNLOAD, source, dst, str(decision.reason),
                             stored, bundle_load(self.replay.load.bundles.get(decision.bundle)))
+
+    def place(self, bundle: str, source: str, now_ms: int) -> Placement:
+        """Where the project's placement puts ``bundle`` leaving ``source`` (drained brokers,
+        and ``source``, left out): a drain's destination."""
+        return self._placement().place(self._placing(now_ms, source), bundle, self.rng)
 
     def _placing(self, now_ms: int, source: str) -> ClusterView:
         return self.replay.view(now_ms, placing=True, exclude=(source,))

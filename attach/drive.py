@@ -23,8 +23,11 @@ Invariants:
 - the operator's pause holds every move back (proposals are still recorded) and the throttle's
   in-flight caps hold as the project's own leader keeps them (``attach/control.py``); with
   ``loadBalancerExecution=review`` a proposal's moves are sent only once it is approved
-  (``attach/review.py``); a cycle, a verdict, a pause and a resume run one at a time, so the log
-  is read and written in order.
+  (``attach/review.py``); a cycle, a verdict, a drain, a pause and a resume run one at a time,
+  so the log is read and written in order;
+- the operator's drains (``attach/drain.py``) move a drained broker's bundles each cycle at the
+  drain's rate, neither paused nor throttled, as the leader's drains; the advisor's placement
+  and shedding views leave drained brokers out, so no move of either kind goes to one.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from actors.effects import Receipt
 from actors.leader_control import expiry_event, hold_event
 from attach.advise import Advisor
 from attach.control import DriveHold
+from attach.drain import DriveDrains
 from attach.execute import HELD_PAUSED, Executions, Selection
 from attach.proposals import DRIVE, SPLIT, Proposal, ProposedMove
 from attach.pulsar_admin import SHEDDING_KEY, SPLIT_KEY, Answer, PulsarAdmin, describe, enabled
@@ -49,20 +53,25 @@ from balancer.ownership import BundleState
 from events.catalog import (
     PROPOSALS_KEY,
     BalancerPaused,
+    DrainBroker,
     Event,
     ExecutionRequested,
     PauseBalancer,
     ProposalApproved,
     ResumeBalancer,
     ReviewProposal,
+    UndrainBroker,
 )
 from events.log.port import DeadLetter, EventLog, Record
+from projections.drain import Drain
 from projections.ownership import OwnershipProjection
 from projections.proposals import WATCHED as PROPOSAL_TYPES
 
 Printer = Callable[[str], None]
 HELD_TYPES = frozenset({"BalancerPaused", "BalancerResumed", "ExecutionRequested", "LoadReported"})
 """What ``DriveHold`` folds: the pause, this hook's moves, the brokers' report times."""
+DRAIN_TYPES = frozenset({"ExecutionRequested", "ExecutionRefused"})
+"""What ``DriveDrains`` folds (the drains themselves are the advisor's replay's)."""
 Appender = Callable[[str, Sequence[Event], int, str], Awaitable[object]]
 """Appends events under a key, stamped at a time, with a causation id: the log's single writer
 (the mirror) when there is one."""
@@ -116,6 +125,10 @@ class Steering:
         """Review mode: proposals wait for an operator's verdict (``attach/review.py``)."""
         self._offered: tuple[int, int, bool] | None = None
         """When the approved proposals' moves were last offered (see ``_execute_approved``)."""
+        self.drains = DriveDrains()
+        """The operator's drains: their executions and pace (``attach/drain.py``)."""
+        self._drain_waits: dict[str, str] = {}
+        """Drained broker -> the bundle no broker could take, as last said."""
         self._busy = asyncio.Lock()
         """One cycle, verdict, pause or resume at a time: each reads the log and writes to it in order."""
         self.position: dict[int, int] = {}
@@ -144,6 +157,8 @@ class Steering:
         await self.catch_up()
         await self._record([*self.executions.settle(), *self.executions.expire(now_ms, self._ownership)], now_ms)
         await self._pause_ended(now_ms)
+        if self.mode == DRIVE and not self.dry_run:
+            await self._drain_moves(now_ms)
         due = self.advisor.due(now_ms)
         if self.review is not None and not self.dry_run:
             await self._record(self.review.stale(now_ms, self._throughputs(), self._owner), now_ms)
@@ -258,7 +273,60 @@ class Steering:
             stalled.append(f"Pulsar's {SHEDDING_KEY} is true: drive mode sends nothing while Pulsar sheds by itself")
         if self.unwritten:
             stalled.append(f"the log refused {len(self.unwritten)} record(s); they are written first next cycle")
-        return self.hold.status(self.executions, now_ms, self.position, stalled)
+        document = self.hold.status(self.executions, now_ms, self.position, stalled)
+        document["control"]["drains"] = self.drains.status(self._drained, self.advisor.replay.registry,
+                                                           self._ownership.records)
+        return document
+
+    # -- the operator's drains (attach/drain.py) ---------------------------------------------
+    async def drain_or_undrain(self, command: DrainBroker | UndrainBroker, now_ms: int) -> Receipt:
+        """Record the operator's drain or undrain of a broker as the leader judges it (an undrain
+        of a broker not drained records nothing), then fold it."""
+        if self.mode != DRIVE or self.dry_run:
+            raise InvalidInput(f"{command.TYPE} {command.broker}: only `lbctl attach --mode drive` "
+                               f"without --dry-run moves bundles; this run is {self.mode}"
+                               f"{' --dry-run' if self.dry_run else ''}", value=command.broker)
+        async with self._busy:
+            await self.catch_up()
+            event = self.drains.judge(command, self._drained, self.advisor.replay.registry,
+                                      self._ownership.records, self.executions.by_bundle, now_ms)
+            if event is None:
+                return Receipt(command.command_id, detail={"drained": False})
+            if not await self._record([event], now_ms, cause=command.command_id):
+                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
+                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
+                                  "try again", value=command.broker)
+            await self.catch_up()
+            self.printer(f"drive: {event.TYPE} {command.broker} by {command.by}")
+            await self._drain_moves(now_ms)  # the first move at once, as the leader's next tick
+            return Receipt(command.command_id, ((event.TYPE, event.to_payload()),))
+
+    @property
+    def _drained(self) -> dict[str, Drain]:
+        return self.advisor.replay.drains.drains
+
+    async def _drain_moves(self, now_ms: int) -> None:
+        """Start the drain moves each drain's rate allows now, each to the placement's broker
+        (drained brokers left out); a bundle with no broker to go to waits, and so its drain."""
+        due = self.drains.due(self._drained, self.advisor.replay.registry, self._ownership.records,
+                              self.executions.by_bundle, now_ms)
+        if not due or not await self._shedding_off():
+            return
+        stuck: set[str] = set()
+        for drain, bundle in due:
+            record = self._ownership.records[bundle]
+            placement = self.advisor.place(bundle, drain.broker, now_ms)
+            if drain.broker in stuck or placement.broker is None or placement.broker == drain.broker:
+                if drain.broker not in stuck and self._drain_waits.get(drain.broker) != bundle:
+                    self.printer(f"drive: drain of {drain.broker}: no broker can take {bundle} now; it waits")
+                    self._drain_waits[drain.broker] = bundle  # said once, not every cycle
+                stuck.add(drain.broker)
+                continue
+            self._drain_waits.pop(drain.broker, None)
+            request = self.drains.request(drain, bundle, record, placement.broker, placement.to_dict())
+            if not await self._request(request, now_ms):
+                return
+        await self.catch_up()
 
     async def _pause_ended(self, now_ms: int) -> None:
         event = expiry_event(self.hold.held, now_ms, self.hold.expired_sent)
@@ -288,6 +356,8 @@ class Steering:
         self.executions.fold(record.envelope, self._ownership)
         if record.envelope.type in HELD_TYPES:
             self.hold.fold(record.envelope.typed, record.envelope.ts_ms)
+        if record.envelope.type in DRAIN_TYPES:
+            self.drains.fold(record.envelope.typed, record.envelope.ts_ms)
 
     @property
     def _ownership(self) -> OwnershipProjection:
@@ -325,15 +395,22 @@ class Steering:
         self.hold.hold_back(selection.held, now_ms)
         self._print_held(selection)
         for request in selection.send:
-            method, path, query = _call_of(request)
-            request = dataclasses.replace(request, request=describe(method, path, query))
-            if not await self._record([request], now_ms):
-                return  # not recorded, so not sent
-            answer, error = await self._send(request)
-            event = self.executions.answer(request, answer.status if answer else None,
-                                           answer.message if answer else error)
-            self.printer(_said(request, answer, error))
-            await self._record([event], now_ms)
+            if not await self._request(request, now_ms):
+                return
+
+    async def _request(self, request: ExecutionRequested, now_ms: int) -> bool:
+        """Record ``request``, send it, record Pulsar's answer; False if the log refused the
+        request (then nothing was sent)."""
+        method, path, query = _call_of(request)
+        request = dataclasses.replace(request, request=describe(method, path, query))
+        if not await self._record([request], now_ms):
+            return False  # not recorded, so not sent
+        answer, error = await self._send(request)
+        event = self.executions.answer(request, answer.status if answer else None,
+                                       answer.message if answer else error)
+        self.printer(_said(request, answer, error))
+        await self._record([event], now_ms)
+        return True
 
     async def _send(self, request: ExecutionRequested) -> tuple[Answer | None, str]:
         """Pulsar's answer, or None and why no answer came."""

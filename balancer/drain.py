@@ -95,11 +95,20 @@ def check_drain(broker: str, registered: Collection[str], drained: Collection[st
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """A drain's progress: bundles it started with, bundles still on the broker, its rate."""
+    """A drain's progress: bundles it started with, bundles still on the broker, its rate, and
+    how many of those left stay whatever the drain asks (``kept``: why; e.g. ``pulsar/system``
+    where drive mode drains a real Pulsar's broker, ``attach.drain``)."""
 
     total: int
     left: int
     rate_per_minute: int
+    stays: int = 0
+    kept: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Nothing left that the drain can move."""
+        return self.left <= self.stays
 
     @property
     def done(self) -> int:
@@ -107,11 +116,13 @@ class Progress:
 
     def eta_s(self) -> float:
         """Seconds until the broker is empty at the drain's rate (0: empty)."""
-        return self.left * 60.0 / max(1, self.rate_per_minute) if self.left else 0.0
+        moving = max(0, self.left - self.stays)
+        return moving * 60.0 / max(1, self.rate_per_minute) if moving else 0.0
 
     def bar(self, width: int = 30) -> str:
         """``[#####.....] 12 of 40 moved, 28 left, 120/min, ETA 14 s``."""
         share = 1.0 if self.total <= 0 else min(1.0, self.done / self.total)
         filled = round(share * width)
+        stay = f" ({self.stays} stay: {self.kept})" if self.stays else ""
         return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done} of {self.total} moved, "
-                f"{self.left} left, {self.rate_per_minute:g}/min, ETA {math.ceil(self.eta_s())} s")
+                f"{self.left} left{stay}, {self.rate_per_minute:g}/min, ETA {math.ceil(self.eta_s())} s")

@@ -6,7 +6,7 @@ the admin REST service (``lbctl.admin_rest.HttpTransport``). Otherwise the clust
 ``lbctl run --keep`` recorded under ``--state-dir``.
 
 A verb that only a running ``lbctl attach --mode advise|drive`` can answer (``steering``: the
-balancer's pause, resume and status, the verdicts on its proposals) goes to the web service that
+balancer's pause, resume and status, the verdicts on its proposals, drains) goes to the web service that
 process serves for the state directory, as if ``--admin-url`` named it.
 
 Invariants: a verb runs on exactly one transport, chosen here and nowhere else; on the cluster,

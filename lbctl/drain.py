@@ -12,7 +12,10 @@ Invariants:
   negative, NaN, infinite or unreadable, an unknown broker, or the last broker not drained is
   refused in one line naming it, exit 2, and nothing is recorded;
 - ``--wait`` and ``restart-plan`` show the progress (bundles left, rate, ETA) on the link's clock
-  (cluster time in process, wall time on Ray and over REST), one line each time it changes;
+  (cluster time in process, wall time on Ray and over REST), one line each time it changes; a
+  wait ends when the broker is empty, or holds only bundles that stay (named with why);
+- ``drain`` and ``undrain`` on a state directory that ``lbctl attach --mode drive`` writes go to
+  that process's web service (``steering``), as ``balancer pause`` does;
 - an undrain says how many of the drain's moves it cancelled and that those handing over finish.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import argparse
 
 from actors.cluster.draining import progress_of
-from balancer.drain import parse_rate
+from balancer.drain import Progress, parse_rate
 from balancer.errors import UnknownBroker
 from lbctl.admin_print import emit
 from lbctl.admin_verbs import AdminTransport, Runner, SubParsers, verb
@@ -42,6 +45,9 @@ def register(brokers: SubParsers, run: Runner) -> None:
                 _restart_plan)
     plan.add_argument("brokers", nargs="*", help="the brokers, in order (default: every registered one)")
     plan.add_argument("--rate", default=None, help="moves per minute of each drain (as for drain)")
+    for parser in (drain, undrain):
+        # On a state directory that `lbctl attach --mode drive` writes, that process answers.
+        parser.set_defaults(steering=True)
 
 
 def _rate(args: argparse.Namespace) -> float | None:
@@ -67,11 +73,19 @@ async def _watch(admin: AdminTransport, args: argparse.Namespace, broker: str) -
         if not args.json and progress.left != shown:
             print(f"{broker} {progress.bar()}", flush=True)
             shown = progress.left
-        if progress.left == 0 or not document["drained"]:
+        if progress.finished or not document["drained"]:
             break
         wait_s = 1.0
     if not args.json:
-        print(f"{broker} is empty" if progress.left == 0 else f"{broker} was undrained", flush=True)
+        print(_end_of(broker, progress, bool(document["drained"])), flush=True)
+
+
+def _end_of(broker: str, progress: Progress, drained: bool) -> str:
+    if progress.left == 0:
+        return f"{broker} is empty"
+    if drained and progress.finished:
+        return f"{broker} holds only the {progress.stays} bundle(s) that stay: {progress.kept}"
+    return f"{broker} was undrained"
 
 
 async def _undrain(admin: AdminTransport, args: argparse.Namespace) -> int:

@@ -42,7 +42,14 @@ from attach.report import (
 )
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput, Unavailable
-from events.catalog import Event, PauseBalancer, ResumeBalancer, ReviewProposal
+from events.catalog import (
+    DrainBroker,
+    Event,
+    PauseBalancer,
+    ResumeBalancer,
+    ReviewProposal,
+    UndrainBroker,
+)
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -109,6 +116,13 @@ class SteerHook:
             raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
                               "read Pulsar yet); try again in a moment", value=command.proposal_id)
         return await self.steering.review_verdict(command, wall_clock_ms())
+
+    async def drain(self, command: DrainBroker | UndrainBroker) -> Receipt:
+        """The operator's drain or undrain of a broker of the driven cluster (drive mode)."""
+        if self.steering is None:
+            raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
+                              "read Pulsar yet); try again in a moment", value=command.broker)
+        return await self.steering.drain_or_undrain(command, wall_clock_ms())
 
     def status(self) -> dict[str, Any] | None:
         return None if self.steering is None else self.steering.status(wall_clock_ms())

@@ -6,7 +6,9 @@ Invariants:
   drained set is the leader's, asked at once); the leader judges the same rules again;
 - who asked is recorded with the drain and the undrain (``by``);
 - the progress of a drain is read from the client's view (bundles the broker still holds,
-  moving ones included) and the leader's drain (its rate, the bundles it started with);
+  moving ones included) and the leader's drain (its rate, the bundles it started with, and
+  those that stay whatever it asks, with why: a real Pulsar's ``pulsar/system``); a wait ends
+  when only those are left;
   waiting measures time on the link's clock (cluster time in process, wall time on Ray);
 - a rolling restart takes one broker at a time: drain it, wait until it holds nothing,
   shut it down (nothing to reassign), start it again, wait until it is registered, undrain it.
@@ -56,6 +58,9 @@ class DrainVerbs:
 
         leader = leader_of(await self.fleet.statuses(timeout_s))
         if leader is None:
+            unsteered = getattr(self.transport, "unsteered", None)  # a mirror says why none leads
+            if callable(unsteered) and (why := unsteered("drain")) is not None:
+                raise why
             raise Unavailable("no leader answered: the drains are the leader's to tell")
         return {str(d["broker"]): dict(d) for d in leader["control"].get("drains") or ()}
 
@@ -90,7 +95,8 @@ class DrainVerbs:
         left = self.held_by(broker)
         if drain is None:
             return Progress(left, left, self.config.load_balancer_drain_moves_per_minute), False
-        return Progress(max(int(drain["bundles"]), left), left, int(drain["ratePerMinute"])), True
+        return Progress(max(int(drain["bundles"]), left), left, int(drain["ratePerMinute"]),
+                        *_staying(drain)), True
 
     async def wait_drained(self, broker: str, timeout_s: float, report: Report | None = None,
                            every_ms: int = 1000) -> Progress:
@@ -101,7 +107,7 @@ class DrainVerbs:
             progress, drained = await self.drain_progress(broker)
             if report is not None:
                 report(broker, progress)
-            if progress.left == 0 or not drained:
+            if progress.finished or not drained:
                 return progress
             if self.clock.clock_s() > deadline:
                 raise Unavailable(f"broker {broker} still holds {progress.left} bundle(s) after "
@@ -128,11 +134,21 @@ class DrainVerbs:
             tell(broker, "done")
 
 
+def _staying(drain: Mapping[str, Any]) -> tuple[int, str]:
+    """How many of a drain's bundles stay, and why (a drive-mode drain of a real Pulsar names
+    them: ``attach.drain``; the project's own leader moves every one)."""
+    staying = drain.get("staying") or ()
+    whys = sorted({str(s["why"]) for s in staying})
+    return int(drain.get("stays", 0)), "; ".join(whys)
+
+
 def progress_document(broker: str, progress: Progress, drained: bool) -> dict[str, Any]:
     """A drain's progress as ``lbctl brokers drain --json`` and the REST service give it."""
     return {"broker": broker, "drained": drained, "total": progress.total, "left": progress.left,
-            "done": progress.done, "ratePerMinute": progress.rate_per_minute, "etaS": progress.eta_s()}
+            "done": progress.done, "ratePerMinute": progress.rate_per_minute, "etaS": progress.eta_s(),
+            "stays": progress.stays, "kept": progress.kept}
 
 
 def progress_of(document: dict[str, Any]) -> Progress:
-    return Progress(int(document["total"]), int(document["left"]), int(document["ratePerMinute"]))
+    return Progress(int(document["total"]), int(document["left"]), int(document["ratePerMinute"]),
+                    int(document.get("stays", 0)), str(document.get("kept", "")))

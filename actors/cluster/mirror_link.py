@@ -12,8 +12,8 @@ is ``InvalidInput`` (not retriable: exit status 2, one line); a lookup of a topi
 mirror shows unowned is refused the same way (Pulsar places a bundle on its own lookup; the
 mirror does not ask Pulsar to); the clock is the wall clock. The one exception: in the process
 of ``lbctl attach --mode advise|drive`` the link is given that run's hook (``Steered``), which
-takes the operator's pause, resume and verdicts on proposals (review mode) and answers the
-balancer's status; the hook records them through the mirror's single writer, so the link itself
+takes the operator's pause, resume, drains and verdicts on proposals (review mode) and answers
+the balancer's status; the hook records them through the mirror's single writer, so the link itself
 still writes nothing.
 """
 
@@ -31,7 +31,15 @@ from actors.settings import ActorSettings
 from actors.workload import Capacity
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError
-from events.catalog import Command, LookupBundle, PauseBalancer, ResumeBalancer, ReviewProposal
+from events.catalog import (
+    Command,
+    DrainBroker,
+    LookupBundle,
+    PauseBalancer,
+    ResumeBalancer,
+    ReviewProposal,
+    UndrainBroker,
+)
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -44,6 +52,8 @@ class Steered(Protocol):
     async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt: ...
 
     async def review(self, command: ReviewProposal) -> Receipt: ...
+
+    async def drain(self, command: DrainBroker | UndrainBroker) -> Receipt: ...
 
     def status(self) -> dict[str, Any] | None: ...
 
@@ -81,6 +91,11 @@ class MirrorLink:
             return InvalidInput(f"proposal {command.proposal_id!r}: no `lbctl attach --mode drive` in "
                                 "review mode serves this state directory's web service, so no verdict "
                                 "can make it run", value=command.proposal_id)
+        if isinstance(command, DrainBroker | UndrainBroker):
+            return InvalidInput(f"{command.TYPE} {command.broker}: no `lbctl attach --mode drive` serves "
+                                "this state directory's web service, so nothing of this project moves "
+                                f"bundles of {self.url}; run one, or unload them with {admin} namespaces "
+                                "unload", value=command.broker)
         if isinstance(command, PauseBalancer | ResumeBalancer):
             return InvalidInput(f"{command.TYPE}: no `lbctl attach --mode drive` serves this state "
                                 f"directory's web service, so nothing of this project balances the "
@@ -91,8 +106,23 @@ class MirrorLink:
                             f"send the change to Pulsar's admin ({admin} ...), the mirror shows it "
                             "once Pulsar made it", value=command.TYPE)
 
+    def unsteered(self, what: str) -> InvalidInput | None:
+        """Why nothing answers as the leader for ``what``: no drive run serves this mirror (None
+        when one does)."""
+        if self.steered is not None:
+            return None
+        return InvalidInput(f"{what}: no `lbctl attach --mode drive` serves this state directory's web "
+                            f"service, so nothing of this project moves bundles of {self.url}; run one, "
+                            f"or unload them with pulsar-admin --admin-url {self.url} namespaces unload",
+                            value=what)
+
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
+        if self.steered is not None and isinstance(command, DrainBroker | UndrainBroker):
+            try:
+                return await self.steered.drain(command), None
+            except LoadBalancerError as exc:
+                return None, exc
         if self.steered is not None and isinstance(command, PauseBalancer | ResumeBalancer | ReviewProposal):
             try:
                 if isinstance(command, ReviewProposal):

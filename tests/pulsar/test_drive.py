@@ -28,6 +28,8 @@ from bench.pulsar_traffic import TrafficPlan, run_traffic
 from events.catalog import (
     BalancerPaused,
     BalancerResumed,
+    BrokerDrainRequested,
+    BrokerUndrained,
     ExecutionConfirmed,
     ExecutionRequested,
     LoadReported,
@@ -38,8 +40,9 @@ from events.log.port import Record
 from lbctl.admin_http import AdminHttp
 from lbctl.main import main
 from projections.control import control_history
+from projections.drain import drain_history
 from projections.proposals import ApprovalHistory
-from tests.pulsar_server import PulsarCluster
+from tests.pulsar_server import PulsarCluster, admin_call
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(600)]
 
@@ -305,3 +308,70 @@ def _approve_the_first(state: Path, seen: dict[str, Any]) -> None:
     seen["id"], seen["waited_s"] = waiting[0]["id"], time.monotonic() - since
     seen["before"] = [r.execution_id for r in _of(_records(state), ExecutionRequested)]
     seen["approved"] = main(["proposals", "approve", seen["id"], "--state-dir", str(state)])
+
+
+def test_an_operators_drain_empties_broker_0_at_its_rate_and_undrain_returns_it(
+        skewed: Skewed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = skewed.cluster
+    drained, other = cluster.broker_ids[0], cluster.broker_ids[1]
+    _everything_on(cluster, skewed.namespace, drained)  # the earlier tests spread it
+    health = admin_call(cluster.web_urls[0], "GET", "/admin/v2/brokers/health?topicVersion=V2")
+    assert health[0] == 200, health  # Pulsar's health check owns broker 0's heartbeat namespace
+    state = tmp_path / "drain"
+    seen: dict[str, Any] = {}
+    operator = threading.Thread(target=_drain_then_undrain, args=(state, drained, skewed, seen), daemon=True)
+    operator.start()
+    assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
+                 str(skewed.conf), "--minutes", "2", "--plain", "--web-service-port", "0"]) == 0
+    operator.join(timeout=60)
+    out = capsys.readouterr().out
+    assert seen.get("drained") == 0 and seen.get("undrained") == 0, seen
+    assert seen["owners"] and set(seen["owners"].values()) == {other}, seen["owners"]  # Pulsar's own answers
+    assert [d["broker"] for d in seen["status"]["draining"]] == [drained], seen["status"]
+    assert seen["after"]["drained"] is False
+    # Pulsar keeps the heartbeat namespace on its broker; it assigns it without its channel, so the
+    # mirror never shows it and the drain neither tries to move it nor waits for it.
+    assert seen["heartbeat"] == {drained}, seen["heartbeat"]
+    assert f"{drained} is empty" in out or f"{drained} holds only the" in out
+    records = _records(state)
+    (asked,) = _of(records, BrokerDrainRequested)
+    assert asked.broker == drained and asked.rate_per_minute == 60 and asked.by == "anonymous"
+    (ended,) = _of(records, BrokerUndrained)
+    assert ended.broker == drained and ended.since_ms == asked.since_ms
+    pid = f"drain-{drained}-{asked.since_ms}"
+    sent = [(r.envelope.ts_ms, r.envelope.typed) for r in records if isinstance(r.envelope.typed, ExecutionRequested)]
+    moves = [r for _, r in sent if r.proposal_id == pid]
+    assert moves and all(r.src == drained and r.dst == other for r in moves)
+    assert not [r for r in moves if r.bundle.startswith(f"pulsar/{drained}")]
+    assert not [r for t, r in sent if asked.since_ms <= t < ended.at_ms and r.dst == drained]  # nothing of ours to it
+    confirmed = {c.execution_id: c for c in _of(records, ExecutionConfirmed)}
+    for move in moves:
+        assert confirmed[move.execution_id].evidence.startswith(f"pulsar:{CHANNEL}@")  # the channel said so
+    times = [t for t, r in sent if r.proposal_id == pid]
+    assert all(t - times[0] >= k * 1000 - 500 for k, t in enumerate(times)), times  # 60/min at most
+    with capsys.disabled():
+        print(f"\ndrain of {drained}: {len(moves)} move(s) at 60/min over {(times[-1] - times[0]) / 1000:.1f} s, "
+              f"all confirmed; audit: {drain_history(records).violations()}; stays: {seen['progress'].get('stays')} "
+              f"({seen['progress'].get('kept')}); --wait said: "
+              f"{[line for line in out.splitlines() if drained in line and ('stay' in line or 'empty' in line)][-1:]}")
+
+
+def _drain_then_undrain(state: Path, broker: str, skewed: Skewed, seen: dict[str, Any]) -> None:
+    """The operator: drain ``broker`` through ``lbctl brokers drain --wait --state-dir``, look at
+    Pulsar's owners and the status, then undrain it."""
+    deadline = time.monotonic() + 100
+    while time.monotonic() < deadline and not _serving(state):
+        time.sleep(0.5)
+    drained = 1
+    while drained != 0 and time.monotonic() < deadline:  # refused (retriable) until the hook has started
+        time.sleep(1)
+        drained = main(["brokers", "drain", broker, "--rate", "60/min", "--wait", "--state-dir", str(state),
+                        "--timeout", "90"])
+    seen["drained"] = drained
+    seen["owners"] = _owners(skewed.cluster, skewed.namespace)
+    seen["heartbeat"] = set(_owners(skewed.cluster, f"pulsar/{broker}").values())
+    http = AdminHttp(str(read_spec(state).web_service_url))
+    seen["progress"] = http.call("GET", f"/bb/v1/brokers/{broker}/drain")
+    seen["status"] = http.call("GET", "/bb/v1/balancer/status")
+    seen["undrained"] = main(["brokers", "undrain", broker, "--state-dir", str(state)])
+    seen["after"] = http.call("GET", f"/bb/v1/brokers/{broker}/drain")
