@@ -9,7 +9,7 @@ import pytest
 from actors.broker import BrokerBody
 from actors.effects import NOTHING, Effects
 from actors.leader import LeaderBody
-from actors.runtime.sim.run import minimize, simulate, trail_of
+from actors.runtime.sim.run import minimize, simulate, simulate_on_host, trail_of
 from actors.runtime.sim.scenarios import SCENARIOS, scenario_for
 from lbctl.main import main
 from lbctl.sim import reproduction
@@ -123,3 +123,23 @@ def test_many_seeds_say_at_once_that_they_run_and_how_far_they_are(tmp_path: obj
     assert lines[0] == "sim: 4 seeds x 10 steps on 2 worker(s); a line every 10 s and every 5 %"
     assert lines[-1].startswith("sim: 4/4 seeds, 0 failing [], ")
     assert any("s left" in line for line in lines[1:-1])
+
+
+def test_between_whole_compares_the_checker_compares_the_bundles_the_new_records_name() -> None:
+    from actors.runtime.sim.checks import named_bundles, same_view
+    from projections.ownership import OwnershipProjection
+
+    result, host = simulate_on_host(5, "scale_in", 20)
+    assert result.ok, result.violation
+    live, fold = OwnershipProjection(), OwnershipProjection()
+    for record in host.records:
+        live.apply(record.offset, record.envelope)
+        fold.apply(record.offset, record.envelope)
+    named = named_bundles(host.records[-40:])
+    quiet = next(b for b in fold.records if b not in named)
+    assert same_view(live, fold, None) and same_view(live, fold, named)
+    before = live.records[quiet]
+    live.records[quiet] = type(before)(before.state, before.dst, before.src, before.split_children,
+                                       before.force, before.timestamp_ms, before.version + 1)
+    assert same_view(live, fold, named)  # not named by the new records: left to the whole compare
+    assert not same_view(live, fold, None) and not same_view(live, fold, named | {quiet})

@@ -116,7 +116,7 @@ def simulate_on_host(seed: int, scenario: str | Scenario, steps: int = 500,
     if keep is not None:
         plan = [f for i, f in enumerate(plan) if i in keep]
     host, workload = build(chosen, seed)
-    run = _Run(chosen, host, Checker(host), workload, Random(f"{seed}:driver"))
+    run = _Run(chosen, host, Checker(host, full_every=chosen.full_check_every), workload, Random(f"{seed}:driver"))
     run.checker.disturbed()
     host.faulty = True
     by_step: dict[int, list[Fault]] = {}

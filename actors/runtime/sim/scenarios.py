@@ -57,6 +57,9 @@ class Scenario:
     """The bodies hosted (tests swap in deliberately broken ones)."""
     rotation: bool = True
     """Taken in turn by seeds run without a scenario (``large`` is asked for by name)."""
+    full_check_every: int = 1
+    """Every how many steps the checker compares each live view whole with the fold of the log
+    (``checks.Checker.full_every``)."""
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}" for i in range(1, self.brokers + 1)]
@@ -176,7 +179,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # scenario (crashes of any body, log outages, skews, unloads, lookups) and a rolling restart.
     Scenario("large", _rolling_restart, brokers=50, namespaces=("public/large",), bundles=8192,
              topics_per_namespace=3 * 8192, rate=200_000.0, crash_rate=0.01, rotation=False,
-             config={"loadBalancerNamespaceMaximumBundles": 8192}),
+             config={"loadBalancerNamespaceMaximumBundles": 8192}, full_check_every=10),
 )}
 
 
