@@ -79,7 +79,7 @@ def skewed(pulsar_cluster: PulsarCluster) -> Iterator[Skewed]:
     assert status == 204, body
     stop = threading.Event()
     plan = TrafficPlan(service_url=cluster.service_url, namespace=namespace, topics=16, rate=400.0,
-                       seconds=520.0, zipf=1.2, size=1024, topic_prefix="drive")
+                       seconds=900.0, zipf=1.2, size=1024, topic_prefix="drive")
     failed: list[BaseException] = []
 
     def traffic() -> None:
@@ -161,7 +161,7 @@ def test_drive_executes_the_decisions_and_pulsars_channel_confirms_each_destinat
     cluster = skewed.cluster
     state = tmp_path / "drive"
     assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive",
-                 "--conf", str(skewed.conf), "--minutes", "2", "--plain"]) == 0
+                 "--conf", str(skewed.conf), "--minutes", "1.2", "--plain"]) == 0
     capsys.readouterr()
     records = _records(state)
     requested = _of(records, ExecutionRequested)
@@ -221,7 +221,7 @@ def test_an_operators_pause_holds_drive_mode_back_and_its_status_says_so(
     operator = threading.Thread(target=_pause_then_look, args=(state, seen), daemon=True)
     operator.start()  # attach takes the main thread: it handles SIGINT/SIGTERM
     assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
-                 str(skewed.conf), "--minutes", "2.5", "--plain", "--web-service-port", "0"]) == 0
+                 str(skewed.conf), "--minutes", "1.4", "--plain", "--web-service-port", "0"]) == 0
     operator.join(timeout=60)
     assert seen.get("paused") == 0, seen
     status = seen["status"]
@@ -246,7 +246,7 @@ def _pause_then_look(state: Path, seen: dict[str, Any]) -> None:
     paused = 1
     while paused != 0 and time.monotonic() < deadline:  # refused (retriable) until the hook has started
         time.sleep(1)
-        paused = main(["balancer", "pause", "--for", "70s", "--reason", "pulsar test", "--state-dir", str(state)])
+        paused = main(["balancer", "pause", "--for", "30s", "--reason", "pulsar test", "--state-dir", str(state)])
     seen["paused"] = paused
     seen["status"] = AdminHttp(str(read_spec(state).web_service_url)).call("GET", "/bb/v1/balancer/status")
 
@@ -270,7 +270,7 @@ def test_in_review_mode_nothing_reaches_pulsar_before_an_operator_approves(
     operator = threading.Thread(target=_approve_the_first, args=(state, seen), daemon=True)
     operator.start()
     assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
-                 str(conf), "--minutes", "2", "--plain", "--web-service-port", "0"]) == 0
+                 str(conf), "--minutes", "1.3", "--plain", "--web-service-port", "0"]) == 0
     operator.join(timeout=60)
     assert seen.get("approved") == 0, seen
     assert seen["before"] == [], "an execution before the approval"
@@ -322,7 +322,7 @@ def test_an_operators_drain_empties_broker_0_at_its_rate_and_undrain_returns_it(
     operator = threading.Thread(target=_drain_then_undrain, args=(state, drained, skewed, seen), daemon=True)
     operator.start()
     assert main(["attach", cluster.web_url, "--state-dir", str(state), "--mode", "drive", "--conf",
-                 str(skewed.conf), "--minutes", "2", "--plain", "--web-service-port", "0"]) == 0
+                 str(skewed.conf), "--minutes", "1.3", "--plain", "--web-service-port", "0"]) == 0
     operator.join(timeout=60)
     out = capsys.readouterr().out
     assert seen.get("drained") == 0 and seen.get("undrained") == 0, seen
