@@ -53,6 +53,7 @@ from balancer.ownership import BundleState
 from events.catalog import (
     PROPOSALS_KEY,
     BalancerPaused,
+    Command,
     DrainBroker,
     Event,
     ExecutionRequested,
@@ -215,11 +216,7 @@ class Steering:
         async with self._busy:
             await self.catch_up()
             event = self.review.verdict(command, now_ms, self._throughputs(), self._owner)
-            if not await self._record([event], now_ms, cause=command.command_id):
-                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
-                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
-                                  "try again", value=command.proposal_id)
-            await self.catch_up()
+            await self._record_or_refuse(event, now_ms, command, command.proposal_id)
             self.printer(f"drive: {event.TYPE} {command.proposal_id} by {command.by}")
             if isinstance(event, ProposalApproved):
                 await self._execute_approved(now_ms)
@@ -257,11 +254,7 @@ class Steering:
             event = hold_event(command, self.hold.held, self.config, now_ms)
             if event is None:
                 return Receipt(command.command_id, detail={"paused": False})
-            if not await self._record([event], now_ms, cause=command.command_id):
-                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
-                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
-                                  "try again", value=command.TYPE)
-            await self.catch_up()
+            await self._record_or_refuse(event, now_ms, command, command.TYPE)
             until = f" until {event.until_ms} ms: {event.reason}" if isinstance(event, BalancerPaused) else ""
             self.printer(f"{self.mode}: {event.TYPE} by {event.by}{until}")
             return Receipt(command.command_id, ((event.TYPE, event.to_payload()),))
@@ -292,11 +285,7 @@ class Steering:
                                       self._ownership.records, self.executions.by_bundle, now_ms)
             if event is None:
                 return Receipt(command.command_id, detail={"drained": False})
-            if not await self._record([event], now_ms, cause=command.command_id):
-                self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]  # never later
-                raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, "
-                                  "try again", value=command.broker)
-            await self.catch_up()
+            await self._record_or_refuse(event, now_ms, command, command.broker)
             self.printer(f"drive: {event.TYPE} {command.broker} by {command.by}")
             await self._drain_moves(now_ms)  # the first move at once, as the leader's next tick
             return Receipt(command.command_id, ((event.TYPE, event.to_payload()),))
@@ -364,6 +353,15 @@ class Steering:
         return self.advisor.replay.ownership
 
     # -- writing ---------------------------------------------------------------------------
+    async def _record_or_refuse(self, event: Event, now_ms: int, command: Command, value: str) -> None:
+        """Record an operator's ``event`` now and fold it, or refuse ``command``: an event the log
+        refused is dropped, never written later (the operator was told nothing changed)."""
+        if not await self._record([event], now_ms, cause=command.command_id):
+            self.unwritten = [(e, c) for e, c in self.unwritten if e is not event]
+            raise Unavailable(f"{command.TYPE}: the log refused the record; nothing changed, try again",
+                              value=value)
+        await self.catch_up()
+
     async def _record(self, events: Sequence[Event], now_ms: int, cause: str = "") -> bool:
         """Write what earlier cycles could not, then ``events``; False if the log refused
         (they are kept for the next cycle). ``cause``: the command they answer."""
