@@ -240,15 +240,21 @@ def test_an_operators_pause_holds_drive_mode_back_and_its_status_says_so(
 def _pause_then_look(state: Path, seen: dict[str, Any]) -> None:
     """The operator: once attach serves its web service, pause it through ``lbctl --state-dir``
     and read the status over REST."""
-    deadline = time.monotonic() + 150
+    seen["paused"] = _once_serving(state, ["balancer", "pause", "--for", "30s", "--reason", "pulsar test"], 150)
+    seen["status"] = AdminHttp(str(read_spec(state).web_service_url)).call("GET", "/bb/v1/balancer/status")
+
+
+def _once_serving(state: Path, verb: list[str], timeout_s: float) -> int:
+    """``lbctl VERB --state-dir STATE`` once attach serves its web service, again while it is
+    refused (retriable until the hook has started); its exit status."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not _serving(state):
         time.sleep(0.5)
-    paused = 1
-    while paused != 0 and time.monotonic() < deadline:  # refused (retriable) until the hook has started
+    code = 1
+    while code != 0 and time.monotonic() < deadline:
         time.sleep(1)
-        paused = main(["balancer", "pause", "--for", "30s", "--reason", "pulsar test", "--state-dir", str(state)])
-    seen["paused"] = paused
-    seen["status"] = AdminHttp(str(read_spec(state).web_service_url)).call("GET", "/bb/v1/balancer/status")
+        code = main([*verb, "--state-dir", str(state)])
+    return code
 
 
 def _serving(state: Path) -> bool:
@@ -359,15 +365,8 @@ def test_an_operators_drain_empties_broker_0_at_its_rate_and_undrain_returns_it(
 def _drain_then_undrain(state: Path, broker: str, skewed: Skewed, seen: dict[str, Any]) -> None:
     """The operator: drain ``broker`` through ``lbctl brokers drain --wait --state-dir``, look at
     Pulsar's owners and the status, then undrain it."""
-    deadline = time.monotonic() + 100
-    while time.monotonic() < deadline and not _serving(state):
-        time.sleep(0.5)
-    drained = 1
-    while drained != 0 and time.monotonic() < deadline:  # refused (retriable) until the hook has started
-        time.sleep(1)
-        drained = main(["brokers", "drain", broker, "--rate", "60/min", "--wait", "--state-dir", str(state),
-                        "--timeout", "90"])
-    seen["drained"] = drained
+    seen["drained"] = _once_serving(state, ["brokers", "drain", broker, "--rate", "60/min", "--wait",
+                                            "--timeout", "90"], 100)
     seen["owners"] = _owners(skewed.cluster, skewed.namespace)
     seen["heartbeat"] = set(_owners(skewed.cluster, f"pulsar/{broker}").values())
     http = AdminHttp(str(read_spec(state).web_service_url))
