@@ -61,7 +61,7 @@ def _with_proposal(move: Move, book: ProposalBook) -> Move:
         return move
     return dataclasses.replace(move, execution={
         "proposal": entry.proposal.proposal_id, "mode": entry.proposal.mode, "status": entry.state,
-        "approved_by": entry.by if entry.status != "pending" else None, "approved_ms": entry.at_ms})
+        "approved_by": entry.approved_by, "approved_ms": entry.approved_ms})
 
 
 def render(bundle: str, moves: list[Move]) -> str:

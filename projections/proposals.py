@@ -97,6 +97,9 @@ class Entry:
     """Why it went stale (or the verdict's note)."""
     started: set[str] = field(default_factory=set)
     cancelled: list[str] = field(default_factory=list)
+    approved_by: str | None = None
+    """Who approved it (``auto`` in auto mode), kept when a later cancel or staleness sets ``by``."""
+    approved_ms: int | None = None
 
     @property
     def state(self) -> str:
@@ -113,6 +116,7 @@ class Entry:
                 "recordedMs": self.recorded_ms, "by": self.by, "atMs": self.at_ms, "reason": self.reason,
                 "moves": [m.to_dict() for m in self.proposal.moves],
                 "started": sorted(self.started), "cancelled": list(self.cancelled),
+                "approvedBy": self.approved_by, "approvedMs": self.approved_ms,
                 "predicted": None if self.proposal.predicted is None else dict(self.proposal.predicted)}
 
 
@@ -133,7 +137,8 @@ class ProposalBook:
                 auto = event.mode == AUTO
                 self.entries[event.proposal_id] = Entry(
                     Proposal.from_event(event), ts_ms, APPROVED if auto else PENDING,
-                    by=AUTO if auto else None, at_ms=ts_ms if auto else None)
+                    by=AUTO if auto else None, at_ms=ts_ms if auto else None,
+                    approved_by=AUTO if auto else None, approved_ms=ts_ms if auto else None)
                 while len(self.entries) > KEPT:
                     del self.entries[next(iter(self.entries))]
         elif isinstance(event, ProposalApproved | ProposalRejected | ProposalCancelled | ProposalStale):
@@ -150,6 +155,7 @@ class ProposalBook:
             return
         if isinstance(event, ProposalApproved) and entry.status == PENDING:
             entry.status, entry.by, entry.at_ms = APPROVED, event.by, event.at_ms
+            entry.approved_by, entry.approved_ms = event.by, event.at_ms
             self.approved.append(event.proposal_id)
             del self.approved[:-KEPT]
         elif isinstance(event, ProposalRejected) and entry.status == PENDING:

@@ -50,9 +50,9 @@ def book(host: InProcessHost) -> ProposalBook:
     return found
 
 
-def review(host: InProcessHost, pid: str, verdict: str) -> object:
+def review(host: InProcessHost, pid: str, verdict: str, by: str = "lbctl:test") -> object:
     command = ReviewProposal(command_id=host.command_id(), epoch=host.epoch, proposal_id=pid,
-                             verdict=verdict, by="lbctl:test")
+                             verdict=verdict, by=by)
     return host.call(command)
 
 
@@ -184,13 +184,17 @@ def test_cancel_drops_the_moves_not_started() -> None:
     pid = first_pending(host)
     review(host, pid, "approve")
     host.advance(1_000)
-    cancelled = review(host, pid, "cancel").first("ProposalCancelled")  # type: ignore[attr-defined]
+    cancelled = review(host, pid, "cancel", by="lbctl:oncall").first("ProposalCancelled")  # type: ignore[attr-defined]
     entry = book(host).entries[pid]
     assert entry.status == "cancelled" and len(entry.started) == 1
     assert sorted(cancelled["bundles"]) == sorted(m.bundle for m in entry.proposal.moves
                                                   if m.bundle not in entry.started)
     host.advance(30_000)
     assert len(book(host).entries[pid].started) == 1  # nothing more of it started
+    # Who cancelled is recorded beside who approved; the move that ran names its approver.
+    assert (entry.by, entry.approved_by) == ("lbctl:oncall", "lbctl:test")
+    (moved,) = entry.started
+    assert "approved by lbctl:test at " in render(moved, moves_of(moved, host.records))
 
 
 def test_an_unknown_proposal_is_named() -> None:
