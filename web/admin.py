@@ -39,8 +39,7 @@ from aiohttp import web
 from actors.api import Cluster
 from balancer.errors import MalformedInput, UnknownBroker
 from web import documents, lookup, own, shapes
-from web.auth import ROLE
-from web.control import ANONYMOUS
+from web.auth import principal
 from web.replies import (
     ALGORITHM_HEADER,
     answer,
@@ -132,12 +131,12 @@ class _Routes:
         registered = [(b.broker_id, b.url) for b in self.cluster.brokers()]
         await self.cluster.set_failure_domain(request.match_info["domain"],
                                               [shapes.broker_at(b, registered, "broker") for b in brokers],
-                                              by=_principal(request))
+                                              by=principal(request))
         return done()
 
     async def delete_domain(self, request: web.Request) -> web.Response:
         self._known(request)
-        await self.cluster.delete_failure_domain(request.match_info["domain"], by=_principal(request))
+        await self.cluster.delete_failure_domain(request.match_info["domain"], by=principal(request))
         return done()
 
     # -- namespaces --------------------------------------------------------------------------------
@@ -157,7 +156,7 @@ class _Routes:
         policies = await body_json(request, "namespace policies")
         bundles, boundaries = _bundles_policy(policies)
         await self.cluster.create_namespace(_namespace(request), bundles=bundles, boundaries=boundaries,
-                                            by=_principal(request))
+                                            by=principal(request))
         return done()
 
     async def bundles(self, request: web.Request) -> web.Response:
@@ -165,7 +164,7 @@ class _Routes:
         return document(shapes.bundles_data(self.cluster.bundles(_namespace(request))))
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
-        await self.cluster.unload(_namespace(request), by=_principal(request))
+        await self.cluster.unload(_namespace(request), by=principal(request))
         return done()
 
     async def unload_bundle(self, request: web.Request) -> web.Response:
@@ -175,7 +174,7 @@ class _Routes:
             destination = shapes.broker_at(destination, [(b.broker_id, b.url) for b in self.cluster.brokers()],
                                            "destinationBroker")
         await self.cluster.unload(_namespace(request), request.match_info["bundle"], destination,
-                                  by=_principal(request))
+                                  by=principal(request))
         return done()
 
     async def split(self, request: web.Request) -> web.Response:
@@ -184,7 +183,7 @@ class _Routes:
         algorithm = request.query.get("splitAlgorithmName") or (SPECIFIED if positions else None)
         unload = request.query.get("unload", "false").lower() == "true"
         receipt = await self.cluster.split_bundle(_namespace(request), request.match_info["bundle"],
-                                                  algorithm, positions, unload, by=_principal(request))
+                                                  algorithm, positions, unload, by=principal(request))
         requested = receipt.first("SplitRequested")
         answer_ = done()
         if requested is not None:  # which algorithm split it (the default one if none was named)
@@ -202,11 +201,11 @@ class _Routes:
             group = group[1:-1]  # a JSON string, as some clients send it
         if not group:
             return refused(412, "antiAffinityGroup can't be empty")
-        await self.cluster.set_anti_affinity_group(_namespace(request), group, by=_principal(request))
+        await self.cluster.set_anti_affinity_group(_namespace(request), group, by=principal(request))
         return done()
 
     async def delete_affinity(self, request: web.Request) -> web.Response:
-        await self.cluster.set_anti_affinity_group(_namespace(request), None, by=_principal(request))
+        await self.cluster.set_anti_affinity_group(_namespace(request), None, by=principal(request))
         return done()
 
     # -- brokers -------------------------------------------------------------------------------------
@@ -228,11 +227,6 @@ class _Routes:
         home = brokers[0]
         report = self.cluster.load_report(home.broker_id)
         return document(shapes.local_broker_data(report, home.url, home.version))
-
-
-def _principal(request: web.Request) -> str:
-    """Who asked: the token's role, ``anonymous`` when the service runs without authentication."""
-    return str(request.get(ROLE, ANONYMOUS))
 
 
 def _namespace(request: web.Request) -> str:

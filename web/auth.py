@@ -41,6 +41,13 @@ to the login form rather than answered 401."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ROLE = web.RequestKey("role", str)
 """The authenticated role of a request (absent when the service checks no token)."""
+ANONYMOUS = "anonymous"
+"""Who a write records as its principal when the service checks no token."""
+
+
+def principal(request: web.Request) -> str:
+    """Who asked: the token's role, ``anonymous`` when the service runs without authentication."""
+    return str(request.get(ROLE, ANONYMOUS))
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ from actors.api import Cluster
 from balancer.control import parse_duration
 from balancer.errors import MalformedInput
 from events.codec import to_json_value
-from web.auth import ROLE
+from web.auth import principal
 from web.replies import answer, body_json
-
-ANONYMOUS = "anonymous"
 
 
 def add_routes(app: web.Application, cluster: Cluster) -> None:
@@ -36,11 +34,11 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
             raise MalformedInput(f"pause body {body!r}: expected {{\"for\": \"5m\", \"reason\": \"...\"}}",
                                  value=body)
         receipt = await cluster.pause_balancer(_duration(body), str(body.get("reason") or ""),
-                                               request.get(ROLE, ANONYMOUS))
+                                               principal(request))
         return _json(receipt.first("BalancerPaused"))
 
     async def resume(request: web.Request) -> web.Response:
-        receipt = await cluster.resume_balancer(request.get(ROLE, ANONYMOUS))
+        receipt = await cluster.resume_balancer(principal(request))
         return _json({"resumed": receipt.first("BalancerResumed")})
 
     app.router.add_get("/bb/v1/balancer/status", answer(status))

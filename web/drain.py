@@ -19,8 +19,8 @@ from actors.api import Cluster
 from actors.cluster.draining import progress_document
 from balancer.drain import check_rate
 from balancer.errors import MalformedInput
-from web.auth import ROLE
-from web.control import ANONYMOUS, _json
+from web.auth import principal
+from web.control import _json
 from web.replies import answer, body_json
 
 
@@ -33,11 +33,11 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         rate = body.get("ratePerMinute")
         receipt = await cluster.drain_broker(request.match_info["broker"],
                                              None if rate is None else check_rate(rate, "ratePerMinute"),
-                                             request.get(ROLE, ANONYMOUS))
+                                             principal(request))
         return _json(receipt.first("BrokerDrainRequested"))
 
     async def undrain(request: web.Request) -> web.Response:
-        receipt = await cluster.undrain_broker(request.match_info["broker"], request.get(ROLE, ANONYMOUS))
+        receipt = await cluster.undrain_broker(request.match_info["broker"], principal(request))
         return _json({"undrained": receipt.first("BrokerUndrained")})
 
     async def progress(request: web.Request) -> web.Response:

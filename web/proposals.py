@@ -18,8 +18,8 @@ from aiohttp import web
 
 from actors.api import Cluster
 from balancer.errors import MalformedInput
-from web.auth import ROLE
-from web.control import ANONYMOUS, _json
+from web.auth import principal
+from web.control import _json
 from web.replies import answer, body_json
 
 
@@ -35,7 +35,7 @@ def add_routes(app: web.Application, cluster: Cluster) -> None:
         if not isinstance(body, Mapping):
             raise MalformedInput(f"verdict body {body!r}: expected {{\"note\": \"...\"}}", value=body)
         receipt = await cluster.review_proposal(request.match_info["id"], request.match_info["verdict"],
-                                                request.get(ROLE, ANONYMOUS), str(body.get("note") or ""))
+                                                principal(request), str(body.get("note") or ""))
         kind, payload = receipt.events[0]
         return _json({"event": kind, **payload})
 
