@@ -28,7 +28,7 @@ from actors.effects import NOTHING, Effects, Receipt, appending, combine, unansw
 from balancer.decisions import Decision, Reason
 from balancer.drain import Progress, allowance, check_drain, check_rate, next_bundles
 from balancer.errors import UnknownBroker
-from balancer.ownership import BundleState, OwnershipRecord
+from balancer.ownership import OwnershipRecord
 from events.catalog import (
     LEADER_KEY,
     BrokerDrainRequested,
@@ -39,21 +39,7 @@ from events.catalog import (
 )
 from projections.drain import DRAIN_STRATEGY, DrainFold
 from projections.ownership import OwnershipProjection
-from projections.ownership_index import OwnershipIndex
-
-
-def owned_by(index: OwnershipIndex, records: dict[str, OwnershipRecord], broker: str) -> tuple[list[str], int]:
-    """The bundles ``broker`` owns at rest, and every bundle it still holds (moving ones too)."""
-    at_rest: list[str] = []
-    held = 0
-    for bundle in index.involving(broker):
-        record = records.get(bundle)
-        if record is None or record.dst != broker or not record.state.active:
-            continue
-        held += 1
-        if record.state is BundleState.OWNED:
-            at_rest.append(bundle)
-    return at_rest, held
+from projections.ownership_index import OwnershipIndex, owned_by
 
 
 class Draining:
@@ -90,19 +76,19 @@ class Draining:
         if isinstance(command, DrainBroker):
             rate = check_rate(command.rate_per_minute)
             check_drain(command.broker, self.brokers, [b for b in self.drains.drains if b != command.broker])
-            _, held = owned_by(self.by_broker, self.ownership.records, command.broker)
+            _, holding = owned_by(self.by_broker, self.ownership.records, command.broker)
             event = BrokerDrainRequested(broker=command.broker, since_ms=now_ms, rate_per_minute=rate,
-                                         by=command.by, bundles=held)
+                                         by=command.by, bundles=len(holding))
         else:
             if drain is None:
                 if command.broker not in self.brokers:
                     raise UnknownBroker(f"broker {command.broker!r} is not registered and not drained",
                                         value=command.broker)
                 return Effects(reply=Receipt(command.command_id, detail={"drained": False}))
-            at_rest, held = owned_by(self.by_broker, self.ownership.records, command.broker)
+            at_rest, holding = owned_by(self.by_broker, self.ownership.records, command.broker)
             cancelled = sum(1 for b in at_rest if not self._waiting(b, self.ownership.records.get(b), now_ms))
             event = BrokerUndrained(broker=command.broker, since_ms=drain.since_ms, at_ms=now_ms,
-                                    by=command.by, cancelled=cancelled, left=held)
+                                    by=command.by, cancelled=cancelled, left=len(holding))
         return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                          reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
 
@@ -135,7 +121,8 @@ class Draining:
         """Each drain with its progress (``Progress``), for ``balancer status``."""
         out: list[dict[str, Any]] = []
         for broker, drain in sorted(self.drains.drains.items()):
-            _, held = owned_by(self.by_broker, self.ownership.records, broker)
+            _, holding = owned_by(self.by_broker, self.ownership.records, broker)
+            held = len(holding)
             progress = Progress(max(drain.bundles, held), held, drain.rate_per_minute)
             out.append({**drain.to_dict(), "left": held, "done": progress.done,
                         "etaS": progress.eta_s(), "registered": broker in self.brokers})

@@ -39,7 +39,7 @@ from typing import Any
 from balancer.decisions import Decision, Reason
 from balancer.drain import MINUTE_MS, Progress, allowance, check_drain, check_rate, next_bundles
 from balancer.errors import UnknownBroker
-from balancer.ownership import BundleState, OwnershipRecord
+from balancer.ownership import OwnershipRecord
 from balancer.placement.base import SYSTEM_NAMESPACE
 from balancer.placement.pinned import pinned_owner
 from balancer.proposals import TRANSFER
@@ -54,6 +54,7 @@ from events.catalog import (
     UndrainBroker,
 )
 from projections.drain import DRAIN_REASON, DRAIN_STRATEGY, Drain
+from projections.ownership_index import OwnershipIndex, owned_by, touched
 
 PREFIX = "drain-"
 
@@ -61,19 +62,6 @@ PREFIX = "drain-"
 def drain_id(drain: Drain) -> str:
     """The proposal id every execution of ``drain`` carries (explain and the audit name it)."""
     return f"{PREFIX}{drain.broker}-{drain.since_ms}"
-
-
-def held_by(records: Mapping[str, OwnershipRecord], broker: str) -> tuple[list[str], int]:
-    """The bundles ``broker`` owns at rest, and how many it holds (moving to it included)."""
-    at_rest: list[str] = []
-    held = 0
-    for bundle, record in records.items():
-        if record.dst != broker or not record.state.active:
-            continue
-        held += 1
-        if record.state is BundleState.OWNED:
-            at_rest.append(bundle)
-    return at_rest, held
 
 
 def kept_by_pulsar(bundle: str, broker: str) -> str | None:
@@ -108,6 +96,18 @@ class DriveDrains:
         self.refused: dict[str, dict[str, str]] = {}
         """Drain id -> bundle -> Pulsar's answer refusing its move."""
         self.pace: dict[str, Pace] = {}
+        self.index = OwnershipIndex()
+        """Broker -> the bundles its records name, kept by ``touch`` (no scan of every record)."""
+
+    def touch(self, event: Message, records: Mapping[str, OwnershipRecord]) -> None:
+        """Keep the index after the ownership view folded ``event``."""
+        bundles = touched(event)
+        if bundles:
+            self.index.touch_all(bundles, records)
+
+    def held_by(self, records: Mapping[str, OwnershipRecord], broker: str) -> tuple[list[str], list[str]]:
+        """The bundles ``broker`` owns at rest, and every bundle it holds (moving to it too)."""
+        return owned_by(self.index, records, broker)
 
     def fold(self, event: Message, ts_ms: int) -> None:
         if isinstance(event, ExecutionRequested) and event.proposal_id.startswith(PREFIX):
@@ -133,16 +133,16 @@ class DriveDrains:
             rate = check_rate(command.rate_per_minute)
             check_drain(broker, registered, [b for b in drains if b != broker])
             return BrokerDrainRequested(broker=broker, since_ms=now_ms, rate_per_minute=rate, by=command.by,
-                                        bundles=held_by(records, broker)[1])
+                                        bundles=len(self.held_by(records, broker)[1]))
         drain = drains.get(broker)
         if drain is None:
             if broker not in registered:
                 raise UnknownBroker(f"broker {broker!r} is not registered and not drained", value=broker)
             return None
-        at_rest, held = held_by(records, broker)
+        at_rest, holding = self.held_by(records, broker)
         cancelled = sum(1 for b in at_rest if b not in moving and self.stays(drain, b) is None)
         return BrokerUndrained(broker=broker, since_ms=drain.since_ms, at_ms=now_ms, by=command.by,
-                               cancelled=cancelled, left=held)
+                               cancelled=cancelled, left=len(holding))
 
     def stays(self, drain: Drain, bundle: str) -> str | None:
         """Why ``bundle`` stays on the drained broker (None: the drain moves it)."""
@@ -160,7 +160,7 @@ class DriveDrains:
             count = allowance(drain.rate_per_minute, pace.anchor_ms, now_ms, pace.started)
             if count <= 0:
                 continue
-            at_rest = [b for b in held_by(records, broker)[0] if self.stays(drain, b) is None]
+            at_rest = [b for b in self.held_by(records, broker)[0] if self.stays(drain, b) is None]
             out += [(drain, bundle) for bundle in next_bundles(at_rest, moving, count)]
         return out
 
@@ -193,7 +193,7 @@ class DriveDrains:
         """Each drain in the leader's shape (``control.drains``), with the bundles that stay."""
         out: list[dict[str, Any]] = []
         for broker, drain in sorted(drains.items()):
-            holding = [b for b, r in records.items() if r.dst == broker and r.state.active]
+            holding = self.held_by(records, broker)[1]
             staying = [{"bundle": b, "why": why} for b in sorted(holding)
                        if (why := self.stays(drain, b)) is not None]
             progress = Progress(max(drain.bundles, len(holding)), len(holding), drain.rate_per_minute,

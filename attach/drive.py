@@ -343,6 +343,7 @@ class Steering:
         if self.review is not None and record.envelope.type in PROPOSAL_TYPES:
             self.review.fold(record.envelope.typed, record.envelope.ts_ms)
         self.executions.fold(record.envelope, self._ownership)
+        self.drains.touch(record.envelope.typed, self._ownership.records)
         if record.envelope.type in HELD_TYPES:
             self.hold.fold(record.envelope.typed, record.envelope.ts_ms)
         if record.envelope.type in DRAIN_TYPES:

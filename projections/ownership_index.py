@@ -50,6 +50,22 @@ def touched(event: Message) -> tuple[str, ...]:
     return ()
 
 
+def owned_by(index: OwnershipIndex, records: Mapping[str, OwnershipRecord],
+             broker: str) -> tuple[list[str], list[str]]:
+    """The bundles ``broker`` owns at rest, and every bundle it still holds (moving ones too):
+    read through the index, not a scan of every record."""
+    at_rest: list[str] = []
+    holding: list[str] = []
+    for bundle in index.involving(broker):
+        record = records.get(bundle)
+        if record is None or record.dst != broker or not record.state.active:
+            continue
+        holding.append(bundle)
+        if record.state is BundleState.OWNED:
+            at_rest.append(bundle)
+    return at_rest, holding
+
+
 class OwnershipIndex:
     """Which bundles each broker appears in (as dst or src)."""
 
