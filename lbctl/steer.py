@@ -42,14 +42,7 @@ from attach.report import (
 )
 from balancer.config import LoadBalancerConfig
 from balancer.errors import MalformedInput, Unavailable
-from events.catalog import (
-    DrainBroker,
-    Event,
-    PauseBalancer,
-    ResumeBalancer,
-    ReviewProposal,
-    UndrainBroker,
-)
+from events.catalog import DrainBroker, Event, ReviewProposal, UndrainBroker
 from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
@@ -57,6 +50,7 @@ from lbctl.admin_http import AdminHttp
 from lbctl.settings import settings_of
 
 if TYPE_CHECKING:
+    from actors.cluster.mirror_link import SteeringCommand
     from attach.mirror import Cycle, Mirror
 
 OBSERVE = "observe"
@@ -103,26 +97,19 @@ class SteerHook:
         found: list[Event] = list(events)
         return await self.mirror.append(Append(key, tuple(found), ts_ms, tuple(cause for _ in found)))
 
-    async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt:
-        """The operator's pause or resume of this run (``actors.cluster.mirror_link.Steered``)."""
+    async def take(self, command: SteeringCommand) -> Receipt:
+        """The operator's pause, resume, verdict, drain or undrain of this run
+        (``actors.cluster.mirror_link.Steered``)."""
         if self.steering is None:
+            named = getattr(command, "proposal_id", None) or getattr(command, "broker", None) or command.TYPE
             raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
-                              "read Pulsar yet); try again in a moment", value=command.TYPE)
-        return await self.steering.pause_or_resume(command, wall_clock_ms())
-
-    async def review(self, command: ReviewProposal) -> Receipt:
-        """The operator's verdict on a waiting proposal of this run (review mode)."""
-        if self.steering is None:
-            raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
-                              "read Pulsar yet); try again in a moment", value=command.proposal_id)
-        return await self.steering.review_verdict(command, wall_clock_ms())
-
-    async def drain(self, command: DrainBroker | UndrainBroker) -> Receipt:
-        """The operator's drain or undrain of a broker of the driven cluster (drive mode)."""
-        if self.steering is None:
-            raise Unavailable(f"{command.TYPE}: {self.args.mode} mode is starting (the mirror has not "
-                              "read Pulsar yet); try again in a moment", value=command.broker)
-        return await self.steering.drain_or_undrain(command, wall_clock_ms())
+                              "read Pulsar yet); try again in a moment", value=named)
+        now_ms = wall_clock_ms()
+        if isinstance(command, ReviewProposal):
+            return await self.steering.review_verdict(command, now_ms)
+        if isinstance(command, DrainBroker | UndrainBroker):
+            return await self.steering.drain_or_undrain(command, now_ms)
+        return await self.steering.pause_or_resume(command, now_ms)
 
     def status(self) -> dict[str, Any] | None:
         return None if self.steering is None else self.steering.status(wall_clock_ms())

@@ -44,16 +44,16 @@ from events.envelope import wall_clock_ms
 from events.log.local import LocalEventLog
 from events.log.port import Record
 
+SteeringCommand = PauseBalancer | ResumeBalancer | ReviewProposal | DrainBroker | UndrainBroker
+"""What only the hook of a drive run takes: the operator's pause, resume, verdicts and drains."""
+STEERING = (PauseBalancer, ResumeBalancer, ReviewProposal, DrainBroker, UndrainBroker)
+
 
 @runtime_checkable
 class Steered(Protocol):
     """The advise or drive hook of the attach run this link serves (``lbctl.steer.SteerHook``)."""
 
-    async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer) -> Receipt: ...
-
-    async def review(self, command: ReviewProposal) -> Receipt: ...
-
-    async def drain(self, command: DrainBroker | UndrainBroker) -> Receipt: ...
+    async def take(self, command: SteeringCommand) -> Receipt: ...
 
     def status(self) -> dict[str, Any] | None: ...
 
@@ -92,10 +92,7 @@ class MirrorLink:
                                 "review mode serves this state directory's web service, so no verdict "
                                 "can make it run", value=command.proposal_id)
         if isinstance(command, DrainBroker | UndrainBroker):
-            return InvalidInput(f"{command.TYPE} {command.broker}: no `lbctl attach --mode drive` serves "
-                                "this state directory's web service, so nothing of this project moves "
-                                f"bundles of {self.url}; run one, or unload them with {admin} namespaces "
-                                "unload", value=command.broker)
+            return self._undriven(f"{command.TYPE} {command.broker}", command.broker)
         if isinstance(command, PauseBalancer | ResumeBalancer):
             return InvalidInput(f"{command.TYPE}: no `lbctl attach --mode drive` serves this state "
                                 f"directory's web service, so nothing of this project balances the "
@@ -109,25 +106,19 @@ class MirrorLink:
     def unsteered(self, what: str) -> InvalidInput | None:
         """Why nothing answers as the leader for ``what``: no drive run serves this mirror (None
         when one does)."""
-        if self.steered is not None:
-            return None
+        return None if self.steered is not None else self._undriven(what, what)
+
+    def _undriven(self, what: str, value: str) -> InvalidInput:
         return InvalidInput(f"{what}: no `lbctl attach --mode drive` serves this state directory's web "
                             f"service, so nothing of this project moves bundles of {self.url}; run one, "
                             f"or unload them with pulsar-admin --admin-url {self.url} namespaces unload",
-                            value=what)
+                            value=value)
 
     async def call(self, target: str, command: Command,
                    timeout_s: float) -> tuple[object | None, LoadBalancerError | None]:
-        if self.steered is not None and isinstance(command, DrainBroker | UndrainBroker):
+        if self.steered is not None and isinstance(command, STEERING):
             try:
-                return await self.steered.drain(command), None
-            except LoadBalancerError as exc:
-                return None, exc
-        if self.steered is not None and isinstance(command, PauseBalancer | ResumeBalancer | ReviewProposal):
-            try:
-                if isinstance(command, ReviewProposal):
-                    return await self.steered.review(command), None
-                return await self.steered.pause_or_resume(command), None
+                return await self.steered.take(command), None
             except LoadBalancerError as exc:
                 return None, exc
         return None, self.refusal(command)
