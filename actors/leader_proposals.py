@@ -240,7 +240,7 @@ class Proposing:
         return appending(LEADER_KEY, events, epoch=self.my_epoch) if events else NOTHING
 
     def _throughputs(self) -> dict[str, float]:
-        return {b: float(i.load.report.msg_throughput) for b, i in self.load.brokers.items() if i.load is not None}
+        return self.load.throughputs()
 
     def _cancel(self, entry: Entry) -> list[str]:
         """Drop the proposal's moves still queued; those in flight finish."""

@@ -40,6 +40,7 @@ from typing import Any
 
 from actors.effects import Receipt
 from actors.leader_control import expiry_event, hold_event
+from actors.leader_proposals import owner_at_rest
 from attach.advise import Advisor
 from attach.control import DriveHold
 from attach.drain import DriveDrains
@@ -49,7 +50,6 @@ from attach.pulsar_admin import SHEDDING_KEY, SPLIT_KEY, Answer, PulsarAdmin, de
 from attach.review import DriveReview, reviewing
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, LoadBalancerError, Unavailable
-from balancer.ownership import BundleState
 from events.catalog import (
     PROPOSALS_KEY,
     BalancerPaused,
@@ -238,12 +238,10 @@ class Steering:
                 await self._execute(proposal, now_ms)
 
     def _throughputs(self) -> dict[str, float]:
-        return {b: float(i.load.report.msg_throughput)
-                for b, i in self.advisor.replay.load.brokers.items() if i.load is not None}
+        return self.advisor.replay.load.throughputs()
 
     def _owner(self, move: ProposedMove) -> str | None:
-        record = self._ownership.records.get(move.bundle)
-        return record.dst if record is not None and record.state is BundleState.OWNED else None
+        return owner_at_rest(self._ownership.records.get(move.bundle))
 
     # -- the operator's hold (attach/control.py) --------------------------------------------
     async def pause_or_resume(self, command: PauseBalancer | ResumeBalancer, now_ms: int) -> Receipt:

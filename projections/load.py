@@ -144,6 +144,11 @@ class LoadProjection:
     def broker_loads(self) -> dict[str, BrokerLoadData]:
         return {b: i.load for b, i in sorted(self.brokers.items()) if i.load is not None}
 
+    def throughputs(self) -> dict[str, float]:
+        """Each reporting broker's message throughput (bytes/s) in its latest report: what a
+        proposal's staleness compares."""
+        return {b: float(i.load.report.msg_throughput) for b, i in self.brokers.items() if i.load is not None}
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "brokers": {
