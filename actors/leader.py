@@ -539,6 +539,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
         recorded = NOTHING if proposed is None else proposed[1]
         if self.reviewing:
             return recorded
+        pid = None if proposed is None else proposed[0]
         commands: list[SplitBundle] = []
         for d in ready:
             record = self.ownership.records.get(d.bundle)
@@ -546,5 +547,5 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
             commands.append(SplitBundle(
                 command_id=f"{AUTO_PREFIX}{d.reason}:{d.bundle}:e{self.my_epoch}:{now_ms}",
                 epoch=self.my_epoch, namespace=namespace_of(d.bundle), bundle=d.bundle,
-                algorithm=d.algorithm, unload=d.unload_children))
+                algorithm=d.algorithm, unload=d.unload_children, proposal=pid))
         return combine([recorded, Effects(send=tuple(commands))])

@@ -207,7 +207,8 @@ class Proposing:
                     command_id=f"{AUTO_PREFIX}{str(m.reason).removeprefix('split:')}:{m.bundle}:"
                                f"e{self.my_epoch}:{now_ms}",
                     epoch=self.my_epoch, namespace=namespace_of(m.bundle), bundle=m.bundle,
-                    algorithm=str(raw.get("algorithm")), unload=bool(raw.get("unloadChildren"))))
+                    algorithm=str(raw.get("algorithm")), unload=bool(raw.get("unloadChildren")),
+                    proposal=proposal.proposal_id))
         return Effects(send=tuple(splits))
 
     def _queue_approved(self, now_ms: int) -> Effects:

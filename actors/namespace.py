@@ -11,7 +11,10 @@ Invariants:
 - commands are idempotent by ``command_id``: the outcome of every command it handled is rebuilt
   from the log (events carry the command id as ``causation_id``), and a repeat returns it;
 - a command whose epoch is older than the newest ``LeaderElected`` it has folded is refused
-  (``StaleEpoch``); its appends carry the newest epoch it knows for the key, never an older one.
+  (``StaleEpoch``); its appends carry the newest epoch it knows for the key, never an older one;
+- every assignment and transfer it writes carries in its decision the newest ``_leader`` seq it
+  had folded (``projections.drain.SEEN_LEADER_SEQ``): the drain audit proves from it whether this
+  shard knew of a drain when it let the broker receive the bundle.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
-from projections.drain import DrainFold
+from projections.drain import SEEN_LEADER_SEQ, DrainFold
 from projections.moves import REQUESTED_BY
 from projections.ownership import NamespaceInfo
 
@@ -217,6 +220,11 @@ class NamespaceBody(Follower):
                                "it takes no bundle until `lbctl brokers undrain`", value=broker)
         return broker
 
+    def _stamped(self, decision: dict[str, Any] | None) -> dict[str, Any]:
+        """A move's decision, stamped with the newest ``_leader`` seq folded here: the proof of
+        which drains this shard knew of when it let a broker receive the bundle."""
+        return {**(decision or {}), SEEN_LEADER_SEQ: self.leader_seq}
+
     def _record(self, bundle: str) -> OwnershipRecord | None:
         return self.ownership.records.get(bundle)
 
@@ -286,7 +294,7 @@ class NamespaceBody(Follower):
                 f"{cmd.bundle} is {record.state}; only an unowned bundle can be assigned", bundle=cmd.bundle)
         self._check(cmd.bundle, BundleState.ASSIGNING, cmd.dst, src, now_ms, force=cmd.force)
         return [BundleAssigned(bundle=cmd.bundle, dst=cmd.dst, src=src, reason=cmd.reason, force=cmd.force,
-                               decision=dict(cmd.decision or {}))]
+                               decision=self._stamped(cmd.decision))]
 
     def _confirm_ownership(self, cmd: ConfirmOwnership, now_ms: int) -> list[Event]:
         self._bundle(cmd.bundle)
@@ -305,7 +313,7 @@ class NamespaceBody(Follower):
         if cmd.dst is not None:
             self._receiving(cmd.dst)
         owner = self._owned(cmd.bundle, "unloaded")
-        decision = dict(cmd.decision or {})
+        decision = dict(cmd.decision or {}) if cmd.dst is None else self._stamped(cmd.decision)
         if cmd.dst is None:
             self._check(cmd.bundle, BundleState.RELEASING, None, owner, now_ms)
             return [UnloadRequested(bundle=cmd.bundle, src=owner, reason=cmd.reason, decision=decision)]
@@ -349,7 +357,8 @@ class NamespaceBody(Follower):
             reason = cmd.command_id[len(AUTO_PREFIX):].split(":", 1)[0] or "auto"
         return [SplitRequested(bundle=bundle, src=owner, algorithm=cmd.algorithm,
                                positions=list(cmd.positions) if cmd.positions else None,
-                               reason=reason, unload_children=cmd.unload, by=cmd.by)]
+                               reason=reason, unload_children=cmd.unload, by=cmd.by,
+                               proposal=cmd.proposal)]
 
     def _split_target(self, cmd: SplitBundle, info: NamespaceInfo) -> str:
         if cmd.bundle in ("LARGEST", "HOT"):

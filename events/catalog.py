@@ -263,9 +263,10 @@ class BundleReleased(Event):
 @dataclass(frozen=True, kw_only=True)
 class SplitRequested(Event):
     """v2 adds ``by``: the principal of the admin command that asked for the split; None for a
-    split the leader decided on its own (and for a v1 record)."""
+    split the leader decided on its own (and for a v1 record). v3 adds ``proposal``: the id of
+    the leader's proposal this split carries out; None for an admin's split (and before v3)."""
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     bundle: str
     src: str
     algorithm: str
@@ -273,6 +274,7 @@ class SplitRequested(Event):
     reason: str = "admin"
     unload_children: bool = False
     by: str | None = None
+    proposal: str | None = None
 
     def default_key(self) -> str:
         return namespace_of(self.bundle)
@@ -727,15 +729,17 @@ class UnloadNamespace(Command):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SplitBundle(Command):
     """``bundle`` is a range ``0xLLLLLLLL_0xUUUUUUUU``, a full bundle id, ``LARGEST`` or ``HOT``.
-    v2 adds ``by``: the principal of an admin's split (None: the leader's own, or none named)."""
+    v2 adds ``by``: the principal of an admin's split (None: the leader's own, or none named);
+    v3 adds ``proposal``: the leader's proposal the split carries out (None: not the leader's)."""
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     namespace: str
     bundle: str
     algorithm: str
     positions: list[int] | None = None
     unload: bool = False
     by: str | None = None
+    proposal: str | None = None
 
     def default_key(self) -> str:
         return self.namespace

@@ -86,12 +86,23 @@ PRINCIPAL_ADDED = ("NamespaceCreated", "NamespacePolicySet", "FailureDomainSet",
                    "SplitBundle", "UnloadNamespace")
 """The admin writes (and their events) whose v2 added ``by``, the principal who asked."""
 
+def _no_proposal_v2(payload: Payload) -> Payload:
+    # v2 of a split did not name the leader's proposal it carried out: none is named.
+    if "proposal" in payload:
+        raise ValueError("v2 has no field proposal")
+    return {**payload, "proposal": None}
+
+
+PROPOSAL_ADDED = ("SplitRequested", "SplitBundle")
+"""The splits whose v3 added ``proposal``, the leader's proposal a split carries out."""
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BrokerLeft", 1): _broker_left_v1,
     ("SheddingSkipped", 1): _shedding_skipped_v1,
     ("BundleAssigned", 1): _bundle_assigned_v1,
     ("AssignBundle", 1): _assign_bundle_v1,
     **{(name, 1): _no_principal_v1 for name in PRINCIPAL_ADDED},
+    **{(name, 2): _no_proposal_v2 for name in PROPOSAL_ADDED},
 }
 
 

@@ -139,6 +139,6 @@ class ControlHistory:
 def control_history(records: Iterable[Record]) -> ControlHistory:
     """Fold ``records`` (log order) into the pauses and the shedding moves' spans."""
     history = ControlHistory()
-    for event, ts_ms in watched_events(records, WATCHED, history.unreadable):
-        history.take(event, ts_ms)
+    for event, envelope in watched_events(records, WATCHED, history.unreadable):
+        history.take(event, envelope.ts_ms)
     return history

@@ -10,8 +10,9 @@ Invariants:
   status moves only forward (a verdict on a proposal in another status is ignored, as the
   leader refused it); an approved proposal all of whose moves started reads ``executed``;
 - a shedding move names its proposal in its decision (``proposal``), a move drive mode sent to
-  a real Pulsar in its ``ExecutionRequested``; the book notes which of a proposal's bundles
-  started, so ``executed`` and the audit need no other state;
+  a real Pulsar in its ``ExecutionRequested``, a leader's split in its ``SplitRequested`` (v3);
+  the book notes which of a proposal's bundles started, so ``executed`` and the audit need no
+  other state;
 - the book keeps the newest ``KEPT`` proposals (older ones are let go, oldest first).
 """
 
@@ -30,7 +31,6 @@ from balancer.proposals import (
     PENDING,
     REJECTED,
     REVIEW,
-    SPLIT,
     STALE,
     ProposedMove,
 )
@@ -42,6 +42,7 @@ from events.catalog import (
     ProposalRecorded,
     ProposalRejected,
     ProposalStale,
+    SplitRequested,
     TransferPrepared,
     UnloadRequested,
 )
@@ -51,7 +52,11 @@ from projections.watched import watched_events
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
-                     "ProposalStale", "TransferPrepared", "UnloadRequested", "ExecutionRequested"})
+                     "ProposalStale", "TransferPrepared", "UnloadRequested", "ExecutionRequested",
+                     "SplitRequested"})
+NOT_LEADERS_SPLITS = ("admin", "pulsar")
+"""The ``reason`` of an operator's split and of one a real Pulsar made (the mirror's record of it);
+a ``SplitRequested`` of any other reason is the leader's own."""
 
 
 @dataclass(frozen=True)
@@ -103,10 +108,10 @@ class Entry:
 
     @property
     def state(self) -> str:
-        """The status, ``executed`` once every move of an approved proposal started."""
+        """The status, ``executed`` once every move of an approved proposal started (a split:
+        its ``SplitRequested`` names the proposal)."""
         moves = self.proposal.moves
-        if self.status == APPROVED and moves and all(
-                m.kind == SPLIT or m.bundle in self.started for m in moves):
+        if self.status == APPROVED and moves and all(m.bundle in self.started for m in moves):
             return EXECUTED
         return self.status
 
@@ -143,7 +148,7 @@ class ProposalBook:
                     del self.entries[next(iter(self.entries))]
         elif isinstance(event, ProposalApproved | ProposalRejected | ProposalCancelled | ProposalStale):
             self._verdict(event, ts_ms)
-        elif isinstance(event, UnloadRequested | TransferPrepared | ExecutionRequested):
+        elif isinstance(event, UnloadRequested | TransferPrepared | ExecutionRequested | SplitRequested):
             entry = self.entries.get(_proposal_named(event) or "")
             if entry is not None:
                 entry.started.add(event.bundle)
@@ -188,10 +193,13 @@ class ProposalBook:
                 | {"moves": len(e.proposal.moves)} for e in self.entries.values()]
 
 
-def _proposal_named(event: UnloadRequested | TransferPrepared | ExecutionRequested) -> str | None:
-    """The proposal a move names: its decision's ``proposal`` (a drive execution's own field)."""
+def _proposal_named(event: UnloadRequested | TransferPrepared | ExecutionRequested | SplitRequested) -> str | None:
+    """The proposal a move names: its decision's ``proposal`` (a drive execution's and a
+    split's own field)."""
     if isinstance(event, ExecutionRequested) and event.proposal_id:
         return str(event.proposal_id)
+    if isinstance(event, SplitRequested):
+        return event.proposal
     decision = event.decision if isinstance(event.decision, dict) else {}
     named = decision.get("proposal")
     return None if named is None else str(named)
@@ -200,15 +208,17 @@ def _proposal_named(event: UnloadRequested | TransferPrepared | ExecutionRequest
 def proposal_book(records: Iterable[Record]) -> ProposalBook:
     """Fold ``records`` (log order) into the book; a record that does not decode is named."""
     book = ProposalBook()
-    for event, ts_ms in watched_events(records, WATCHED, book.unreadable):
-        book.fold(event, ts_ms)
+    for event, envelope in watched_events(records, WATCHED, book.unreadable):
+        book.fold(event, envelope.ts_ms)
     return book
 
 
 @dataclass
 class ApprovalHistory:
-    """The audit's rule over a recorded history: in review mode no shedding move starts without
-    an approved proposal that was neither stale, rejected nor cancelled when it started.
+    """The audit's rule over a recorded history: in review mode no shedding move and no split of
+    the leader's own starts without an approved proposal that was neither stale, rejected nor
+    cancelled when it started (an operator's split, reason ``admin``, is the operator's own act;
+    a split a real Pulsar made, reason ``pulsar``, is Pulsar's).
 
     A move names its proposal in its decision (``proposal``); a move of a ``review`` proposal is
     judged whatever the configuration says, and with ``review`` (the configuration's mode) a
@@ -219,8 +229,8 @@ class ApprovalHistory:
     modes: dict[str, str] = field(default_factory=dict)
     approved: dict[str, tuple[int, str]] = field(default_factory=dict)
     closed: dict[str, tuple[int, str]] = field(default_factory=dict)
-    moves: list[tuple[str, str | None, int]] = field(default_factory=list)
-    """(bundle, the proposal it names, when it started)."""
+    moves: list[tuple[str, str | None, int, str]] = field(default_factory=list)
+    """(bundle, the proposal it names, when it started, what it is)."""
 
     def take(self, event: Message, ts_ms: int) -> None:
         if isinstance(event, ProposalRecorded):
@@ -231,17 +241,19 @@ class ApprovalHistory:
             status = {ProposalRejected: REJECTED, ProposalCancelled: CANCELLED}.get(type(event), STALE)
             self.closed.setdefault(event.proposal_id, (event.at_ms, status))
         elif isinstance(event, UnloadRequested | TransferPrepared) and is_shedding(event):
-            self.moves.append((event.bundle, _proposal_named(event), started_ms(event, ts_ms)))
+            self.moves.append((event.bundle, _proposal_named(event), started_ms(event, ts_ms), "shedding move"))
         elif isinstance(event, ExecutionRequested):  # a move drive mode sent to a real Pulsar
-            self.moves.append((event.bundle, _proposal_named(event), ts_ms))
+            self.moves.append((event.bundle, _proposal_named(event), ts_ms, "shedding move"))
+        elif isinstance(event, SplitRequested) and event.reason not in NOT_LEADERS_SPLITS:  # the leader's own
+            self.moves.append((event.bundle, event.proposal, ts_ms, "split"))
 
     def violations(self) -> list[tuple[str, int, str]]:
         """(bundle, start, one line) for each move the rule refuses."""
         out: list[tuple[str, int, str]] = []
-        for bundle, pid, start in self.moves:
+        for bundle, pid, start, what in self.moves:
             why = self._why(pid, start)
             if why is not None:
-                out.append((bundle, start, f"{start}: shedding move of {bundle} {why}"))
+                out.append((bundle, start, f"{start}: {what} of {bundle} {why}"))
         return out
 
     def _why(self, pid: str | None, start: int) -> str | None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 
 from events.catalog import Message
+from events.envelope import Envelope
 from events.log.port import Record
 
 
 def watched_events(records: Iterable[Record], watched: Collection[str],
-                   unreadable: list[str]) -> Iterator[tuple[Message, int]]:
-    """Each watched record's event and its time, in the order of ``records``."""
+                   unreadable: list[str]) -> Iterator[tuple[Message, Envelope]]:
+    """Each watched record's event and its envelope (its time, key and seq), in the order of
+    ``records``."""
     for record in records:
         envelope = record.envelope
         if envelope.type not in watched:
@@ -25,4 +27,4 @@ def watched_events(records: Iterable[Record], watched: Collection[str],
         except Exception as exc:  # a record that does not decode is named, never skipped
             unreadable.append(f"{record.partition}:{record.offset}: {envelope.type} unreadable ({exc})")
             continue
-        yield event, envelope.ts_ms
+        yield event, envelope

@@ -56,6 +56,7 @@ from events.catalog import (
     ExecutionFailed,
     ExecutionRequested,
     Message,
+    SplitRequested,
     TransferPrepared,
     UnloadRequested,
     from_payload,
@@ -410,7 +411,8 @@ def control_violations(df: DataFrame, caps: Caps | None, review: bool = False) -
     """``paused_move``: a shedding move that started while a pause held; ``throttle_cap``: a
     start that took moves in flight or per minute over ``caps`` (``projections.control``);
     ``unapproved_move``: the approval rule (``projections.proposals.ApprovalHistory``)."""
-    rows = df.where(df.type.isin(*WATCHED, *PROPOSAL_TYPES) & df.error.isNull()).select(*CONTROL_COLUMNS) \
+    rows = df.where(df.type.isin(*WATCHED, *PROPOSAL_TYPES, "SplitRequested") & df.error.isNull()) \
+        .select(*CONTROL_COLUMNS) \
         .orderBy("partition", "offset").collect()
     history = ControlHistory()
     approvals = ApprovalHistory(review=review)
@@ -430,11 +432,11 @@ def control_violations(df: DataFrame, caps: Caps | None, review: bool = False) -
 
 def drain_violations(df: DataFrame) -> list[Violation]:
     """``drained_received``: each bundle a broker received while drained (``projections.drain``)."""
-    rows = df.where(df.type.isin(*DRAIN_WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS) \
+    rows = df.where(df.type.isin(*DRAIN_WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS, "seq") \
         .orderBy("partition", "offset").collect()
     history = DrainHistory()
     for row in rows:
-        history.take(_drain_event(row), int(row["ts"]))
+        history.take(_drain_event(row), int(row["ts"]), int(row["seq"]))
     return [Violation("drained_received", None, None, line.split(" ")[3], None, None, None, _at(line), line)
             for line in history.violations()]
 
@@ -469,6 +471,9 @@ def _control_event(row: Any) -> Message:
                                 reason=row["reason"] or "", decision=loaded)
     if kind == "BundleOwned":
         return BundleOwned(bundle=row["bundle"], owner=row["broker"] or "", src=row["src"])
+    if kind == "SplitRequested":  # a split: the approval rule reads its proposal and reason
+        return SplitRequested(bundle=row["bundle"], src=row["src"] or "", algorithm="",
+                              reason=row["reason"] or "", proposal=loaded.get("proposal"))
     if kind == "ExecutionRequested":  # a move of drive mode: what its span needs
         return ExecutionRequested(execution_id="", proposal_id="", bundle=row["bundle"], kind="transfer",
                                   src=row["src"] or "", dst=row["dst"], decision=loaded)

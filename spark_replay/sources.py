@@ -121,6 +121,8 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         out["decision"] = orjson.dumps(p).decode()  # the pause or drain, whole: the audit reads it back
     elif kind in PROPOSAL_TYPES:  # the verdict, or the proposal's id and mode: what the audit reads
         out["decision"] = orjson.dumps({k: v for k, v in p.items() if k in PROPOSAL_FIELDS}).decode()
+    elif kind == "SplitRequested" and p.get("proposal") is not None:  # the leader's proposal it carries out
+        out["decision"] = orjson.dumps({"proposal": p["proposal"]}).decode()
     if kind == "LeaderElected":
         out["leader_epoch"] = p.get("epoch")
     elif kind == "SplitCompleted":

@@ -21,16 +21,20 @@ from balancer.config import LoadBalancerConfig
 from balancer.drain import Progress, allowance, check_drain, next_bundles, parse_rate
 from balancer.errors import InvalidInput, MalformedInput, UnknownBroker
 from events.catalog import (
+    BrokerDrainRequested,
     BrokerLeft,
+    BrokerUndrained,
+    BundleAssigned,
     CreateNamespace,
     DrainBroker,
     LookupBundle,
+    TransferPrepared,
     UndrainBroker,
     UnloadBundle,
 )
 from lbctl.attach import using
 from lbctl.main import main
-from projections.drain import drain_history
+from projections.drain import SEEN_LEADER_SEQ, DrainHistory, drain_history
 from tests.support.cluster_scenarios import (
     all_owned,
     assert_consistent,
@@ -90,6 +94,28 @@ def test_a_drain_keeps_a_home_for_the_bundles() -> None:
     check_drain("b2", ["b1", "b2", "b3"], ["b1"])
     assert next_bundles(["t/n/c", "t/n/a", "t/n/b"], {"t/n/a"}, 1) == ["t/n/b"]
     assert Progress(40, 28, 120).bar(10) == "[###.......] 12 of 40 moved, 28 left, 120/min, ETA 14 s"
+
+
+def test_a_reception_breaks_a_drain_only_if_its_writer_had_folded_the_drain() -> None:
+    def transfer(bundle: str, started_ms: int, seen: int | None) -> TransferPrepared:
+        stamp = {} if seen is None else {SEEN_LEADER_SEQ: seen}
+        return TransferPrepared(bundle=bundle, src="b1", dst="b2", reason="admin",
+                                decision={"started_ms": started_ms, **stamp})
+
+    history = DrainHistory()
+    history.take(BrokerDrainRequested(broker="b2", since_ms=1_000, rate_per_minute=60, by="ops", bundles=3),
+                 1_000, seq=7)
+    history.take(transfer("t/n/0x00_0x10", 1_020, seen=6), 1_020)  # decided before its shard folded seq 7
+    history.take(transfer("t/n/0x10_0x20", 990, seen=7), 1_030)  # knew of it: the clocks do not excuse it
+    history.take(BundleAssigned(bundle="t/n/0x20_0x30", dst="b2", reason="lookup"), 1_040)  # no stamp: by time
+    history.take(BrokerUndrained(broker="b2", since_ms=1_000, at_ms=2_000, by="ops", cancelled=0, left=0),
+                 2_000, seq=9)
+    history.take(transfer("t/n/0x30_0x40", 1_990, seen=9), 2_010)  # its shard had folded the undrain
+    assert history.violations() == [
+        "990: b2 received t/n/0x10_0x20 by transfer while drained (since 1000)",
+        "1040: b2 received t/n/0x20_0x30 by assignment (lookup) while drained (since 1000)"]
+    assert history.raced() == ["1020: b2 received t/n/0x00_0x10 by transfer while drained (since 1000); "
+                               "its writer had folded _leader to seq 6 only"]
 
 
 # -- the leader ----------------------------------------------------------------------------------

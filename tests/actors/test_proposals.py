@@ -26,7 +26,7 @@ from balancer.proposals import (
     supersession,
     verdict_refusal,
 )
-from events.catalog import ReviewProposal
+from events.catalog import ReviewProposal, SplitRequested
 from events.log.port import Record
 from lbctl.attach import using
 from projections.control import control_history
@@ -235,4 +235,33 @@ def test_lbctl_proposals_list_show_approve_and_bad_ids(capsys: pytest.CaptureFix
         code, out, _ = lbctl(capsys, "proposals", "list", "--json")
         listed = {p["id"]: p for p in json.loads(out)}
         assert listed[pid]["by"].startswith("lbctl:") and listed[pid]["status"] in ("approved", "executed")
+    assert_consistent(host)
+
+
+def test_a_leaders_split_in_review_mode_waits_for_approval_and_names_its_proposal() -> None:
+    host = shed_host(loadBalancerExecution="review", loadBalancerAutoBundleSplitEnabled=True,
+                     loadBalancerSheddingEnabled=False, loadBalancerNamespaceBundleMaxMsgRate=100)
+    pid = first_pending(host)
+    assert pid.startswith("split-") and host.events("SplitRequested") == []
+    review(host, pid, "approve")
+    assert host.run_until(lambda: bool(host.events("SplitRequested")), MINUTE)
+    host.advance(1_000)
+    splits = [r.envelope.payload for r in host.events("SplitRequested") if r.envelope.payload["proposal"] == pid]
+    assert {s["bundle"] for s in splits} == {m.bundle for m in book(host).entries[pid].proposal.moves}
+    assert book(host).status_of(pid) == "executed"
+    # The audit's rule holds on this log, and bites on the same log without the approval.
+    assert approval_violations(host.records, review=True) == []
+    unapproved = [r for r in host.records if r.envelope.type != "ProposalApproved"]
+    assert [line for _, _, line in approval_violations(unapproved, review=True)] == [
+        f"{s_ts}: split of {bundle} ran proposal {pid}, never approved"
+        for bundle, s_ts in [(r.envelope.payload["bundle"], r.envelope.ts_ms) for r in host.events("SplitRequested")
+                             if r.envelope.payload["proposal"] == pid]]
+    # An operator's split is the operator's own act; a leader's split naming no proposal is not.
+    history = ApprovalHistory(review=True)
+    history.take(SplitRequested(bundle="t/n/0x0_0x1", src="b1", algorithm="range_equally_divide",
+                                reason="admin", by="ops"), 5)
+    history.take(SplitRequested(bundle="t/n/0x1_0x2", src="b1", algorithm="range_equally_divide",
+                                reason="MsgRate"), 6)
+    assert [line for _, _, line in history.violations()] == [
+        "6: split of t/n/0x1_0x2 named no proposal (loadBalancerExecution=review)"]
     assert_consistent(host)

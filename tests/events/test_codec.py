@@ -14,7 +14,15 @@ from balancer.errors import DecodeError, OutOfRange
 from events import catalog as c
 from events._fields import MAX_ITEMS, MAX_TEXT
 from events.bounds import TS_MAX, TS_MIN
-from events.codec import PRINCIPAL_ADDED, decode, decode_message, encode, export_jsonl, to_json
+from events.codec import (
+    PRINCIPAL_ADDED,
+    PROPOSAL_ADDED,
+    decode,
+    decode_message,
+    encode,
+    export_jsonl,
+    to_json,
+)
 from events.envelope import Envelope, Stamper, counting_ids, seal
 from events.times import iso
 
@@ -127,14 +135,14 @@ def test_every_type_round_trips() -> None:
 
 @pytest.mark.parametrize("name", ["catalog_2026_11.msgpack", "catalog_2026_11b.msgpack",
                                   "catalog_2026_11c.msgpack", "catalog_2026_11d.msgpack",
-                                  "catalog_2026_11e.msgpack"])
+                                  "catalog_2026_11e.msgpack", "catalog_2026_12a.msgpack"])
 def test_bytes_stored_before_stay_readable(name: str) -> None:
     stored = msgpack.unpackb((FIXTURES / name).read_bytes())
     assert [decode(raw) for raw in stored] == golden_envelopes()[:len(stored)]
 
 
 def test_bytes_written_today_are_stable() -> None:
-    stored = msgpack.unpackb((FIXTURES / "catalog_2026_11e.msgpack").read_bytes())
+    stored = msgpack.unpackb((FIXTURES / "catalog_2026_12a.msgpack").read_bytes())
     assert [encode(env) for env in golden_envelopes()] == stored
 
 
@@ -146,8 +154,9 @@ def test_a_stored_v1_payload_is_read_through_its_upcaster() -> None:
 
 
 def _v1_of(message: c.Message, **extra: Any) -> bytes:
-    """The bytes v1 code wrote for ``message``: its payload without ``by``, at version 1."""
-    payload = {k: v for k, v in message.to_payload().items() if k != "by"} | extra
+    """The bytes v1 code wrote for ``message``: its payload without ``by`` (nor the fields of
+    later versions), at version 1."""
+    payload = {k: v for k, v in message.to_payload().items() if k not in ("by", "proposal")} | extra
     data: bytes = msgpack.packb(["id", message.TYPE, 1, message.default_key(), 1, 4, 1_700_000_000_000,
                                  None, None, payload], use_bin_type=True)
     return data
@@ -160,10 +169,27 @@ def test_an_admin_write_stored_before_it_named_its_principal_reads_with_no_princ
     written by v1 code and is named (``upcast_failed``), never taken as a principal."""
     sample = {m.TYPE: m for m in samples()}[kind]
     envelope = decode(_v1_of(sample))
-    assert (envelope.version, envelope.payload["by"]) == (2, None)
+    assert (envelope.version, envelope.payload["by"]) == (c.SCHEMAS[kind].version, None)
     assert envelope.message() == sample and envelope.typed == sample
     with pytest.raises(DecodeError) as found:
         decode(_v1_of(sample, by="ops-admin"))
+    assert found.value.details["reason"] == "upcast_failed"
+
+
+@pytest.mark.parametrize("kind", PROPOSAL_ADDED)
+def test_a_split_stored_before_it_named_a_proposal_reads_with_none(kind: str) -> None:
+    sample = {m.TYPE: m for m in samples()}[kind]
+    payload = {k: v for k, v in sample.to_payload().items() if k != "proposal"}
+
+    def v2(body: dict[str, Any]) -> bytes:
+        data: bytes = msgpack.packb(["id", kind, 2, sample.default_key(), 1, 4, 1_700_000_000_000, None, None,
+                                     body], use_bin_type=True)
+        return data
+
+    envelope = decode(v2(payload))
+    assert (envelope.version, envelope.payload["proposal"]) == (3, None) and envelope.message() == sample
+    with pytest.raises(DecodeError) as found:
+        decode(v2({**payload, "proposal": "shed-1"}))
     assert found.value.details["reason"] == "upcast_failed"
 
 

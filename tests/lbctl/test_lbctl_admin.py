@@ -360,7 +360,7 @@ def test_log_tail_and_explain_of_a_kept_cluster_name_who_asked(tmp_path: Path,
     assert code == 0 and f"requested by: {who()}" in out
     code, out, _ = lbctl(capsys, "log", "tail", "--log-dir", str(tmp_path / "state" / LOG_SUBDIR))
     lines = [line for line in out.splitlines() if f"\tby={who()}" in line]
-    assert [line.split("\t")[1] for line in lines] == ["SplitRequested v2", "SplitCompleted v2",
+    assert [line.split("\t")[1] for line in lines] == ["SplitRequested v3", "SplitCompleted v2",
                                                        "FailureDomainSet v2"]
     assert "NamespaceCreated v2" in out and "by=" not in next(  # the run's own namespace: nobody asked
         line for line in out.splitlines() if "NamespaceCreated" in line)

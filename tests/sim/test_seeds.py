@@ -40,6 +40,8 @@ STEPS = 500
     pytest.param(2007, "leader_churn", id="forged-election-fenced-the-store-2007"),
     pytest.param(712876, "scale_in", id="six-drops-in-a-row-of-one-bundles-placement"),
     pytest.param(927290, "steady", id="outages-undercounted-by-a-tick-each-expired-a-live-broker"),
+    pytest.param(1021901, "split_storm", id="admin-transfer-raced-a-drain-its-shard-had-not-folded"),
+    pytest.param(1023297, "scale_out", id="admin-transfer-raced-a-drain-1023297"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)

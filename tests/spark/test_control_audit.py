@@ -65,21 +65,29 @@ def _write(records: list[Envelope], path: Path) -> None:
 
 def test_a_bundle_a_drained_broker_received_is_named_and_a_real_drain_is_clean(
         spark: Any, recorded: list[Record], tmp_path: Path) -> None:
-    from events.catalog import BrokerDrainRequested, DrainBroker
+    from events.catalog import BrokerDrainRequested, DrainBroker, TransferPrepared
+    from projections.drain import SEEN_LEADER_SEQ
     from tests.support.cluster_scenarios import call, make_host, place_all
 
     transfer = next(r.envelope for r in recorded if r.envelope.type == "TransferPrepared")
     dst, decided = transfer.payload["dst"], int(transfer.payload["decision"].get("started_ms", transfer.ts_ms))
     leader = [r.envelope for r in recorded if r.envelope.key == "_leader"][-1]
-    # A drain recorded as if it had held when that transfer was decided: the broker received it.
+    shard = [r.envelope for r in recorded if r.envelope.key == transfer.key][-1]
+    # A drain recorded as if it had held when that transfer was decided, though its shard had not
+    # folded it (a race: no breach), then a transfer to the drained broker by a shard that had.
     drain = BrokerDrainRequested(broker=dst, since_ms=decided - 1_000, rate_per_minute=60, by="test", bundles=0)
+    at = recorded[-1].envelope.ts_ms + 1
     forged = Envelope("forged-drain", drain.TYPE, drain.VERSION, "_leader", leader.seq + 1, leader.epoch,
-                      recorded[-1].envelope.ts_ms + 1, None, None, drain.to_payload())
-    _write([r.envelope for r in recorded] + [forged], tmp_path / "forged")
+                      at, None, None, drain.to_payload())
+    move = TransferPrepared(bundle=transfer.payload["bundle"], src=transfer.payload["src"], dst=dst, reason="admin",
+                            decision={"started_ms": at + 1, SEEN_LEADER_SEQ: leader.seq + 1})
+    breach = Envelope("forged-move", move.TYPE, move.VERSION, shard.key, shard.seq + 1, shard.epoch,
+                      at + 1, None, None, move.to_payload())
+    _write([r.envelope for r in recorded] + [forged, breach], tmp_path / "forged")
     report = audit(read_local(spark, tmp_path / "forged"), caps=caps_of(LoadBalancerConfig()))
     assert {"paused_move", "throttle_cap", "drained_received"} <= set(report.checks)
     named = report.of("drained_received")
-    assert transfer.payload["bundle"] in {v.bundle for v in named}
+    assert [(v.bundle, v.detail.split(":")[0]) for v in named] == [(transfer.payload["bundle"], str(at + 1))]
     assert all(f"{dst} received" in v.detail for v in named)
     # A drain the leader ran: its broker received nothing, and the audit says so.
     config = LoadBalancerConfig.from_mapping({"loadBalancerAutoBundleSplitEnabled": False})
