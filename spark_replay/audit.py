@@ -129,6 +129,8 @@ class AuditReport:
     """The median time from a move to its end state over the log's completed moves."""
     checks: tuple[str, ...] = tuple(name for name, _ in CHECKS)
     """The checks that ran (``throttle_cap`` only with the throttle's caps)."""
+    notes: tuple[str, ...] = ()
+    """What broke no rule but an operator would want named: receptions that raced a drain."""
 
     @property
     def clean(self) -> bool:
@@ -360,13 +362,14 @@ def audit(df: DataFrame, *, in_flight_ms: int = DEFAULT_IN_FLIGHT_MS, caps: Caps
     violations = [Violation(**{name: row[name] for name in VIOLATION_COLUMNS}) for row in found]
     violations += tiling_violations(df)
     violations += control_violations(df, caps, review)
-    violations += drain_violations(df)
+    drained, notes = drain_violations(df)
+    violations += drained
     violations += [Violation(r.kind, r.topic, r.key, None, r.partition, r.offset, None, r.ts, r.detail)
                    for r in trust.refused]
     violations.sort(key=lambda v: (v.topic or "", v.partition or 0, v.offset or 0, v.check))
     ran = tuple(name for name, _ in CHECKS if (caps is not None or name != "throttle_cap")
                 and (trust.checked or name not in AUTHORITY_CHECKS))
-    return AuditReport(events, tuple(violations), end_ts, bound, median, ran)
+    return AuditReport(events, tuple(violations), end_ts, bound, median, ran, tuple(notes))
 
 
 def timeline(df: DataFrame) -> DataFrame:
@@ -430,15 +433,17 @@ def control_violations(df: DataFrame, caps: Caps | None, review: bool = False) -
     return out
 
 
-def drain_violations(df: DataFrame) -> list[Violation]:
-    """``drained_received``: each bundle a broker received while drained (``projections.drain``)."""
+def drain_violations(df: DataFrame) -> tuple[list[Violation], list[str]]:
+    """``drained_received``: each bundle a broker received from a writer that knew it was drained
+    (``projections.drain``); and, as notes, the receptions that raced a drain."""
     rows = df.where(df.type.isin(*DRAIN_WATCHED) & df.error.isNull()).select(*CONTROL_COLUMNS, "seq") \
         .orderBy("partition", "offset").collect()
     history = DrainHistory()
     for row in rows:
         history.take(_drain_event(row), int(row["ts"]), int(row["seq"]))
-    return [Violation("drained_received", None, None, line.split(" ")[3], None, None, None, _at(line), line)
-            for line in history.violations()]
+    found = [Violation("drained_received", None, None, line.split(" ")[3], None, None, None, _at(line), line)
+             for line in history.violations()]
+    return found, [f"raced a drain: {line}" for line in history.raced()]
 
 
 def _drain_event(row: Any) -> Message:

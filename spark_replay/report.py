@@ -81,7 +81,7 @@ def audit_headline(report: AuditReport) -> str:
 def audit_tables(report: AuditReport) -> list[Table]:
     """The checks that ran (always), then the violations (only when there are some)."""
     checks = table(audit_headline(report), checks_frame(report))
-    checks.caption = in_flight_rule(report)
+    checks.caption = "\n".join([in_flight_rule(report), *report.notes])
     if report.clean:
         return [checks]
     return [checks, table("violations, in log order", violations_frame(report))]

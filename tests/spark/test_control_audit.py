@@ -89,6 +89,12 @@ def test_a_bundle_a_drained_broker_received_is_named_and_a_real_drain_is_clean(
     named = report.of("drained_received")
     assert [(v.bundle, v.detail.split(":")[0]) for v in named] == [(transfer.payload["bundle"], str(at + 1))]
     assert all(f"{dst} received" in v.detail for v in named)
+    # Every earlier reception of that broker after the drain's since raced it: named, no breach.
+    assert report.notes[0].split(";")[0] == (f"raced a drain: {decided}: {dst} received "
+                                             f"{transfer.payload['bundle']} by transfer while drained "
+                                             f"(since {decided - 1_000})")
+    assert all(f": {dst} received " in note and "its writer had folded _leader to seq" in note
+               for note in report.notes)
     # A drain the leader ran: its broker received nothing, and the audit says so.
     config = LoadBalancerConfig.from_mapping({"loadBalancerAutoBundleSplitEnabled": False})
     host = make_host(config, bundles=8)
