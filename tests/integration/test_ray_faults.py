@@ -24,6 +24,7 @@ from actors.settings import ActorSettings
 from balancer.errors import StaleEpoch
 from balancer.ownership import BundleState
 from events.catalog import UnloadBundle
+from projections.control import is_shedding
 from tests.conftest import RAY_HEAD_RESOURCE
 from tests.integration.ray_scenarios import (
     NAMESPACES,
@@ -92,7 +93,7 @@ async def test_a_killed_leader_is_replaced_with_a_higher_epoch_and_sheds_nothing
             assert bundle not in seen or ts - seen[bundle] > cluster.config.grace_period_ms, bundle
             seen[bundle] = ts
         for record in log:
-            if record.envelope.type == "TransferPrepared" and record.envelope.payload.get("decision"):
+            if record.envelope.type == "TransferPrepared" and is_shedding(record.envelope.typed):
                 decision = record.envelope.payload["decision"]
                 assert decision["destination"] == record.envelope.payload["dst"] and decision["inputs"]
         zombie = UnloadBundle(command_id="zombie-1", epoch=1, bundle=bundles(cluster)[0])
