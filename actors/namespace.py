@@ -313,16 +313,16 @@ class NamespaceBody(Follower):
         if cmd.dst is not None:
             self._receiving(cmd.dst)
         owner = self._owned(cmd.bundle, "unloaded")
-        decision = dict(cmd.decision or {}) if cmd.dst is None else self._stamped(cmd.decision)
         if cmd.dst is None:
             self._check(cmd.bundle, BundleState.RELEASING, None, owner, now_ms)
-            return [UnloadRequested(bundle=cmd.bundle, src=owner, reason=cmd.reason, decision=decision)]
+            return [UnloadRequested(bundle=cmd.bundle, src=owner, reason=cmd.reason,
+                                    decision=dict(cmd.decision or {}))]
         if cmd.dst == owner:
             raise TransferToCurrentOwner(
                 f"{cmd.bundle} is already owned by {owner}; choose another destination", value=owner)
         self._check(cmd.bundle, BundleState.RELEASING, cmd.dst, owner, now_ms)
         return [TransferPrepared(bundle=cmd.bundle, src=owner, dst=cmd.dst, reason=cmd.reason,
-                                 decision=decision)]
+                                 decision=self._stamped(cmd.decision))]
 
     def _unload_namespace(self, cmd: UnloadNamespace, now_ms: int) -> list[Event]:
         info = self._namespace(cmd.namespace)
