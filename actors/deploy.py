@@ -25,7 +25,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -102,6 +102,8 @@ class Fleet:
     handles: dict[str, Handle] = field(default_factory=dict)
     pacer: Pacer | None = None
     """The paced clock's coordinator (``HostSpec.pacing``), run by this process."""
+    ready_timeout_s: float = 90.0
+    """How long an actor may take to start and recover (``Launch.ready_timeout_s``)."""
 
     def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
         if body.name in self.handles:
@@ -115,15 +117,21 @@ class Fleet:
         self.handles[body.name] = handle
         return handle
 
-    async def start(self, timeout_s: float) -> None:
+    async def start(self) -> None:
         """Spawn every body of the layout and wait until each actor has recovered."""
         for body in self.layout.bodies():
             self.spawn(body)
+        await self.started(list(self.handles))
+
+    async def started(self, names: Sequence[str]) -> None:
+        """Return once each named actor has recovered (its first answer): a process start is
+        slow on a busy machine, so waits that judge a body's behaviour count from here."""
         try:
             await asyncio.wait_for(asyncio.gather(
-                *(h.status.remote() for h in self.handles.values())), timeout_s)
+                *(self.handles[n].status.remote() for n in names)), self.ready_timeout_s)
         except Exception as exc:
-            raise Unavailable(f"actors did not start within {timeout_s}s: {exc!r}") from exc
+            raise Unavailable(f"actors {list(names)} did not start within {self.ready_timeout_s}s: "
+                              f"{exc!r}") from exc
 
     def new_broker_id(self) -> str:
         return next(f"broker-{i}" for i in itertools.count(1)
@@ -240,7 +248,8 @@ class Launch:
         host = HostSpec(log, layout.clock, self.tick_s, self.poll_s, self.settings.namespace_shards,
                         pacing=pacer.spec if pacer is not None else None)
         return Fleet(layout, host, self.ray_namespace, self.max_restarts, self.detached,
-                     dict(self.actor_options), temp_dir, pacer=pacer)
+                     dict(self.actor_options), temp_dir, pacer=pacer,
+                     ready_timeout_s=self.ready_timeout_s)
 
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,

@@ -204,8 +204,8 @@ class InProcLink:
         return ms / 1000
 
     # -- the actors' life (actors.cluster.life) ---------------------------------------------
-    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
-                     options: Mapping[str, Any] | None) -> str:
+    async def spawn_broker(self, broker_id: str | None, failure_domain: str | None,
+                           capacity: Capacity | None, options: Mapping[str, Any] | None) -> str:
         if options:
             raise InvalidInput(f"Ray actor options {sorted(options)} apply to Ray only; this cluster "
                                "runs in this process", value=sorted(options))

@@ -3,13 +3,15 @@ the part of ``Cluster`` (``actors.api``) that starts, crashes and asks single bo
 
 Invariants: every operation goes through the link (``actors.cluster.link``), so the in-process
 and the Ray host answer the same calls; a started broker is returned once the client's view shows
-it registered, a shut-down one once it has left (its bundles transferred first); a kill is a
+it registered (the wait for its registration counts from its body's start, which a busy machine
+may slow for long), a shut-down one once it has left (its bundles transferred first); a kill is a
 crash, the restarted body rebuilt from its snapshot and the log; an unknown broker is named
 (``UnknownBroker``), and only the process that started a Ray cluster manages its actors.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,15 +69,14 @@ class ActorLife:
                          timeout_s: float = TIMEOUT_S) -> str:
         """Start one more broker (``broker-N``, the first N free), or a killed one again; its id
         once it is registered. ``options``: Ray actor options (Ray only)."""
-        broker_id = self.fleet.spawn_broker(broker_id, failure_domain, capacity, options)
+        broker_id = await self.fleet.spawn_broker(broker_id, failure_domain, capacity, options)
         await self._registered([broker_id], timeout_s)
         return broker_id
 
     async def add_brokers(self, broker_ids: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> None:
         """Start several brokers at once (killed ones again: a full restart), then wait until
         every one is registered."""
-        for broker_id in broker_ids:
-            self.fleet.spawn_broker(broker_id, None, None, None)
+        await asyncio.gather(*(self.fleet.spawn_broker(b, None, None, None) for b in broker_ids))
         await self._registered(broker_ids, timeout_s)
 
     async def _registered(self, broker_ids: Sequence[str], timeout_s: float) -> None:

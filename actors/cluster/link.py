@@ -97,10 +97,10 @@ class LinkClock(Protocol):
 class LinkFleet(Protocol):
     """The bodies' life (each operation names the bad body or option) and their own answers."""
 
-    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
-                     options: Mapping[str, Any] | None) -> str:
+    async def spawn_broker(self, broker_id: str | None, failure_domain: str | None,
+                           capacity: Capacity | None, options: Mapping[str, Any] | None) -> str:
         """Start broker ``broker_id`` (None: the first free ``broker-N``), a new one or one that
-        was killed; its id (it registers by itself)."""
+        was killed; its id once its body has recovered (it then registers by itself)."""
         ...
 
     def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:

@@ -161,8 +161,8 @@ class MirrorLink:
         return InvalidInput(f"{what}: the brokers of a mirrored cluster are Pulsar's own ({self.url}); "
                             "start, stop or kill them there", value=what)
 
-    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
-                     options: Mapping[str, Any] | None) -> str:
+    async def spawn_broker(self, broker_id: str | None, failure_domain: str | None,
+                           capacity: Capacity | None, options: Mapping[str, Any] | None) -> str:
         raise self._no("add a broker")
 
     def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:

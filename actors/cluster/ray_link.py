@@ -97,7 +97,7 @@ class RayLink:
         try:
             await link.view.start()  # first: it creates the Kafka topic the actors share
             await check_roles(fleet.host.log)  # a refused role fails here, not as a silent actor
-            await fleet.start(launch.ready_timeout_s)
+            await fleet.start()
             await link._wait_ready(launch.brokers, launch.ready_timeout_s)
         except BaseException:
             await link.close()
@@ -248,11 +248,13 @@ class RayLink:
             raise InvalidInput("only the process that started the cluster manages its actors")
         return self.fleet
 
-    def spawn_broker(self, broker_id: str | None, failure_domain: str | None, capacity: Capacity | None,
-                     options: Mapping[str, Any] | None) -> str:
+    async def spawn_broker(self, broker_id: str | None, failure_domain: str | None,
+                           capacity: Capacity | None, options: Mapping[str, Any] | None) -> str:
         fleet = self._fleet()
         broker_id = broker_id or fleet.new_broker_id()
-        fleet.spawn(fleet.layout.broker(broker_id, failure_domain, capacity), options)
+        body = fleet.layout.broker(broker_id, failure_domain, capacity)
+        fleet.spawn(body, options)
+        await fleet.started([body.name])
         return broker_id
 
     def kill(self, name: str, *, broker_id: str | None = None, restart: bool) -> None:
