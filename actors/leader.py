@@ -116,7 +116,7 @@ from events.log.port import Record
 from projections.drain import DrainFold
 from projections.load import LoadProjection
 from projections.ownership_index import BUNDLE_EVENTS, touched
-from projections.proposals import ProposalBook
+from projections.proposals import Proposal, ProposalBook
 from projections.shed_replay import remember_shed
 from projections.views import placing_index, sync_placing
 
@@ -189,6 +189,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
         """The proposals and what became of them, as the log says."""
         self.stale_sent: set[str] = set()
         self.approved_seen = 0
+        self.splits_held: list[Proposal] = []
         self.alive_ms: int | None = None
         """When the elected leader last wrote under ``_leader`` (its election included)."""
         self._beat_ms = -(1 << 62)
@@ -451,7 +452,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
             return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
         parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._queue_approved(now_ms),
-                                self._start_due(now_ms), self._stale_check(now_ms), self._drain_moves(now_ms)]
+                                self._release_splits(now_ms), self._start_due(now_ms), self._stale_check(now_ms), self._drain_moves(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]

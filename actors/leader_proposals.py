@@ -11,7 +11,8 @@ Invariants:
 - review mode: a proposal waits; only an approval (``ProposalApproved``, with who) sends its
   moves to the throttle (shedding moves, queued once the approval is folded, so that a leader
   restarted from the log queues the approved moves that had not started yet, unless the
-  proposal went stale meanwhile) or to the namespace (splits, sent with the approval); a newer
+  proposal went stale meanwhile) or to the namespace (splits, sent with the approval, or held
+  by this leader while a pause holds and sent by its first tick after the pause); a newer
   proposal of the same kind makes the waiting ones stale (``superseded``), as does age or moved
   load (``balancer.proposals.stale_reason``); each stale proposal is recorded once, with its
   reason; a cycle that proposes exactly the moves of a waiting proposal records nothing: the
@@ -19,8 +20,8 @@ Invariants:
 - a verdict the proposal cannot take is refused naming the proposal (``UnknownProposal``,
   ``ProposalClosed``) and nothing is recorded for it; approving one found stale records its
   staleness, not the approval;
-- cancel drops the proposal's moves still queued in the throttle; moves already handing over
-  finish.
+- cancel drops the proposal's moves still queued in the throttle and its held splits; moves
+  already handing over finish.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.effects import NOTHING, Effects, Receipt, appending, combine
-from actors.leader_control import Control
+from actors.leader_control import Control, ControlFold
 from actors.namespace import AUTO_PREFIX
 from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
@@ -106,7 +107,11 @@ class Proposing:
     ownership: OwnershipProjection
     load: LoadProjection
     control: Control
+    held: ControlFold
     book: ProposalBook
+    splits_held: list[Proposal]
+    """Approved proposals whose splits wait for the pause to end (soft: a new leader drops them,
+    as it would a split sent and lost at a crash; a still-hot bundle is proposed again)."""
     stale_sent: set[str]
     approved_seen: int
     """How many of ``book.approved`` this leader has queued (soft: a new one starts at 0)."""
@@ -187,7 +192,7 @@ class Proposing:
                 return appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                                  reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
             event = ProposalApproved(proposal_id=pid, by=command.by, at_ms=now_ms)
-            effects = self._splits(entry.proposal, now_ms)
+            effects = self._approved_splits(entry.proposal, now_ms)
         elif command.verdict == REJECT:
             event = ProposalRejected(proposal_id=pid, by=command.by, at_ms=now_ms, note=command.note)
         else:
@@ -196,6 +201,21 @@ class Proposing:
         recorded = appending(LEADER_KEY, [event], epoch=self.my_epoch, causation_id=command.command_id,
                              reply=Receipt(command.command_id, ((event.TYPE, event.to_payload()),)))
         return combine([recorded, effects])
+
+    def _approved_splits(self, proposal: Proposal, now_ms: int) -> Effects:
+        """An approved proposal's splits: sent now, or held while a pause holds."""
+        if self.held.paused(now_ms) is None:
+            return self._splits(proposal, now_ms)
+        if any(m.kind == SPLIT for m in proposal.moves):
+            self.splits_held.append(proposal)
+        return NOTHING
+
+    def _release_splits(self, now_ms: int) -> Effects:
+        """The held splits, once no pause holds."""
+        if not self.splits_held or self.held.paused(now_ms) is not None:
+            return NOTHING
+        held, self.splits_held = self.splits_held, []
+        return combine([self._splits(p, now_ms) for p in held])
 
     def _splits(self, proposal: Proposal, now_ms: int) -> Effects:
         """An approved proposal's splits, sent to their namespace."""
@@ -246,6 +266,7 @@ class Proposing:
     def _cancel(self, entry: Entry) -> list[str]:
         """Drop the proposal's moves still queued; those in flight finish."""
         pid = entry.proposal.proposal_id
+        self.splits_held = [p for p in self.splits_held if p.proposal_id != pid]
         throttle = self.control.throttle
         dropped = [m.bundle for m in throttle.queue if _proposal_of(m) == pid]
         throttle.queue = [m for m in throttle.queue if _proposal_of(m) != pid]

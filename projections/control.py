@@ -1,4 +1,5 @@
-"""The operator's hold as the log proves it: pauses, and the shedding moves with their spans.
+"""The operator's hold as the log proves it: pauses, the shedding moves with their spans, and
+the leader's own splits.
 
 Invariants:
 - folded from records in log order, any history (a recorded run, a kept cluster, a Kafka log);
@@ -12,8 +13,14 @@ Invariants:
   ``ExecutionRefused``): the same rules hold for the moves of ``lbctl attach --mode drive``;
 - a pause holds from its ``since_ms`` until the earliest of its ``until_ms``, its
   ``BalancerResumed`` and the next pause (which replaces it);
-- ``violations`` lists, one line each, every shedding move that started while a pause held
-  and, given caps, every moment a cap was exceeded (``balancer.control.caps_exceeded``).
+- a leader's own split (``is_leaders_split``) was sent no earlier than its proposal's run and
+  approval (``ProposalRecorded.run_ms``, ``ProposalApproved.at_ms``) and no later than its
+  ``SplitRequested``; it breaks a pause when both bounds fall inside the pause, since the leader's
+  send time between them is not recorded (a split decided before a pause and requested after its
+  start raced it, and one held through the pause is requested after its end);
+- ``violations`` lists, one line each, every shedding move that started and every leader's
+  split sent while a pause held and, given caps, every moment a cap was exceeded
+  (``balancer.control.caps_exceeded``; a split moves no load and is not throttled).
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from events.catalog import (
     ExecutionRefused,
     ExecutionRequested,
     Message,
+    ProposalApproved,
+    ProposalRecorded,
+    SplitRequested,
     TransferPrepared,
     UnloadRequested,
 )
@@ -40,11 +50,19 @@ from projections.watched import watched_events
 
 WATCHED = frozenset({"BalancerPaused", "BalancerResumed", "BundleOwned", "BundleReleased",
                      "TransferPrepared", "UnloadRequested", "ExecutionRequested", "ExecutionConfirmed",
-                     "ExecutionFailed", "ExecutionRefused"})
+                     "ExecutionFailed", "ExecutionRefused", "SplitRequested", "ProposalRecorded",
+                     "ProposalApproved"})
 EXECUTION_ENDS = (ExecutionConfirmed, ExecutionFailed, ExecutionRefused)
 
 
 NOT_SHEDDING = ("admin", "shutdown", "GracefulShutdown", "drain", "Drain")
+NOT_LEADERS_SPLITS = ("admin", "pulsar")
+"""Reasons of splits the leader did not decide: an operator's, and one mirrored from Pulsar."""
+
+
+def is_leaders_split(event: SplitRequested) -> bool:
+    """A split the leader decided on its own (its split cycle, alone or through a proposal)."""
+    return str(event.reason) not in NOT_LEADERS_SPLITS
 
 
 def is_shedding(event: UnloadRequested | TransferPrepared) -> bool:
@@ -73,6 +91,10 @@ class ControlHistory:
     ends: dict[int, int] = field(default_factory=dict)
     """A pause's ``since_ms`` -> when it ended before its time (resumed or replaced)."""
     spans: list[MoveSpan] = field(default_factory=list)
+    splits: list[tuple[str, str | None, int]] = field(default_factory=list)
+    """The leader's own splits: (bundle, the proposal it names, when it was requested)."""
+    proposed: dict[str, int] = field(default_factory=dict)
+    """A proposal's id -> its run time, then its approval's time when later."""
     unreadable: list[str] = field(default_factory=list)
     _open: dict[str, int] = field(default_factory=dict)
     """Bundle -> the index in ``spans`` of its shedding move not yet seen to end."""
@@ -107,6 +129,12 @@ class ControlHistory:
                 self.spans.append(MoveSpan(event.bundle, event.src, event.dst, ts_ms, None))
         elif isinstance(event, EXECUTION_ENDS):
             self._end(event.bundle, ts_ms)
+        elif isinstance(event, SplitRequested):
+            if is_leaders_split(event):
+                self.splits.append((event.bundle, event.proposal, ts_ms))
+        elif isinstance(event, ProposalRecorded | ProposalApproved):
+            at = event.run_ms if isinstance(event, ProposalRecorded) else event.at_ms
+            self.proposed[event.proposal_id] = max(at, self.proposed.get(event.proposal_id, at))
         elif isinstance(event, BundleOwned | BundleReleased):
             index = self._open.get(event.bundle)
             if index is not None and (isinstance(event, BundleOwned) or self.spans[index].dst is None):
@@ -119,13 +147,22 @@ class ControlHistory:
             self.spans[index] = MoveSpan(span.bundle, span.src, span.dst, span.start_ms, ts_ms)
 
     def paused_moves(self) -> list[tuple[MoveSpan, Pause, str]]:
-        """Each shedding move that started while a pause held, with the pause and one line."""
+        """Each shedding move that started, and each leader's split sent, while a pause held,
+        with the pause and one line (a split as a span from its earliest send to its request)."""
         out: list[tuple[MoveSpan, Pause, str]] = []
         for span in self.spans:
             pause = self.paused_at(span.start_ms)
             if pause is not None:
                 out.append((span, pause, f"{span.start_ms}: shedding move of {span.bundle} started "
-                                         f"while paused (since {pause.since_ms}, by {pause.by}: {pause.reason})"))
+                                         f"while paused ({_named(pause)})"))
+        for bundle, pid, requested_ms in self.splits:
+            earliest = min(self.proposed.get(pid, requested_ms) if pid is not None else requested_ms,
+                           requested_ms)
+            pause = self.paused_at(earliest)
+            if pause is not None and requested_ms < self.window(pause)[1]:
+                out.append((MoveSpan(bundle, "", None, earliest, requested_ms), pause,
+                            f"{requested_ms}: split of {bundle} sent while paused ({_named(pause)}; "
+                            f"decided or approved at {earliest})"))
         return out
 
     def violations(self, caps: Caps | None = None) -> list[str]:
@@ -134,6 +171,10 @@ class ControlHistory:
         if caps is not None:
             out += caps_exceeded(self.spans, caps)
         return out
+
+
+def _named(pause: Pause) -> str:
+    return f"since {pause.since_ms}, by {pause.by}: {pause.reason}"
 
 
 def control_history(records: Iterable[Record]) -> ControlHistory:

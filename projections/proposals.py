@@ -47,16 +47,13 @@ from events.catalog import (
     UnloadRequested,
 )
 from events.log.port import Record
-from projections.control import is_shedding, started_ms
+from projections.control import is_leaders_split, is_shedding, started_ms
 from projections.watched import watched_events
 
 KEPT = 10_000
 WATCHED = frozenset({"ProposalRecorded", "ProposalApproved", "ProposalRejected", "ProposalCancelled",
                      "ProposalStale", "TransferPrepared", "UnloadRequested", "ExecutionRequested",
                      "SplitRequested"})
-NOT_LEADERS_SPLITS = ("admin", "pulsar")
-"""The ``reason`` of an operator's split and of one a real Pulsar made (the mirror's record of it);
-a ``SplitRequested`` of any other reason is the leader's own."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +241,7 @@ class ApprovalHistory:
             self.moves.append((event.bundle, _proposal_named(event), started_ms(event, ts_ms), "shedding move"))
         elif isinstance(event, ExecutionRequested):  # a move drive mode sent to a real Pulsar
             self.moves.append((event.bundle, _proposal_named(event), ts_ms, "shedding move"))
-        elif isinstance(event, SplitRequested) and event.reason not in NOT_LEADERS_SPLITS:  # the leader's own
+        elif isinstance(event, SplitRequested) and is_leaders_split(event):
             self.moves.append((event.bundle, event.proposal, ts_ms, "split"))
 
     def violations(self) -> list[tuple[str, int, str]]:

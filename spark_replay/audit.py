@@ -18,8 +18,8 @@ Checks (each violation names the record(s) by topic, partition and offset):
   refuses for its writer (``spark_replay.authority``: the same fold, signatures verified once
   where the records are decoded); it is named and left out of every other check. Only where
   the stored bytes are read (a log, Kafka, a raw export), not in a decoded export;
-- ``paused_move``: a shedding move (not an operator's unload, not a drain) that started while
-  an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
+- ``paused_move``: a shedding move (not an operator's unload, not a drain) that started, or a
+  split of the leader's own sent, while an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
   flight (per broker, in the cluster) or the starts of the last minute over the throttle's caps
   (those of ``--conf``). Both fold ``projections.control`` over the pause and move records,
   which reach the driver (a few per move);
@@ -80,7 +80,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("in_flight_timeout", "every transfer and unload ends (Owned, Free, Deleted) within the in-flight bound"),
     ("ranges_tile", "a split's children tile their parent; each namespace's bundles tile the hash space"),
     ("corrupt_record", "every stored record decodes"),
-    ("paused_move", "no shedding move starts while an operator's pause holds"),
+    ("paused_move", "no shedding move starts and no leader's split is sent while an operator's pause holds"),
     ("throttle_cap", "no shedding move starts over the throttle's caps (those of --conf)"),
     ("drained_received", "a drained broker receives nothing (no assignment or transfer to it)"),
     ("unapproved_move", "in review mode no shedding move starts without an approved, non-stale proposal"),

@@ -26,14 +26,14 @@ from balancer.proposals import (
     supersession,
     verdict_refusal,
 )
-from events.catalog import ReviewProposal, SplitRequested
+from events.catalog import PauseBalancer, ReviewProposal, SplitRequested
 from events.log.port import Record
 from lbctl.attach import using
 from projections.control import control_history
 from projections.explain import moves_of, render
 from projections.proposals import ApprovalHistory, ProposalBook
 from tests.actors.test_control import MINUTE, lbctl, shed_host
-from tests.support.cluster_scenarios import assert_consistent, shed_events
+from tests.support.cluster_scenarios import assert_consistent, call, shed_events
 
 
 def approval_violations(records: list[Record], *, review: bool) -> list[tuple[str, int, str]]:
@@ -264,4 +264,33 @@ def test_a_leaders_split_in_review_mode_waits_for_approval_and_names_its_proposa
                                 reason="MsgRate"), 6)
     assert [line for _, _, line in history.violations()] == [
         "6: split of t/n/0x1_0x2 named no proposal (loadBalancerExecution=review)"]
+    assert_consistent(host)
+
+
+def test_a_split_approved_during_a_pause_waits_for_its_end_and_the_audit_names_one_that_did_not() -> None:
+    host = shed_host(loadBalancerExecution="review", loadBalancerAutoBundleSplitEnabled=True,
+                     loadBalancerSheddingEnabled=False, loadBalancerNamespaceBundleMaxMsgRate=100)
+    pid = first_pending(host)
+    paused = call(host, PauseBalancer, duration_ms=5 * MINUTE, reason="incident", by="ops").first("BalancerPaused")
+    assert paused is not None
+    review(host, pid, "approve")
+    host.advance(4 * MINUTE)
+    assert [r for r in host.events("SplitRequested") if r.envelope.payload["proposal"] == pid] == []
+    assert host.run_until(lambda: any(r.envelope.payload["proposal"] == pid
+                                      for r in host.events("SplitRequested")), 2 * MINUTE)
+    requested = [r.envelope.ts_ms for r in host.events("SplitRequested") if r.envelope.payload["proposal"] == pid]
+    assert min(requested) >= paused["until_ms"]
+    assert control_history(host.records).violations() == []
+    # The same split requested inside the pause (a leader that did not hold it) is named.
+    history = control_history(host.records)
+    bundle, _, _ = history.splits[0]
+    history.splits[0] = (bundle, pid, paused["since_ms"] + MINUTE)
+    (line,) = history.violations()
+    assert line.startswith(f"{paused['since_ms'] + MINUTE}: split of {bundle} sent while paused "
+                           f"(since {paused['since_ms']}, by ops: incident; decided or approved at ")
+    # Decided before the pause and requested inside it: it raced the pause, no breach.
+    raced = control_history(host.records)
+    raced.proposed[pid] = paused["since_ms"] - 1
+    raced.splits[0] = (bundle, pid, paused["since_ms"] + MINUTE)
+    assert raced.violations() == []
     assert_consistent(host)

@@ -42,6 +42,8 @@ STEPS = 500
     pytest.param(927290, "steady", id="outages-undercounted-by-a-tick-each-expired-a-live-broker"),
     pytest.param(1021901, "split_storm", id="admin-transfer-raced-a-drain-its-shard-had-not-folded"),
     pytest.param(1023297, "scale_out", id="admin-transfer-raced-a-drain-1023297"),
+    pytest.param(1041607, "split_storm", id="split-approved-during-a-pause-was-sent-at-once"),
+    pytest.param(1041613, "split_storm", id="split-approved-during-a-pause-1041613"),
 ])
 def test_regression_seed(seed: int, scenario: str) -> None:
     result = simulate(seed, scenario, STEPS)
