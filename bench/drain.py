@@ -2,8 +2,11 @@
 
 - O1 rolling restart of B brokers x N bundles, each broker in turn taken down and started again,
   with drains first (``Cluster.restart_plan``: drain at ``--rate``, wait until empty, graceful
-  shutdown, start, undrain) against without (the graceful shutdown alone: the broker asks the
-  leader to move every bundle it owns at once, as Pulsar's shutdown unloads them all at once).
+  shutdown, start, undrain) against three restarts without: a crash (the process down
+  ``CRASH_DOWN_MS``); Pulsar's graceful shutdown (``unload``: the extensible manager with
+  ``loadBalancerTransferEnabled=false``, so every bundle of the broker is unloaded at once and
+  placed again at its next lookup); and this project's graceful shutdown (``shutdown``: the
+  broker asks the leader to transfer every bundle it owns at once, each to a chosen broker).
   Figures, from the log (``unavailability``): bundle-seconds not Owned by a live broker (from a
   move's first record until the bundle is Owned again; a bundle Owned by a broker that left
   counts from the leaving), and lookups that failed: seeded probes, 20 per second of the
@@ -49,7 +52,10 @@ COMMAND_LATENCY_MS = 20
 would otherwise take none)."""
 CRASH_DOWN_MS = 10_000
 """How long a crashed broker's process stays down before it starts again."""
-MODES = ("crash", "shutdown", "drain")
+MODES = ("crash", "unload", "shutdown", "drain")
+PULSAR_SHUTDOWN = {"loadManagerClassName": "ExtensibleLoadManagerImpl", "loadBalancerTransferEnabled": False}
+"""The ``unload`` mode's settings: a move (a shutdown's too) releases the bundle with no
+destination, as Pulsar's shutdown unloads every bundle, and the clients' next lookup places it."""
 O2_EXPONENT = 0.3
 """O2's topics follow a flat Zipf: under the usual 1.1 a few hot bundles carry most of a broker's
 load, so two moves balance a scale-out and no throttle is ever reached."""
@@ -142,8 +148,9 @@ def _all_owned(cluster: Cluster, bundles: int) -> bool:
 
 
 async def o1(brokers: int, bundles: int, mode: str, rate: int) -> dict[str, Any]:
-    """One rolling restart (see the module); ``mode``: drain, shutdown or crash. Figures from the log."""
-    cluster = await _cluster(brokers, bundles, {"loadBalancerSheddingEnabled": False}, 120_000.0)
+    """One rolling restart (see the module); ``mode``: one of ``MODES``. Figures from the log."""
+    overrides = {"loadBalancerSheddingEnabled": False, **(PULSAR_SHUTDOWN if mode == "unload" else {})}
+    cluster = await _cluster(brokers, bundles, overrides, 120_000.0)
     cluster.link.host.command_latency_ms = COMMAND_LATENCY_MS  # type: ignore[attr-defined]
     cpu, start = time.process_time(), cluster.now_ms()
     ids = [f"broker-{i}" for i in range(1, brokers + 1)]
@@ -151,7 +158,7 @@ async def o1(brokers: int, bundles: int, mode: str, rate: int) -> dict[str, Any]
     if mode == "drain":
         await cluster.restart_plan(ids, rate, "bench", timeout_s=3_600)
     for broker in ids if mode != "drain" else ():
-        if mode == "shutdown":
+        if mode in ("shutdown", "unload"):
             await cluster.shutdown_broker(broker, timeout_s=600)
             await cluster.add_broker(broker, timeout_s=600)
             continue

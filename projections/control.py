@@ -17,7 +17,10 @@ Invariants:
   approval (``ProposalRecorded.run_ms``, ``ProposalApproved.at_ms``) and no later than its
   ``SplitRequested``; it breaks a pause when both bounds fall inside the pause, since the leader's
   send time between them is not recorded (a split decided before a pause and requested after its
-  start raced it, and one held through the pause is requested after its end);
+  start raced it, and one held through the pause is requested after its end); a split whose
+  proposal is not in the log (its record lost while the log was down: auto mode sends the
+  splits beside it, never behind it; or a log from before splits named their proposal) has no
+  known decision and is not judged;
 - ``violations`` lists, one line each, every shedding move that started and every leader's
   split sent while a pause held and, given caps, every moment a cap was exceeded
   (``balancer.control.caps_exceeded``; a split moves no load and is not throttled).
@@ -156,8 +159,10 @@ class ControlHistory:
                 out.append((span, pause, f"{span.start_ms}: shedding move of {span.bundle} started "
                                          f"while paused ({_named(pause)})"))
         for bundle, pid, requested_ms in self.splits:
-            earliest = min(self.proposed.get(pid, requested_ms) if pid is not None else requested_ms,
-                           requested_ms)
+            decided = self.proposed.get(pid) if pid is not None else None
+            if decided is None:
+                continue
+            earliest = min(decided, requested_ms)
             pause = self.paused_at(earliest)
             if pause is not None and requested_ms < self.window(pause)[1]:
                 out.append((MoveSpan(bundle, "", None, earliest, requested_ms), pause,
