@@ -15,6 +15,9 @@ Invariants:
   their own namespaces (`new_namespace`) and never stop a broker they did not start.
 - Tests never share topics: each one creates its own, named by `new_topic_name`.
 - Tests needing `kafka.restart()` must skip when `kafka.restartable` is false.
+- A test's hang guard (`pytest.mark.timeout(S)`) is S seconds of a quiet machine: stretched by
+  the machine's load when the test starts (`tests.support.patience`), as every wait of a test on
+  something outside its process is (`patient(S)`).
 """
 
 from __future__ import annotations
@@ -31,11 +34,26 @@ from hypothesis import settings
 
 from tests.kafka_server import KafkaHandle, create_topics, kafka_bootstrap
 from tests.pulsar_server import PulsarCluster
+from tests.support.patience import patient
 
 # Hypothesis's per-example deadline is a wall-clock limit: on a shared 2-core machine it fails
 # properties that hold. Performance is measured in bench/, never asserted here.
 settings.register_profile("bundle-balancer", deadline=None)
 settings.load_profile("bundle-balancer")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stretch the test's hang guard by the machine's load now (pytest-timeout reads the
+    closest marker after this)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        seconds = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        if isinstance(seconds, int | float) and seconds > 0:
+            item.add_marker(pytest.mark.timeout(patient(seconds), *marker.args[1:],
+                                                **{k: v for k, v in marker.kwargs.items() if k != "timeout"}),
+                            append=False)
+    yield
 
 # --- Kafka ---------------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.patience import patient
+
 RAY = str(Path(sys.executable).parent / "ray")
 
 
@@ -61,10 +63,10 @@ class RayNodes:
 def wait_for_nodes(address: str, count: int, timeout_s: float = 90.0) -> None:
     probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
              "print(len([n for n in ray.nodes() if n['Alive']]))")
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + patient(timeout_s)
     while time.monotonic() < deadline:
         done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+                              timeout=patient(60), env={**os.environ, "RAY_AUTH_MODE": "disabled"})
         if done.returncode == 0 and done.stdout.strip().isdigit() and int(done.stdout) >= count:
             return
         time.sleep(1.0)

@@ -21,6 +21,7 @@ from actors.workload import Workload
 from balancer.ownership import AcceptMode, BundleState
 from events.log.port import Offsets, Record
 from projections.ownership import OwnershipProjection
+from tests.support.patience import patient
 
 NAMESPACES = ("public/a", "public/b")
 SESSION_MS = 3_000
@@ -118,7 +119,7 @@ def read_until_kept(run: subprocess.Popen[str], timeout_s: float = 180) -> str:
     """What ``lbctl run --keep`` printed up to its ``kept:`` line (the cluster then stays up)."""
     assert run.stdout is not None
     lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + patient(timeout_s)
     while time.monotonic() < deadline and not any(line.startswith("kept:") for line in lines):
         line = run.stdout.readline()
         if not line:

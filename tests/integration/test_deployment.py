@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.integration.ray_scenarios import read_until_kept, unique
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -27,7 +28,7 @@ LBCTL = str(Path(sys.executable).parent / "lbctl")
 
 def lbctl(deployment: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([LBCTL, "--cluster", str(deployment), *argv], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+                          text=True, timeout=patient(120), cwd=ROOT)
 
 
 def deployment_file(tmp_path: Path, kafka: Any, ray_session: Any) -> Path:
@@ -73,4 +74,4 @@ def test_lbctl_runs_and_drives_a_deployment_through_cluster_yaml(
         assert bad.returncode == 2 and "broker-9" in bad.stderr
     finally:
         run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=60) == 0
+        assert run.wait(timeout=patient(60)) == 0

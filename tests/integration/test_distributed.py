@@ -22,6 +22,7 @@ import yaml
 
 from tests.integration.ray_nodes import ray_cluster
 from tests.integration.ray_scenarios import read_until_kept, unique
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -33,7 +34,7 @@ WORKER = {"zone-b": 100.0}
 
 def lbctl(deployment: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([LBCTL, "--cluster", str(deployment), *argv], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+                          text=True, timeout=patient(timeout), cwd=ROOT)
 
 
 def write_deployment(path: Path, kafka: Any, ray_address: str) -> Path:
@@ -59,7 +60,7 @@ def bundles(deployment: Path) -> list[dict[str, Any]]:
 
 
 def wait_until(check: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + patient(timeout_s)
     while time.monotonic() < deadline:
         found = check()
         if found:
@@ -112,4 +113,4 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
                 audited.stdout[-3000:] + audited.stderr[-2000:] + keys_written(deployment, kafka))
         finally:
             run.send_signal(signal.SIGTERM)
-            run.wait(timeout=60)
+            run.wait(timeout=patient(60))

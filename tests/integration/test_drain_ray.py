@@ -12,6 +12,7 @@ import pytest
 from actors.api import Cluster
 from projections.drain import drain_history
 from tests.integration.ray_scenarios import QUIET, SETTINGS, bundles, topic_in, unique, workload
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -31,7 +32,7 @@ async def test_a_drain_and_a_rolling_restart_on_ray(ray_session: Any, tmp_path: 
         undrained = (await cluster.undrain_broker("broker-2", "test")).first("BrokerUndrained")
         assert undrained is not None and undrained["left"] == 0
         steps: list[tuple[str, str]] = []
-        await cluster.restart_plan(["broker-1", "broker-3"], 600, "test", timeout_s=120,
+        await cluster.restart_plan(["broker-1", "broker-3"], 600, "test", timeout_s=patient(120),
                                    step=lambda broker, what: steps.append((broker, what)))
         assert steps[-1] == ("broker-3", "done") and ("broker-1", "restarting") in steps
         records = await cluster.log_tail(100_000)

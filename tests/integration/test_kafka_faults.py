@@ -26,6 +26,7 @@ from events.catalog import BundleAssigned
 from events.log.kafka import KafkaEventLog
 from events.log.port import Record
 from tests.kafka_server import KafkaServer
+from tests.support.patience import patient
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ async def test_a_broker_restart_mid_stream_loses_and_repeats_nothing(
     await restartable_kafka.restart_async(graceful=graceful)
     restarted.set()
     assert not writing.done(), "the writer finished before the broker went down"
-    await asyncio.wait_for(writing, 120)
+    await asyncio.wait_for(writing, patient(120))
     async with asyncio.timeout(120):
         while len(seen) < written:
             await asyncio.sleep(0.05)

@@ -10,6 +10,7 @@ namespace key a degraded view) in the client's view and in every actor's status.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +22,7 @@ import pytest_asyncio
 from actors.api import Cluster
 from events.log.kafka import KafkaEventLog
 from tests.integration.ray_scenarios import QUIET, SETTINGS, bundles, topic_in, unique, workload
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]
@@ -78,13 +80,13 @@ async def test_a_poisoned_record_is_named_and_the_live_cluster_keeps_answering(
     def named() -> bool:
         return any(a.kind == "dead_letter" and a.offset == offset and a.key == key
                    for a in cluster.ownership().anomalies)
-    assert await cluster.link.wait_for(named, 30), f"no dead letter at {partition}:{offset}"
+    assert await cluster.link.wait_for(named, patient(30)), f"no dead letter at {partition}:{offset}"
     if key == NS:
         assert NS in cluster.ownership().degraded
 
     # An actor restarted after the poison recovers through it (no restart loop) and serves again.
     await cluster.kill_broker("broker-1", restart=True)
-    await cluster.wait_ready(2, timeout_s=60)
+    await cluster.wait_ready(2, timeout_s=patient(60))
     for bundle in bundles(cluster, NS):
         assert (await cluster.lookup(topic_in(LOAD, bundle))).startswith("broker-")
 
@@ -92,8 +94,7 @@ async def test_a_poisoned_record_is_named_and_the_live_cluster_keeps_answering(
         statuses = await cluster.statuses()
         return all(statuses[name]["dead_letters"] >= 1 and (key != NS or NS in statuses[name]["degraded"])
                    for name in ("leader", "ns:0"))  # never restarted: each read the poison in place
-    for _ in range(60):
-        if await actors_named():
-            break
+    deadline = time.monotonic() + patient(30)
+    while time.monotonic() < deadline and not await actors_named():
         await asyncio.sleep(0.5)
     assert await actors_named(), await cluster.statuses()

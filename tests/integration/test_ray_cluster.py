@@ -44,6 +44,7 @@ from tests.integration.ray_scenarios import (
     unique,
     workload,
 )
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.timeout(180),
               pytest.mark.asyncio(loop_scope="module")]
@@ -155,14 +156,14 @@ async def test_events_stream_the_moves_as_they_happen(cluster: Cluster) -> None:
     collecting = asyncio.ensure_future(three())
     await asyncio.sleep(0.05)  # the stream listens from its first step on
     await cluster.unload("public/a", bundle, destination=dst)
-    assert await asyncio.wait_for(collecting, 10) == ["TransferPrepared", "BundleAssigned", "BundleOwned"]
+    assert await asyncio.wait_for(collecting, patient(10)) == ["TransferPrepared", "BundleAssigned", "BundleOwned"]
     await stream.aclose()
     history = cluster.events("NamespaceCreated", from_start=True)
     # The whole log first (in order per partition; Kafka orders nothing across partitions, and
     # other tests of this module create namespaces of their own).
     created: set[str] = set()
     while not {*NAMESPACES, "public/tiny"} <= created:
-        created.add((await asyncio.wait_for(anext(history), 10)).envelope.payload["namespace"])
+        created.add((await asyncio.wait_for(anext(history), patient(10))).envelope.payload["namespace"])
     await history.aclose()
 
 
@@ -269,7 +270,7 @@ async def test_a_restarted_broker_rebuilds_from_the_log(cluster: Cluster) -> Non
                 return status
             await asyncio.sleep(0.2)
 
-    status = await asyncio.wait_for(restarted(), 30)
+    status = await asyncio.wait_for(restarted(), patient(30))
     assert status["registered"] is True and not status["stopped"]
     # On Kafka the actor has a snapshot store on its node (none written yet: the history is
     # shorter than a snapshot's interval), so it folded the whole topic and says where it looked.

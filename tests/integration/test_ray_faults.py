@@ -40,6 +40,7 @@ from tests.integration.ray_scenarios import (
     unique,
     workload,
 )
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -81,10 +82,10 @@ async def test_a_killed_leader_is_replaced_with_a_higher_epoch_and_sheds_nothing
             if owner(cluster, bundle) != "broker-1":
                 namespace, hash_range = bundle.rsplit("/", 1)
                 await cluster.unload(namespace, hash_range, destination="broker-1")
-        found = await _wait_for_sheds(cluster, 1, timeout_s=40)
+        found = await _wait_for_sheds(cluster, 1, timeout_s=patient(40))
         await cluster.kill_leader()
-        assert await cluster.view.wait_for(lambda: cluster.leader().epoch == 2, 30)
-        await _wait_for_sheds(cluster, len(found) + 1, timeout_s=40, epoch=2)
+        assert await cluster.view.wait_for(lambda: cluster.leader().epoch == 2, patient(30))
+        await _wait_for_sheds(cluster, len(found) + 1, timeout_s=patient(40), epoch=2)
         log = await since(cluster)
         elected = [r.envelope.payload["epoch"] for r in log if r.envelope.type == "LeaderElected"]
         assert elected == [1, 2]

@@ -21,6 +21,7 @@ from actors.api import Cluster
 from actors.cluster.ray_link import RayLink
 from lbctl.main import main
 from tests.integration.ray_scenarios import unique
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -42,7 +43,7 @@ async def expired(cluster: Cluster) -> list[str]:
 async def let_pass(cluster: Cluster, virtual_ms: int) -> None:
     """Wait until ``virtual_ms`` of cluster time have passed (however long that takes)."""
     start = cluster.now_ms()
-    assert await cluster.clock.wait_for(lambda: cluster.now_ms() - start >= virtual_ms, 120.0)
+    assert await cluster.clock.wait_for(lambda: cluster.now_ms() - start >= virtual_ms, patient(120.0))
 
 
 def ray_link(cluster: Cluster) -> RayLink:
