@@ -61,10 +61,11 @@ def test_lbctl_runs_and_drives_a_deployment_through_cluster_yaml(
         assert "kept:" in out and f"lbctl --cluster {deployment}" in out, out
         shown = lbctl(deployment, "namespaces", "bundles", "public/default", "--json")
         assert shown.returncode == 0, shown.stderr
-        owned = next(b for b in json.loads(shown.stdout)["bundles"] if b["state"] == "Owned")
+        owned = next((b for b in json.loads(shown.stdout)["bundles"] if b["state"] == "Owned"), None)
+        assert owned is not None, out + shown.stdout
         dst = next(b for b in ("broker-1", "broker-2", "broker-3") if b != owned["owner"])
         moved = lbctl(deployment, "namespaces", "unload", "public/default", "-b", owned["range"],
-                      "-d", dst)
+                      "-d", dst, "--timeout", str(patient(30)))
         assert moved.returncode == 0, moved.stderr
         assert moved.stdout.strip().endswith(f"from {owned['owner']} to {dst}")
         listed = lbctl(deployment, "brokers", "list")

@@ -93,7 +93,7 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
             if not held:  # make sure the worker node's broker serves something
                 row = bundles(deployment)[0]
                 moved = lbctl(deployment, "namespaces", "unload", "public/default", "-b",
-                              row["range"], "-d", "broker-3")
+                              row["range"], "-d", "broker-3", "--timeout", str(patient(30)))
                 assert moved.returncode == 0, moved.stderr
                 held = [row["range"]]
             nodes.kill("worker")
