@@ -452,7 +452,8 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
             return self._heartbeat(now_ms)
         self.control.now_ms = max(self.control.now_ms, now_ms)
         parts: list[Effects] = [self._heartbeat(now_ms), self._pause_ended(now_ms), self._queue_approved(now_ms),
-                                self._release_splits(now_ms), self._start_due(now_ms), self._stale_check(now_ms), self._drain_moves(now_ms)]
+                                self._release_splits(now_ms), self._start_due(now_ms), self._stale_check(now_ms),
+                                self._drain_moves(now_ms)]
         if now_ms >= self.timers.sweep:
             self.timers.sweep = now_ms + self.settings.sweep_ms
             parts += [self._expire(now_ms), self._orphans(now_ms), self._free_with_traffic(now_ms)]

@@ -19,10 +19,10 @@ Checks (each violation names the record(s) by topic, partition and offset):
   where the records are decoded); it is named and left out of every other check. Only where
   the stored bytes are read (a log, Kafka, a raw export), not in a decoded export;
 - ``paused_move``: a shedding move (not an operator's unload, not a drain) that started, or a
-  split of the leader's own sent, while an operator's pause held; ``throttle_cap``: a shedding move whose start took the moves in
-  flight (per broker, in the cluster) or the starts of the last minute over the throttle's caps
-  (those of ``--conf``). Both fold ``projections.control`` over the pause and move records,
-  which reach the driver (a few per move);
+  split of the leader's own sent, while an operator's pause held; ``throttle_cap``: a shedding
+  move whose start took the moves in flight (per broker, in the cluster) or the starts of the
+  last minute over the throttle's caps (those of ``--conf``). Both fold ``projections.control``
+  over the pause and move records, which reach the driver (a few per move);
 - ``drained_received``: a broker received a bundle (an assignment, a transfer to it) decided
   while an operator's drain of it held (``projections.drain``, over the drain, assignment and
   transfer records, which reach the driver).

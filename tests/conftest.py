@@ -50,9 +50,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if marker is not None:
         seconds = marker.args[0] if marker.args else marker.kwargs.get("timeout")
         if isinstance(seconds, int | float) and seconds > 0:
-            item.add_marker(pytest.mark.timeout(patient(seconds), *marker.args[1:],
-                                                **{k: v for k, v in marker.kwargs.items() if k != "timeout"}),
-                            append=False)
+            rest = {k: v for k, v in marker.kwargs.items() if k != "timeout"}
+            item.add_marker(pytest.mark.timeout(patient(seconds), *marker.args[1:], **rest), append=False)
     yield
 
 # --- Kafka ---------------------------------------------------------------------------------

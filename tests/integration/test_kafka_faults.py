@@ -84,7 +84,7 @@ async def test_a_broker_restart_mid_stream_loses_and_repeats_nothing(
     restarted.set()
     assert not writing.done(), "the writer finished before the broker went down"
     await asyncio.wait_for(writing, patient(120))
-    async with asyncio.timeout(120):
+    async with asyncio.timeout(patient(120)):
         while len(seen) < written:
             await asyncio.sleep(0.05)
     following.cancel()
