@@ -215,6 +215,7 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "leads": self.leads, "my_epoch": self.my_epoch, "role": str(self.role),
+                "attempt": self.attempt, "leader_heard_ms": self.alive_ms,
                 "control": {**self.control.status(self.held), "drains": self.drain_status()}, "folded_to": self._position(),
                 "proposals": {"mode": self.config.load_balancer_execution, "pending": len(self.book.pending())},
                 "load_seen": {b: info.last_seen_ms for b, info in sorted(self.load.brokers.items())}}

@@ -12,11 +12,12 @@ Invariants:
   keeps it): seq stays gap-free across writer restarts, and a stale epoch is refused; a
   transactional writer reads it from its heads checkpoint's offset on (``kafka_heads``: saved
   every ``heads_checkpoint_every`` appends and on close), so its restart reads the tail only;
-- an append that fails half-way (broker gone, timeout) is retried until ``append_timeout_s``;
-  before each retry the writer re-reads the partition, so a batch that did commit is not
-  written twice; a retry that cannot read the partition does not write (it waits and tries
-  again), and an append that gives up leaves its partition in doubt: the next append there
-  first reads what landed since, so a batch that committed late never has its seqs reused;
+- an append that fails half-way (broker gone, timeout, a try unanswered for 30 s) is retried
+  until ``append_timeout_s``; before each retry the writer re-reads the partition, so a batch
+  that did commit is not written twice; a retry that cannot read the partition does not write
+  (it waits and tries again), and an append that gives up leaves its partition in doubt: the
+  next append there first reads what landed since, so a batch that committed late never has
+  its seqs reused;
 - record timestamps are the envelope's ``ts_ms``; reading from a timestamp uses Kafka's time
   index; checkpoints are committed offsets of the consumer group ``{cluster}-{name}-{checkpoint}``
   (the consumers, ranges and checkpoints are in ``kafka_read``).
@@ -33,6 +34,7 @@ from typing import Any, Self
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
     InvalidProducerEpoch,
+    InvalidTimestampError,
     KafkaError,
     ProducerFenced,
     TransactionalIdAuthorizationFailed,
@@ -65,6 +67,7 @@ from events.log.port import (
     causation_list,
     check_cluster,
 )
+from events.times import iso
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
 
@@ -91,6 +94,8 @@ class KafkaEventLog:
         self._stamper = stamper or Stamper()
         self.append_timeout_s, self.read_timeout_s = append_timeout_s, read_timeout_s
         self._linger_ms, self._max_batch_bytes = linger_ms, max_batch_bytes
+        self._try_s = min(append_timeout_s, 30.0)
+        """The bound of one try of an append (a fresh producer, a transaction)."""
         self._producer: AIOKafkaProducer | None = None
         self._fenced: WriterFenced | None = None
         self._reader: AIOKafkaConsumer | None = None
@@ -149,8 +154,9 @@ class KafkaEventLog:
         if self._checkpoints is not None:
             with contextlib.suppress(Exception):
                 await self._checkpoints.close()
-        clients: list[Any] = [self._producer, self._reader, *self._checkpointers.take_all()]
-        self._producer, self._reader = None, None
+        await self._drop_producer()
+        clients: list[Any] = [self._reader, *self._checkpointers.take_all()]
+        self._reader = None
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -170,7 +176,7 @@ class KafkaEventLog:
                 self.bootstrap_servers, self.security, enable_idempotence=True,
                 transactional_id=self.transactional_id, linger_ms=self._linger_ms,
                 max_batch_size=self._max_batch_bytes, max_request_size=self._max_batch_bytes + 65536,
-                request_timeout_ms=int(min(self.append_timeout_s, 30) * 1000),
+                request_timeout_ms=int(self._try_s * 1000),
             )
             self._producer = await kafka_client.started(
                 producer, self.bootstrap_servers, self.security, f"write to {self.topic}")
@@ -179,8 +185,19 @@ class KafkaEventLog:
     async def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            with contextlib.suppress(Exception):
-                await producer.stop()
+            await kafka_client.stop_producer(producer)
+
+    def _timestamps_refused(self, envelopes: Sequence[Envelope]) -> InvalidInput:
+        """Kafka refused the records' timestamps: retrying cannot help, the topic's bound can."""
+        first, last = envelopes[0].ts_ms, envelopes[-1].ts_ms
+        return InvalidInput(
+            f"Kafka refused records of {self.topic} stamped {iso(first)}..{iso(last)} (cluster "
+            f"time): the topic bounds how far a timestamp may be from the broker's clock "
+            f"(message.timestamp.after.max.ms and before.max.ms; Kafka 4 allows one hour ahead). "
+            f"A cluster whose clock runs ahead or behind (speed > 1, a resumed virtual clock) "
+            f"needs them unbounded, as on the topics this project creates: set them with "
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {self.topic}",
+            topic=self.topic, ts_ms=first)
 
     @property
     def fenced(self) -> bool:
@@ -249,12 +266,16 @@ class KafkaEventLog:
         self._in_doubt.add(partition)  # until this append's outcome is known
         while True:
             try:
-                await self._open_producer()
-                # A new transactional producer has resolved any transaction of the previous
-                # try, so what the partition shows now is final: look for our batch first.
-                landed = await self._landed(partition, envelopes) if retrying else None
-                if landed is None:
-                    landed = await self._produce(partition, key.encode(), values)
+                # aiokafka waits without end for a producer id and for a transaction's end (a
+                # coordinator still aborting a killed writer's transaction answers "retry"):
+                # each try is bounded, or one such wait would hold the writer (and its body) for good.
+                async with asyncio.timeout_at(min(deadline, loop.time() + self._try_s)):
+                    await self._open_producer()
+                    # A new transactional producer has resolved any transaction of the previous
+                    # try, so what the partition shows now is final: look for our batch first.
+                    landed = await self._landed(partition, envelopes) if retrying else None
+                    if landed is None:
+                        landed = await self._produce(partition, key.encode(), values)
                 self._in_doubt.discard(partition)
                 return landed
             except _FENCED as exc:
@@ -268,9 +289,12 @@ class KafkaEventLog:
                 await self._drop_producer()
                 raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
                                            f"write to {self.topic}") from None
+            except InvalidTimestampError:
+                await self._drop_producer()
+                raise self._timestamps_refused(envelopes) from None
             except (KafkaError, OSError, TimeoutError, Unavailable) as exc:
                 await self._drop_producer()
-                if loop.time() > deadline:
+                if loop.time() >= deadline:
                     raise Unavailable(f"append to {self.topic}[{partition}] failed: {exc!r}") from exc
                 await asyncio.sleep(backoff)
                 backoff, retrying = min(backoff * 2, 2.0), True
@@ -281,17 +305,32 @@ class KafkaEventLog:
     async def _produce(self, partition: int, key: bytes, values: list[tuple[bytes, int]]) -> list[int]:
         producer = await self._open_producer()
         if self.transactional_id is None:
-            futures = await self._send_batches(producer, partition, key, values)
-        else:
-            await producer.begin_transaction()
-            futures = await self._send_batches(producer, partition, key, values)
-            await producer.commit_transaction()
+            return await self._answers(await self._send_batches(producer, partition, key, values))
+        await producer.begin_transaction()
+        try:
+            # Every batch's answer before the commit: a batch Kafka refused must not let the
+            # others commit (all or nothing), and a commit after a refusal never ends.
+            offsets = await self._answers(await self._send_batches(producer, partition, key, values))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):  # Kafka's own timeout aborts it otherwise
+                    await producer.abort_transaction()
+            raise
+        await producer.commit_transaction()
+        return offsets
+
+    @staticmethod
+    async def _answers(futures: list[tuple[asyncio.Future[Any], int]]) -> list[int]:
+        """The offsets of the batches sent, or the first batch's refusal (every answer is
+        awaited, so no refusal goes unread)."""
+        answers = await asyncio.gather(*(future for future, _ in futures), return_exceptions=True)
         offsets: list[int] = []
         # Offsets are consecutive within one record batch only: other producers' records may
         # sit between two batches of one append.
-        for future, count in futures:
-            base: int = (await future).offset
-            offsets.extend(range(base, base + count))
+        for answer, (_, count) in zip(answers, futures, strict=True):
+            if isinstance(answer, BaseException):
+                raise answer
+            offsets.extend(range(answer.offset, answer.offset + count))
         return offsets
 
     async def _send_batches(

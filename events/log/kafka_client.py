@@ -216,6 +216,25 @@ async def started(client: C, bootstrap: str, security: KafkaSecurity | None, wha
         raise
 
 
+async def stop_producer(producer: AIOKafkaProducer, timeout_s: float = 5.0) -> None:
+    """Stop ``producer`` within ``timeout_s``. aiokafka's stop first waits for every pending
+    batch, and one that can never go (no producer id, a transaction Kafka will not end) would
+    hold the caller for good: past the bound the batches fail and the sender and connections
+    close unflushed (nothing in them was acknowledged, so nothing acknowledged is lost)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await producer.stop()
+        return
+    except Exception:  # the bound, or a failure while flushing: close it the hard way
+        pass
+    with contextlib.suppress(Exception):
+        producer._message_accumulator.fail_all(KafkaError("the producer was dropped"))
+    with contextlib.suppress(Exception):
+        await producer._sender.close()
+    with contextlib.suppress(Exception):
+        await producer.client.close()
+
+
 async def explain(exc: BaseException, bootstrap: str, security: KafkaSecurity | None,
                   what: str) -> InvalidInput | Unavailable:
     """The project's error for a Kafka failure: ``KafkaRefused`` if Kafka refused us (found by

@@ -8,31 +8,49 @@ Invariants:
   only ``ownership`` is compacted: it holds the latest record per bundle and is a cache that can
   always be rebuilt from ``events``, never the source of truth;
 - a topic that exists keeps its partition count (changing it would remap keys and break the
-  per-key order); ``ensure_topic`` only creates what is missing and reports what is there.
+  per-key order); ``ensure_topic`` only creates what is missing and reports what is there;
+- a record's Kafka timestamp is its envelope's ``ts_ms``, cluster time, which a sped-up or
+  resumed virtual clock puts hours away from the broker's wall clock: a topic is created with
+  no bound on how far a timestamp may be from the broker's (Kafka 4 refuses records more than
+  an hour ahead by default), in the names the broker knows (``TIMESTAMP_WINDOWS``, newest first).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgpack
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, TopicAuthorizationFailedError
+from aiokafka.errors import (
+    InvalidConfigurationError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 from aiokafka.partitioner import murmur2
 
 from balancer.errors import InvalidInput, Unavailable
 from events.log import kafka_client
 from events.log.kafka_client import DENIED, KafkaSecurity
 
+logger = logging.getLogger(__name__)
+
 OWNERSHIP_STREAM = "ownership"
 HEADS_STREAM = "writer-heads"
 """Compacted: each transactional writer's heads checkpoint, keyed by its id (events.log.kafka_heads)."""
 COMPACTED_STREAMS = frozenset({OWNERSHIP_STREAM, HEADS_STREAM})
 TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
+_UNBOUNDED = str(2**63 - 1)
+TIMESTAMP_WINDOWS: tuple[Mapping[str, str], ...] = (
+    {"message.timestamp.before.max.ms": _UNBOUNDED, "message.timestamp.after.max.ms": _UNBOUNDED},
+    {"message.timestamp.difference.max.ms": _UNBOUNDED},  # Kafka before 3.6 (gone in 4.0)
+)
+"""The settings that accept any record timestamp, as each generation of Kafka names them."""
 
 
 def topic_name(cluster: str, stream: str) -> str:
@@ -44,6 +62,7 @@ async def ensure_topic(
     bootstrap_servers: str, topic: str, *, partitions: int, replication_factor: int | None = None,
     config: Mapping[str, str] | None = None, timeout_s: float = 30.0, create: bool = True,
     security: KafkaSecurity | None = None,
+    timestamp_windows: Sequence[Mapping[str, str]] = TIMESTAMP_WINDOWS,
 ) -> int:
     """Create ``topic`` unless it exists (or, with ``create=False``, refuse a missing one with
     ``InvalidInput``); returns its partition count once every partition has a leader."""
@@ -55,7 +74,8 @@ async def ensure_topic(
             if topic not in await admin.list_topics():
                 if not create:
                     raise _missing(topic, bootstrap_servers, security)
-                await _create(admin, topic, partitions, replication_factor, dict(config or {}))
+                await _create(admin, topic, partitions, replication_factor, dict(config or {}),
+                              timestamp_windows)
             return await _wait_for_leaders(admin, topic)
     except DENIED as exc:
         raise kafka_client.refused(exc, bootstrap_servers, security or kafka_client.PLAINTEXT,
@@ -78,19 +98,33 @@ def _missing(topic: str, bootstrap_servers: str, security: KafkaSecurity | None)
 
 async def _create(
     admin: AIOKafkaAdminClient, topic: str, partitions: int, replication: int | None,
-    config: dict[str, str],
+    config: dict[str, str], windows: Sequence[Mapping[str, str]],
 ) -> None:
     if replication is None:
         brokers = (await admin.describe_cluster()).get("brokers") or [None]
         replication = min(3, len(brokers))
     if replication >= 3:
         config.setdefault("min.insync.replicas", "2")
-    response = await admin.create_topics([NewTopic(topic, partitions, replication, topic_configs=config)])
-    for _name, code, *rest in response.topic_errors:
-        if code == TopicAuthorizationFailedError.errno:
-            raise TopicAuthorizationFailedError(topic)
-        if code not in (0, TOPIC_ALREADY_EXISTS):
-            raise KafkaError(f"create_topics({topic}) failed with error {code}: {rest}")
+    for window in windows:  # the first the broker knows; a broker knowing none gets its own
+        code, rest = await _create_once(admin, NewTopic(topic, partitions, replication,
+                                                        topic_configs={**window, **config}))
+        if code != InvalidConfigurationError.errno:
+            break
+    else:
+        logger.warning("Kafka knows none of %s: topic %s keeps the broker's bound on record "
+                       "timestamps (a cluster clock running ahead of it will be refused)",
+                       [sorted(w) for w in windows], topic)
+        code, rest = await _create_once(admin, NewTopic(topic, partitions, replication, topic_configs=config))
+    if code == TopicAuthorizationFailedError.errno:
+        raise TopicAuthorizationFailedError(topic)
+    if code not in (0, TOPIC_ALREADY_EXISTS):
+        raise KafkaError(f"create_topics({topic}) failed with error {code}: {rest}")
+
+
+async def _create_once(admin: AIOKafkaAdminClient, new: NewTopic) -> tuple[int, list[Any]]:
+    response = await admin.create_topics([new])
+    ((_name, code, *rest),) = response.topic_errors
+    return code, rest
 
 
 async def _wait_for_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:

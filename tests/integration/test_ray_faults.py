@@ -84,7 +84,11 @@ async def test_a_killed_leader_is_replaced_with_a_higher_epoch_and_sheds_nothing
                 await cluster.unload(namespace, hash_range, destination="broker-1")
         found = await _wait_for_sheds(cluster, 1, timeout_s=patient(40))
         await cluster.kill_leader()
-        assert await cluster.view.wait_for(lambda: cluster.leader().epoch == 2, patient(30))
+        if not await cluster.view.wait_for(lambda: cluster.leader().epoch == 2, patient(30)):
+            told = [(r.envelope.ts_ms, r.envelope.type, r.envelope.epoch) for r in await since(cluster)
+                    if r.envelope.key == "_leader"]
+            raise AssertionError(f"no epoch 2 at {cluster.now_ms()}; the leader key's last records: "
+                                 f"{told[-8:]}; the leader's actor says {await _leader_says(cluster)}")
         await _wait_for_sheds(cluster, len(found) + 1, timeout_s=patient(40), epoch=2)
         log = await since(cluster)
         elected = [r.envelope.payload["epoch"] for r in log if r.envelope.type == "LeaderElected"]
@@ -113,7 +117,21 @@ async def _wait_for_sheds(cluster: Cluster, count: int, *, timeout_s: float,
         if len(found) >= count and (epoch is None or any(e == epoch for _, _, e in found)):
             return found
         await asyncio.sleep(0.5)
-    raise AssertionError(f"fewer than {count} shed moves (epoch {epoch}) within {timeout_s}s")
+    skipped = [(r.envelope.epoch, r.envelope.payload.get("reason")) for r in await since(cluster)
+               if r.envelope.type == "SheddingSkipped"]
+    owners = [owner(cluster, b) for b in bundles(cluster)]
+    raise AssertionError(f"fewer than {count} shed moves (epoch {epoch}) within {timeout_s}s; skipped "
+                         f"(epoch, reason): {skipped[-12:]}; owners: {owners}; the leader's actor says "
+                         f"{await _leader_says(cluster)}")
+
+
+async def _leader_says(cluster: Cluster) -> object:
+    """The leader actor's own status (its role, attempt, failed appends), or why there is none."""
+    try:
+        handle = await cluster.link.transport.handle("leader")
+        return await asyncio.wait_for(handle.status.remote(), 10)
+    except Exception as exc:
+        return repr(exc)
 
 
 async def test_anti_affinity_across_two_failure_domains(ray_session: Any, tmp_path: Path) -> None:
