@@ -277,8 +277,17 @@ class LeaderBody(Holding, Draining, Proposing, Follower, Sweeping):
             self.role, self.leader_since = Role.LEADER, ts_ms
             self.timers = _Timers(sweep=ts_ms, monitor=ts_ms, shed=ts_ms + self._shed_interval(),
                                   split=ts_ms + self._split_interval())
+            self._new_term()
         elif self.attempt is not None and epoch >= self.attempt:
             self.role = Role.FOLLOWER
+            self._new_term()
+
+    def _new_term(self) -> None:
+        """Forget the plans of an earlier term, as a restarted leader has none: held splits
+        are dropped (a still-hot bundle is proposed again), approvals are queued again from the
+        book, with their staleness checked, and the queue is rebuilt by the next run."""
+        self.splits_held, self.approved_seen = [], 0
+        self.control.throttle.queue.clear()
 
     def _remember(self, event: UnloadRequested | TransferPrepared, ts_ms: int) -> None:
         # Admin unloads and drains are not shedding: no grace period (the what-if replay folds

@@ -110,11 +110,11 @@ class Proposing:
     held: ControlFold
     book: ProposalBook
     splits_held: list[Proposal]
-    """Approved proposals whose splits wait for the pause to end (soft: a new leader drops them,
-    as it would a split sent and lost at a crash; a still-hot bundle is proposed again)."""
+    """Approved proposals whose splits wait for the pause to end (soft: a new term drops them,
+    as a crash drops a split sent and lost; a still-hot bundle is proposed again)."""
     stale_sent: set[str]
     approved_seen: int
-    """How many of ``book.approved`` this leader has queued (soft: a new one starts at 0)."""
+    """How many of ``book.approved`` this leader has queued (soft: a new term starts at 0)."""
 
     @property
     def my_epoch(self) -> int:

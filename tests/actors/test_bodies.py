@@ -13,7 +13,9 @@ from actors.namespace import NamespaceBody
 from actors.workload import ClientsBody, Workload
 from balancer.bundles import NamespaceBundles
 from balancer.config import LoadBalancerConfig
+from balancer.control import Move
 from balancer.errors import TransferToCurrentOwner, UnknownBroker, UnknownNamespace
+from balancer.proposals import ProposedMove
 from events.catalog import (
     LEADER_KEY,
     AssignBundle,
@@ -27,6 +29,7 @@ from events.catalog import (
     UnloadBundle,
     UnloadRequested,
 )
+from projections.proposals import Proposal
 from tests.support.given import GivenBody, appended
 
 CONFIG = LoadBalancerConfig()
@@ -141,6 +144,24 @@ def test_a_leader_leads_once_its_own_election_is_folded_back_and_yields_to_a_new
     assert body.role is Role.LEADER
     leader.when_event(LeaderElected(leader_id="other", epoch=2), epoch=2)
     assert body.role is not Role.LEADER
+
+
+def test_a_new_term_forgets_the_plans_of_the_last_as_a_restarted_leader_would() -> None:
+    """Held splits and queued moves were chosen in a term that ended: a leader that loses its
+    term, or wins another, drops them (approvals are queued again from the book, checked for
+    staleness), so a re-elected leader never sends a plan another leader's term overtook."""
+    body = LeaderBody(CONFIG, rng=Random(1))
+    leader = GivenBody(body)
+    leader.fold(leader.when_tick())
+    held = Proposal("split-1", "split", "review", 0, (ProposedMove(FIRST, "split", "broker-1", None, "split"),))
+    body.splits_held, body.approved_seen = [held], 3
+    body.control.throttle.queue.append(Move(FIRST, "broker-1", None, 0))
+    leader.when_event(LeaderElected(leader_id="other", epoch=2), epoch=2)
+    assert (body.role, body.splits_held, body.control.throttle.queue) == (Role.FOLLOWER, [], [])
+    body.splits_held = [held]
+    leader.fold(leader.when_tick(after_ms=2 * body.settings.session_timeout_ms))  # the other never acts
+    assert body.role is Role.LEADER and body.my_epoch == 3
+    assert (body.splits_held, body.approved_seen) == ([], 0)
 
 
 @pytest.mark.parametrize("broker", ["broker-1", "broker-2"])
