@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from balancer.bundles import namespace_of
 from balancer.errors import DecodeError
 from balancer.load import BrokerReport, BundleStats
-from events._fields import Check, check_for
+from events._fields import Check, FieldsCheck, check_for, fields_check
 from events.decisions import DecisionRecord
 from events.reports import report_parts, stats_from_payload, typed_report
 from events.usable import RULES as _USABLE
@@ -848,6 +848,7 @@ class Schema:
     checks: tuple[tuple[str, Check], ...] = ()  # (field, its type and bound check)
     epoch_field: bool = False  # an event whose payload epoch must equal the envelope's
     viewed: bool = False  # an event: ``view_of`` may read a payload of every field in place
+    check_fields: FieldsCheck | None = None  # ``checks`` compiled into one (None: run them in turn)
 
 
 def _schema(cls: type[Message]) -> Schema:
@@ -855,10 +856,12 @@ def _schema(cls: type[Message]) -> Schema:
 
     all_fields = fields(cls)
     required = {f.name for f in all_fields if f.default is MISSING and f.default_factory is MISSING}
-    checks = tuple((f.name, check_for(str(f.type))) for f in all_fields)
+    annotated = [(f.name, str(f.type)) for f in all_fields]
+    checks = tuple((name, check_for(annotation)) for name, annotation in annotated)
     names = frozenset(f.name for f in all_fields)
     return Schema(cls, cls.VERSION, frozenset(required), names, checks,
-                  "epoch" in names and issubclass(cls, Event), issubclass(cls, Event))
+                  "epoch" in names and issubclass(cls, Event), issubclass(cls, Event),
+                  fields_check(annotated))
 
 
 def _register() -> dict[str, Schema]:

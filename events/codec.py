@@ -224,15 +224,19 @@ def _check_payload(env: Envelope) -> Envelope:
 
 def _check_values(env: Envelope, schema: Schema) -> Envelope:
     payload = env.payload
-    for name, check in schema.checks:
-        if name in payload:
-            problem = check(payload[name])
-            if problem is not None:
-                raise DecodeError(f"{env.type} v{env.version}: field {name}: {problem}", reason="bad_payload")
+    failed = schema.check_fields(payload) if schema.check_fields is not None else _first_failing(payload, schema)
+    if failed is not None:
+        problem = dict(schema.checks)[failed](payload[failed])
+        raise DecodeError(f"{env.type} v{env.version}: field {failed}: {problem}", reason="bad_payload")
     if schema.epoch_field and payload["epoch"] != env.epoch:
         raise DecodeError(f"{env.type} v{env.version}: payload epoch {payload['epoch']} is not the "
                           f"envelope's {env.epoch}", reason="bad_payload")
     return env
+
+
+def _first_failing(payload: dict[str, Any], schema: Schema) -> str | None:
+    return next((name for name, check in schema.checks
+                 if name in payload and check(payload[name]) is not None), None)
 
 
 def upcast(env: Envelope, target: int) -> Envelope:

@@ -318,3 +318,33 @@ def test_a_writer_refuses_a_seq_or_epoch_no_reader_decodes(seq: int, epoch: int)
 ])
 def test_any_time_prints(ts_ms: int, shown: str) -> None:
     assert iso(ts_ms) == shown
+
+
+_TRICKY = (None, True, False, 0, -1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 0.5, float("nan"),
+           float("inf"), -float("inf"), "", "x", b"x", [], [1], ["a"], [{}], [None], [2**64], {},
+           {"a": 1}, {"a": float("nan")}, {1: "x"}, {"a": [2**70]}, {"a": {"b": object()}}, object())
+
+
+@pytest.mark.parametrize("name", sorted(c.SCHEMAS))
+def test_the_compiled_payload_check_accepts_exactly_what_each_field_check_accepts(name: str) -> None:
+    """The decoder runs one compiled check per record; it must agree with the field checks
+    (which also give the reason) on every value, and name the first field that fails."""
+    schema = c.SCHEMAS[name]
+    assert schema.check_fields is not None
+    assert schema.check_fields({}) is None  # absent fields are the required-fields rule's business
+    for field, check in schema.checks:
+        for value in _TRICKY:
+            named = schema.check_fields({field: value})
+            assert (named is None) == (check(value) is None), (field, value)
+            assert named in (None, field)
+    fails = [(f, next(v for v in _TRICKY if check(v) is not None)) for f, check in schema.checks]
+    if len(fails) > 1:  # the first failing field in declaration order is named
+        assert schema.check_fields(dict(fails)) == fails[0][0]
+
+
+def test_a_bad_field_is_named_with_its_reason() -> None:
+    env = seal(c.BundleAssigned(bundle="t/n/0x00000000_0xffffffff", dst="b1"), key="t/n", seq=1, epoch=1,
+               clock_ms=lambda: 0)
+    forged = env._replace(payload={**env.payload, "force": 2**63})
+    with pytest.raises(DecodeError, match=r"field force: expected a bool, got int 9223372036854775808"):
+        decode(encode(forged))
