@@ -77,10 +77,11 @@ async def test_a_poisoned_record_is_named_and_the_live_cluster_keeps_answering(
     key, raw = POISONS[case]
     partition, offset = await _poison(cluster, kafka, key, raw)
 
-    def named() -> bool:
-        return any(a.kind == "dead_letter" and a.offset == offset and a.key == key
+    def named() -> bool:  # at the end offset read before the append, or later: another
+        # writer's record (or a transaction's marker) may land first
+        return any(a.kind == "dead_letter" and a.offset >= offset and a.key == key
                    for a in cluster.ownership().anomalies)
-    assert await cluster.link.wait_for(named, patient(30)), f"no dead letter at {partition}:{offset}"
+    assert await cluster.link.wait_for(named, patient(30)), f"no dead letter at or after {partition}:{offset}"
     if key == NS:
         assert NS in cluster.ownership().degraded
 

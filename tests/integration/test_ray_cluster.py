@@ -289,7 +289,7 @@ async def test_a_killed_broker_bundles_are_owned_elsewhere_within_the_session(cl
     before = await mark(cluster)
     await cluster.kill_broker(lost)
     assert await cluster.view.wait_for(
-        lambda: all(cluster.ownership().owner(b) not in (None, lost) for b in held), 60)
+        lambda: all(cluster.ownership().owner(b) not in (None, lost) for b in held), patient(60))
     trail = await since(cluster, before)
     left = [r.envelope for r in trail if r.envelope.type == "BrokerLeft"]
     assert [(e.payload["broker_id"], e.payload["reason"], e.key) for e in left] == [(lost, "expired", lost)]

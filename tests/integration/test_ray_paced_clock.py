@@ -68,9 +68,10 @@ async def test_a_stalled_broker_stops_cluster_time_and_is_not_expired(ray_sessio
         assert stood < cluster.settings.session_timeout_ms  # not 120 s: time stood still
         report = ray_link(cluster).pace()
         assert report is not None and report.stops >= 1
-        # The clock stood for the stall, and for broker-2 among others: on a busy machine another
-        # late actor may be the one it waited for at a given moment.
-        assert report.stood_s > STALL_S / 2 and report.waited.get("broker:broker-2", 0.0) > 0, report
+        # The clock stood for the stall. Whom a stop is put down to is the member with the oldest
+        # heartbeat at that moment: on a busy machine another late actor (broker-3 in one run
+        # beside a second suite) may be older than the stalled one for the whole stall.
+        assert report.stood_s > STALL_S / 2, report
         assert report.describe().startswith("cluster time stood still")
 
 
