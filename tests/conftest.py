@@ -36,6 +36,8 @@ from tests.kafka_server import KafkaHandle, create_topics, kafka_bootstrap
 from tests.pulsar_server import PulsarCluster
 from tests.support.patience import patient
 
+pytest_plugins = ["tests.support.interrupt"]
+
 # Hypothesis's per-example deadline is a wall-clock limit: on a shared 2-core machine it fails
 # properties that hold. Performance is measured in bench/, never asserted here.
 settings.register_profile("bundle-balancer", deadline=None)

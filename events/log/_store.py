@@ -131,6 +131,12 @@ class _GroupHeads(Heads):
     def get(self, key: str) -> tuple[int, int]:
         return self._heads.get(key) or self._base.get(key)
 
+    def fold_into(self, base: Heads) -> None:
+        """Make ``base`` (the one this was made on) what it becomes once every append observed
+        here is written: the same as observing each of them on it, in order."""
+        base._heads.update(self._heads)
+        base.elected, base.root = self.elected, self.root
+
 
 class _Pending(NamedTuple):
     key: str
@@ -332,10 +338,11 @@ class StoreLog:
                 for env in envelopes:
                     ahead.observe(env)
                 accepted.append((p, envelopes, entries))
-            self._write_accepted(heads, accepted)
+            self._write_accepted(heads, ahead, accepted)
 
-    def _write_accepted(self, heads: Heads, accepted: list[_Accepted]) -> None:
+    def _write_accepted(self, heads: Heads, ahead: _GroupHeads, accepted: list[_Accepted]) -> None:
         by_partition: dict[int, list[_Accepted]] = {}
+        written: list[_Accepted] = []
         for item in accepted:
             by_partition.setdefault(self.partition_for(item[0].key), []).append(item)
         for partition, items in by_partition.items():
@@ -346,9 +353,14 @@ class StoreLog:
                     p.future.set_exception(exc)
                 continue
             for (p, envelopes, _), base in zip(items, bases, strict=True):
+                p.future.set_result([Record(partition, base + i, env) for i, env in enumerate(envelopes)])
+            written.extend(items)
+        if len(written) == len(accepted):
+            ahead.fold_into(heads)  # all written: the heads ``ahead`` folded are the log's
+        else:
+            for _, envelopes, _ in written:
                 for env in envelopes:
                     heads.observe(env)
-                p.future.set_result([Record(partition, base + i, env) for i, env in enumerate(envelopes)])
 
     async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
         stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms

@@ -205,7 +205,7 @@ class OwnershipSnapshots:
 
     async def close(self) -> None:
         if self._producer is not None:
-            await self._producer.stop()
+            await kafka_client.stop_producer(self._producer)
             self._producer = None
 
     async def put(self, records: Mapping[str, Mapping[str, Any] | None]) -> None:
