@@ -294,6 +294,25 @@ def test_strings_and_lists_past_the_format_limits_are_dead_letters(payload: dict
     assert decode(_raw(at_limit)).payload == at_limit
 
 
+@pytest.mark.parametrize(("claim", "reason"), [
+    (b"\xdb" + (100).to_bytes(4, "big"), "corrupt"),  # a 100-byte string in a short record
+    (b"\xdd" + (100).to_bytes(4, "big"), "corrupt"),  # a 100-item list
+    (b"\xdf" + (100).to_bytes(4, "big"), "corrupt"),  # a 100-entry map
+    (b"\xdb" + (MAX_TEXT + 1).to_bytes(4, "big"), "corrupt"),  # msgpack finds the bytes missing first
+    (b"\xdd" + (MAX_ITEMS + 1).to_bytes(4, "big"), "bad_payload"),
+])
+def test_a_short_record_claiming_more_than_it_holds_is_named_by_the_format_limits(
+        claim: bytes, reason: str) -> None:
+    head: bytes = msgpack.packb(["id", "NamespacePolicySet", 2, "t/n", 1, 1, 1_700_000_000_000, None,
+                                 None], use_bin_type=True)
+    raw = b"\x9a" + head[1:] + b"\x82\xa9namespace\xa3t/n\xa1x" + claim + b"abc"
+    with pytest.raises(DecodeError) as found:
+        decode(raw)
+    assert found.value.details["reason"] == reason, found.value
+    if reason == "bad_payload":
+        assert "past the log format's limits" in str(found.value)
+
+
 @pytest.mark.parametrize("ts_ms", [TS_MIN - 1, TS_MAX + 1, 2**63 - 1, -(2**63)])
 def test_a_time_no_date_can_print_is_a_dead_letter_and_never_stamped(ts_ms: int) -> None:
     with pytest.raises(DecodeError, match="years 1 to 9999"):
