@@ -342,7 +342,7 @@ class StoreLog:
 
     def _write_accepted(self, heads: Heads, ahead: _GroupHeads, accepted: list[_Accepted]) -> None:
         by_partition: dict[int, list[_Accepted]] = {}
-        written: list[_Accepted] = []
+        written: list[tuple[_Accepted, int, int]] = []  # (append, partition, its first offset)
         for item in accepted:
             by_partition.setdefault(self.partition_for(item[0].key), []).append(item)
         for partition, items in by_partition.items():
@@ -352,15 +352,16 @@ class StoreLog:
                 for p, _, _ in items:
                     p.future.set_exception(exc)
                 continue
-            for (p, envelopes, _), base in zip(items, bases, strict=True):
-                p.future.set_result([Record(partition, base + i, env) for i, env in enumerate(envelopes)])
-            written.extend(items)
+            written.extend((item, partition, base) for item, base in zip(items, bases, strict=True))
+        # The heads first: an appender woken by its result finds them with its records in.
         if len(written) == len(accepted):
             ahead.fold_into(heads)  # all written: the heads ``ahead`` folded are the log's
         else:
-            for _, envelopes, _ in written:
+            for (_, envelopes, _), _, _ in written:
                 for env in envelopes:
                     heads.observe(env)
+        for (p, envelopes, _), partition, base in written:
+            p.future.set_result([Record(partition, base + i, env) for i, env in enumerate(envelopes)])
 
     async def append_raw(self, key: str, values: Sequence[bytes], *, ts_ms: int | None = None) -> None:
         stamp = self._stamper.clock_ms() if ts_ms is None else ts_ms
