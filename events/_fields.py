@@ -33,23 +33,37 @@ MAX_ITEMS = 131_072
 fit twice."""
 
 
+_SCALARS = frozenset((str, bool, bytes, type(None)))
+
+
 def _plain(value: Any, depth: int = 0) -> str | None:
     kind = type(value)
     if kind is int:
         return None if INT64_MIN <= value <= INT64_MAX else f"{value} is outside int64"
     if kind is float:
         return None if math.isfinite(value) else f"{value} is not a finite number"
-    if kind in (str, bool, bytes) or value is None:
+    if kind in _SCALARS:
         return None
     if depth > 32:
         return "nested more than 32 levels deep"
+    # The items that are plain scalars (most of a load report) pass inline, without a call each.
     if kind is list:
-        return next((p for p in (_plain(v, depth + 1) for v in value) if p), None)
+        for v in value:
+            inner = type(v)
+            if not (inner in _SCALARS or (inner is float and math.isfinite(v))
+                    or (inner is int and INT64_MIN <= v <= INT64_MAX)):
+                problem = _plain(v, depth + 1)
+                if problem:
+                    return problem
+        return None
     if kind is dict:
         for k, v in value.items():
-            problem = _plain(k, depth + 1) or _plain(v, depth + 1)
-            if problem:
-                return problem
+            inner = type(v)
+            if not (type(k) is str and (inner in _SCALARS or (inner is float and math.isfinite(v))
+                                        or (inner is int and INT64_MIN <= v <= INT64_MAX))):
+                problem = _plain(k, depth + 1) or _plain(v, depth + 1)
+                if problem:
+                    return problem
         return None
     return f"a {kind.__name__} is not plain data"
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.errors import DecodeError, OutOfRange
+from events import _fields
 from events import catalog as c
 from events._fields import MAX_ITEMS, MAX_TEXT
 from events.bounds import TS_MAX, TS_MIN
@@ -367,3 +371,63 @@ def test_a_bad_field_is_named_with_its_reason() -> None:
     forged = env._replace(payload={**env.payload, "force": 2**63})
     with pytest.raises(DecodeError, match=r"field force: expected a bool, got int 9223372036854775808"):
         decode(encode(forged))
+
+
+def _plain_by_the_rule(value: Any, depth: int = 0) -> str | None:
+    """The plain-data rule written the direct way: what ``_fields._plain`` must answer."""
+    kind = type(value)
+    if kind is int:
+        return None if -(2**63) <= value <= 2**63 - 1 else f"{value} is outside int64"
+    if kind is float:
+        return None if math.isfinite(value) else f"{value} is not a finite number"
+    if kind in (str, bool, bytes) or value is None:
+        return None
+    if depth > 32:
+        return "nested more than 32 levels deep"
+    if kind is list:
+        return next((p for p in (_plain_by_the_rule(v, depth + 1) for v in value) if p), None)
+    if kind is dict:
+        for k, v in value.items():
+            problem = _plain_by_the_rule(k, depth + 1) or _plain_by_the_rule(v, depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"a {kind.__name__} is not plain data"
+
+
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=3), st.binary(max_size=3),
+    st.integers(min_value=-(2**64), max_value=2**64), st.floats(allow_nan=True, allow_infinity=True),
+    st.just(()), st.just(frozenset()), st.just(1j))
+_NESTED = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.one_of(st.text(max_size=2), st.integers(-3, 3), st.none(), st.floats()),
+                    inner, max_size=4)), max_leaves=30)
+
+
+def _deep(levels: int, leaf: Any) -> Any:
+    for i in range(levels):
+        leaf = [leaf] if i % 2 else {"k": leaf}
+    return leaf
+
+
+@pytest.mark.parametrize("value", [
+    [2**63], [-(2**63) - 1], [2**63 - 1, 1.5, None, b"", True], [float("inf")], [float("nan")], [1j],
+    {"k": 2**63}, {"k": -(2**63) - 1}, {"k": float("-inf")}, {"k": 1j}, {1: 1}, {None: "x"},
+    {2**64: 1}, {"a": 1, "b": [2**63]}, [{"k": [float("nan")]}], {"k": ()},
+])
+def test_the_plain_data_check_answers_as_the_rule_on_each_kind_inside_a_list_and_a_map(value: Any) -> None:
+    assert _fields._plain(value) == _plain_by_the_rule(value)
+
+
+@settings(max_examples=400)
+@given(_NESTED)
+def test_the_plain_data_check_answers_as_the_rule_on_nested_values(value: Any) -> None:
+    assert _fields._plain(value) == _plain_by_the_rule(value)
+
+
+@pytest.mark.parametrize("levels", [31, 32, 33, 34])
+@pytest.mark.parametrize("leaf", [1, 2**64, float("nan"), "x", [], {}, ()])
+def test_the_plain_data_check_answers_as_the_rule_at_the_depth_limit(levels: int, leaf: Any) -> None:
+    value = _deep(levels, leaf)
+    assert _fields._plain(value) == _plain_by_the_rule(value)
