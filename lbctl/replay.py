@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -106,16 +107,26 @@ def _bounds_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[[a
 
 @contextmanager
 def _progress(console: Console) -> Iterator[Any]:
+    """A spinner with the step under way and the time so far; where stderr is no terminal, one
+    line per step with the seconds since the start (Spark runs lazily: a step's time is that of
+    the work its first result needed), and the total at the end."""
+    began = time.monotonic()
+
+    def line(text: str) -> None:
+        if not console.is_terminal:
+            console.print(f"[{time.monotonic() - began:6.1f} s] {text}", highlight=False)
+
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
-        task = progress.add_task("starting Spark", total=None)
+        task = progress.add_task("starting Spark", total=None)  # a line only once it has: the
+        # source is checked first, and a bad one is the only line on stderr
 
         def step(text: str) -> None:
             progress.update(task, description=text)
-            if not console.is_terminal:
-                console.print(text)
+            line(text)
 
         yield step
+        line("done")
 
 
 def _config(args: argparse.Namespace) -> LoadBalancerConfig:
