@@ -303,6 +303,7 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
     """Connect to Ray (``address``) or start it locally; True if this call started it."""
     if ray.is_initialized():
         return False
+    cluster_errors_to_stderr()
     options: dict[str, Any] = {"namespace": namespace, "logging_level": logging.WARNING,
                                "log_to_driver": False}
     if address is None:
@@ -322,6 +323,23 @@ def ensure_ray(address: str | None = None, *, namespace: str, num_cpus: int | No
         return True
     ray.init(address=address, **options)
     return True
+
+
+def cluster_errors_to_stderr() -> None:
+    """Ray's driver prints the errors the cluster pushes to it (a node marked dead, a worker
+    killed for memory) on stdout, even with ``log_to_driver`` off, where a verb's output goes
+    (``--json`` read by a script): they are diagnostics, so they go to stderr."""
+    from ray._private import worker  # Ray names no public switch for it
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def is_loopback(address: str) -> bool:

@@ -113,6 +113,18 @@ def test_a_clean_audit_lists_its_checks_and_prints_no_empty_table() -> None:
     assert all(name in shown for name, _ in CHECKS if name != "throttle_cap") and "throttle_cap" not in shown
 
 
+def test_a_violation_keeps_its_check_key_bundle_and_offsets_whole_beside_a_long_topic_and_detail() -> None:
+    found = Violation("seq_repeat", "sec-b9017f3a-events-with-a-long-prefix", "broker-12",
+                      "public/default/0x40000000_0x80000000", 0, 592, 590, 1_795_600_800_000,
+                      "seq 148 after 148 (duplicate or out of order: " + "x" * 120 + ")")
+    console = Console(record=True, width=160)  # lbctl's width where stdout is no terminal
+    console.print(audit_tables(_report((found,)))[1])
+    text = console.export_text()
+    assert "…" not in text, text
+    for whole in ("seq_repeat", "broker-12", "public/default/0x40000000_0x80000000", "592", "590"):
+        assert whole in text, (whole, text)
+
+
 def test_violations_come_after_the_checks_with_their_instants_in_utc(tmp_path: Path) -> None:
     found = Violation("double_owner", "events", "ns", "ns/b", 0, 17, 12, 1_795_600_800_000, "owned by b2 while b1 owns it")
     tables = audit_tables(_report((found,)))
