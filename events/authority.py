@@ -33,12 +33,7 @@ SHARD_KEY_PREFIX = "_ns:"
 
 def leader_write(key: str, messages: Iterable[Message]) -> bool:
     """An append of ``messages`` under ``key`` is a leader's (fenced by the newest election)."""
-    if key in LEADER_KEYS:
-        return True
-    for m in messages:  # a plain loop: this runs for every append
-        if isinstance(m, BrokerLeft) and m.reason == "expired":
-            return True
-    return False
+    return key in LEADER_KEYS or any(isinstance(m, BrokerLeft) and m.reason == "expired" for m in messages)
 
 
 def leader_written(key: str, type_name: str, payload: Mapping[str, Any]) -> bool:

@@ -15,7 +15,6 @@ from types import FrameType
 import pytest
 
 
-
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
