@@ -80,14 +80,16 @@ _BATCH = 20_000
 # -- decoding (runs on the workers) -------------------------------------------------------------
 
 
-def _cpu(load: dict[str, Any]) -> float | None:
+def cpu_share(load: dict[str, Any]) -> float | None:
+    """A broker load's cpu usage over its limit (None: the load names no limit)."""
     cpu = load.get("cpu")
     if not isinstance(cpu, dict) or not cpu.get("limit"):
         return None
     return float(cpu.get("usage", 0.0)) / float(cpu["limit"])
 
 
-def _bundle_loads(bundles: list[Any]) -> list[dict[str, Any]]:
+def bundle_loads_of(bundles: list[Any]) -> list[dict[str, Any]]:
+    """A report's bundle entries as the ``bundle_loads`` column holds them."""
     return [{
         "bundle": str(b.get("bundle")),
         "msg_rate_in": float(b.get("msg_rate_in", 0.0)), "msg_rate_out": float(b.get("msg_rate_out", 0.0)),
@@ -131,11 +133,11 @@ def payload_columns(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         out["boundaries"] = [int(b) for b in p["boundaries"]]
     elif kind == "LoadReported":
         load = p.get("broker_load") or {}
-        out["cpu"] = _cpu(load)
+        out["cpu"] = cpu_share(load)
         out["msg_rate"] = float(load.get("msg_rate_in", 0.0)) + float(load.get("msg_rate_out", 0.0))
         out["msg_throughput"] = (float(load.get("msg_throughput_in", 0.0))
                                  + float(load.get("msg_throughput_out", 0.0)))
-        out["bundle_loads"] = _bundle_loads(p.get("bundles") or [])
+        out["bundle_loads"] = bundle_loads_of(p.get("bundles") or [])
     return out
 
 

@@ -38,11 +38,13 @@ from balancer.load import BundleStats
 from balancer.shedding.run import SheddingRun
 from balancer.simulator import BrokerModel, Simulation, balance
 from events.codec import decode
+from events.envelope import Envelope
+from events.report_parts import is_continuation, is_delta
 from projections.ownership import REFUSED
 from projections.shed_replay import Alignment, align, recorded_runs
 from spark_replay.audit import MOVE_TYPES, ownership_rows
 from spark_replay.authority import Authority
-from spark_replay.sources import readable
+from spark_replay.sources import bundle_loads_of, cpu_share, readable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,7 +138,13 @@ class Recording:
                                   msg_throughput_out=v[3], topics=int(v[4])) for b, v in cycle.items()}
 
 
-def load_recording(df: DataFrame, *, interval_ms: int = 60_000) -> Recording:
+def load_recording(df: DataFrame, *, interval_ms: int = 60_000,
+                   trust: Authority | None = None) -> Recording:
+    """The recorded load, ownership and moves. Each broker's bundles per cycle are folded as
+    lbctl's load view folds its reports (``projections.load``): a full report sets them, a later
+    part adds to them, a delta changes the stats of those it lists and keeps the others. That
+    needs the stored records (``trust``'s, or the ``value`` column); a decoded export has no
+    mark of a delta, so each cycle takes a broker's latest report's bundles as all it had."""
     from pyspark.sql import functions as F
 
     rows = readable(df)
@@ -150,8 +158,10 @@ def load_recording(df: DataFrame, *, interval_ms: int = 60_000) -> Recording:
         F.expr("regr_slope(cpu, msg_throughput)").alias("slope"),
         F.avg("cpu").alias("cpu"), F.avg("msg_throughput").alias("tp")).collect()
     brokers = {r["broker"]: _fit(r) for r in fits}
-    per_cycle = reports.groupBy("cycle", "broker").agg(
-        F.max_by("bundle_loads", "ts").alias("bundles"), F.max_by("cpu", "ts").alias("cpu")) \
+    stored = _stored_reports(reports, trust)
+    per_cycle: list[Any] = _folded_reports(stored, start, interval_ms) if stored is not None else \
+        reports.groupBy("cycle", "broker").agg(
+            F.max_by("bundle_loads", "ts").alias("bundles"), F.max_by("cpu", "ts").alias("cpu")) \
         .orderBy("cycle", "broker").collect()
     trace, usages = _trace(per_cycle)
     owners = _owners(df, start + interval_ms)
@@ -163,6 +173,37 @@ def load_recording(df: DataFrame, *, interval_ms: int = 60_000) -> Recording:
     moves = [(int(r["cycle"]), r["bundle"], r["src"], r["dst"], r["reason"] or "") for r in moved]
     strategy = next((r["strategy"] for r in moved if r["strategy"]), None)
     return Recording(start + interval_ms, interval_ms, brokers, owners, trace, usages, moves, strategy)
+
+
+def _stored_reports(reports: DataFrame, trust: Authority | None) -> list[Envelope] | None:
+    """The load reports in the order lbctl's reader folds them (None: no stored records)."""
+    if trust is not None and trust.checked:
+        return [e for _, _, e in trust.envelopes if e.type == "LoadReported" and REFUSED not in e.__dict__]
+    if "value" not in reports.columns:
+        return None
+    kept = reports.where("value IS NOT NULL").select("ts", "partition", "offset", "value")
+    return [decode(r["value"]) for r in kept.orderBy("ts", "partition", "offset").collect()]
+
+
+def _folded_reports(reports: Sequence[Envelope], start_ms: int, interval_ms: int) -> list[dict[str, Any]]:
+    """Per (cycle, broker), in that order: the broker's bundles and cpu after its last report of
+    the cycle, its reports folded as ``projections.load`` folds them."""
+    held: dict[str, dict[str, dict[str, Any]]] = {}  # broker -> bundle -> its loads
+    cpu: dict[str, float | None] = {}
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for envelope in reports:
+        payload = envelope.payload
+        broker, load = str(payload["broker_id"]), payload.get("broker_load") or {}
+        bundles = held.setdefault(broker, {})
+        if not is_continuation(load):
+            cpu[broker] = cpu_share(load)
+            if not is_delta(load):
+                bundles.clear()  # a full report: its bundles are all the broker has
+        bundles.update((b["bundle"], b) for b in bundle_loads_of(payload.get("bundles") or []))
+        cycle = max(0, -(-(envelope.ts_ms - start_ms) // interval_ms) - 1)
+        out[(cycle, broker)] = {"cycle": cycle, "broker": broker, "bundles": list(bundles.values()),
+                                "cpu": cpu.get(broker)}
+    return [out[k] for k in sorted(out)]
 
 
 def _fit(row: Any) -> tuple[float, float]:
@@ -386,7 +427,7 @@ def whatif(spark: SparkSession, df: DataFrame, grid: Sequence[GridConfig], *,
     """The sweep with the live configuration first (``live``, else the recording's strategy with
     Pulsar's defaults), then ``grid``; the leader's recorded runs are replayed to measure how much
     of the recording the live strategy reproduces (``align_recording``)."""
-    recording = load_recording(df)
+    recording = load_recording(df, trust=trust)
     settings = dict(live or {})
     if recording.strategy and STRATEGY_KEY not in settings:
         settings[STRATEGY_KEY] = recording.strategy
