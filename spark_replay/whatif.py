@@ -2,7 +2,8 @@
 
 Invariants:
 - bundle loads are taken as recorded: per shedding cycle, each broker's reports folded as the
-  load view folds them (a delta report keeps the bundles it does not list); broker usage is re-derived from the counterfactual ownership with a per-broker linear model
+  load view folds them (a delta report keeps the bundles it does not list); broker usage is
+  re-derived from the counterfactual ownership with a per-broker linear model
   ``cpu = base + per_byte * throughput`` fitted on the recording (Spark's ``regr_*``);
 - cycles are the live leader's shedding runs: ``LeaderElected.ts + k * interval`` (k >= 1);
 - every grid entry is validated on the driver before anything runs: an unknown strategy or
