@@ -188,22 +188,29 @@ def _stored_reports(reports: DataFrame, trust: Authority | None) -> list[Envelop
 
 def _folded_reports(reports: Sequence[Envelope], start_ms: int, interval_ms: int) -> list[dict[str, Any]]:
     """Per (cycle, broker), in that order: the broker's bundles and cpu after its last report of
-    the cycle, its reports folded as ``projections.load`` folds them."""
+    the cycle, its reports folded as ``projections.load`` folds them. A broker's bundles are
+    copied once per cycle it reported in, not once per report."""
     held: dict[str, dict[str, dict[str, Any]]] = {}  # broker -> bundle -> its loads
     cpu: dict[str, float | None] = {}
     out: dict[tuple[int, str], dict[str, Any]] = {}
+    open_row: dict[str, tuple[int, str]] = {}  # broker -> the row its held bundles stand for
     for envelope in reports:
         payload = envelope.payload
         broker, load = str(payload["broker_id"]), payload.get("broker_load") or {}
+        cycle = max(0, -(-(envelope.ts_ms - start_ms) // interval_ms) - 1)
         bundles = held.setdefault(broker, {})
+        row = open_row.get(broker)
+        if row is not None and row != (cycle, broker):
+            out[row]["bundles"] = list(bundles.values())  # the cycle it stood for is over
         if not is_continuation(load):
             cpu[broker] = cpu_share(load)
             if not is_delta(load):
                 bundles.clear()  # a full report: its bundles are all the broker has
         bundles.update((b["bundle"], b) for b in bundle_loads_of(payload.get("bundles") or []))
-        cycle = max(0, -(-(envelope.ts_ms - start_ms) // interval_ms) - 1)
-        out[(cycle, broker)] = {"cycle": cycle, "broker": broker, "bundles": list(bundles.values()),
-                                "cpu": cpu.get(broker)}
+        out[(cycle, broker)] = {"cycle": cycle, "broker": broker, "bundles": [], "cpu": cpu.get(broker)}
+        open_row[broker] = (cycle, broker)
+    for broker, row in open_row.items():
+        out[row]["bundles"] = list(held[broker].values())
     return [out[k] for k in sorted(out)]
 
 
