@@ -64,7 +64,8 @@ async def test_a_ray_cluster_signs_its_appends_and_a_forgery_moves_nothing(
         assert cluster.view.epoch == epoch and cluster.view.leader_id == "leader"
         assert cluster.view.ownership.owner(bundle) == owner
         anomalies = cluster.view.ownership.anomalies
-        assert sorted(a.kind for a in anomalies if a.kind != "gap") == ["forged"] * 3
+        assert sorted(a.kind for a in anomalies if a.kind != "gap") == ["forged"] * 3, (
+        f"anomalies: {anomalies}; forged under {sorted(forged)} at the heads the test read")
         # The forgeries took their seqs in the log's numbering: the next genuine record of
         # their key shows the gap (named, never silent).
         assert {a.key for a in anomalies if a.kind == "gap"} <= set(forged)
