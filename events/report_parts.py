@@ -30,8 +30,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 BUNDLES_PER_PART = 4_000
 """4,000 x ~177 B is ~700 KB: below Kafka's 1 MiB message limit with room for long names."""
@@ -49,6 +51,15 @@ def is_delta(broker_load: Mapping[str, Any]) -> bool:
 def is_continuation(broker_load: Mapping[str, Any]) -> bool:
     """A later part of a report: its ``broker_load`` is a marker, not the broker's load."""
     return bool(broker_load.get(CONTINUED))
+
+
+def fold_listed(held: dict[str, T], broker_load: Mapping[str, Any], listed: Iterable[tuple[str, T]]) -> None:
+    """A broker's bundles (``held``: bundle -> what was reported of it) after one more event of
+    its reports: the first part of a full report replaces them, a later part or a delta updates
+    the ones it lists and keeps the others."""
+    if not is_continuation(broker_load) and not is_delta(broker_load):
+        held.clear()
+    held.update(listed)
 
 
 def split_bundles(bundles: list[dict[str, Any]], per_part: int = BUNDLES_PER_PART

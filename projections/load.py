@@ -31,7 +31,7 @@ from balancer.load import (
     RateAverages,
 )
 from events.catalog import BrokerLeft, BrokerRegistered, LoadReported
-from events.report_parts import is_continuation, is_delta
+from events.report_parts import fold_listed, is_delta
 from events.reports import (
     report_from_payload,
     report_to_payload,
@@ -118,11 +118,8 @@ class LoadProjection:
             info.load.apply_report(report, ts_ms, self.config)
         listed = event.bundle_stats()
         broker = info.broker_id
-        if not is_continuation(event.broker_load) and not is_delta(event.broker_load):
-            self.reported[broker] = {}  # a full report: its bundles are the base from now on
         last = self.reported.setdefault(broker, {})
-        for stats in listed:
-            last[stats.bundle] = stats
+        fold_listed(last, event.broker_load, ((stats.bundle, stats) for stats in listed))
         samples = list(last.values()) if is_delta(event.broker_load) else listed
         bundles = self.bundles
         for stats in samples:

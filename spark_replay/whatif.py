@@ -40,7 +40,7 @@ from balancer.shedding.run import SheddingRun
 from balancer.simulator import BrokerModel, Simulation, balance
 from events.codec import decode
 from events.envelope import Envelope
-from events.report_parts import is_continuation, is_delta
+from events.report_parts import fold_listed, is_continuation
 from projections.ownership import REFUSED
 from projections.shed_replay import Alignment, align, recorded_runs
 from spark_replay.audit import MOVE_TYPES, ownership_rows
@@ -197,16 +197,14 @@ def _folded_reports(reports: Sequence[Envelope], start_ms: int, interval_ms: int
     for envelope in reports:
         payload = envelope.payload
         broker, load = str(payload["broker_id"]), payload.get("broker_load") or {}
-        cycle = max(0, -(-(envelope.ts_ms - start_ms) // interval_ms) - 1)
+        cycle = max(0, -(-(envelope.ts_ms - start_ms) // interval_ms) - 1)  # load_recording's column
         bundles = held.setdefault(broker, {})
         row = open_row.get(broker)
         if row is not None and row != (cycle, broker):
             out[row]["bundles"] = list(bundles.values())  # the cycle it stood for is over
         if not is_continuation(load):
             cpu[broker] = cpu_share(load)
-            if not is_delta(load):
-                bundles.clear()  # a full report: its bundles are all the broker has
-        bundles.update((b["bundle"], b) for b in bundle_loads_of(payload.get("bundles") or []))
+        fold_listed(bundles, load, ((b["bundle"], b) for b in bundle_loads_of(payload.get("bundles") or [])))
         out[(cycle, broker)] = {"cycle": cycle, "broker": broker, "bundles": [], "cpu": cpu.get(broker)}
         open_row[broker] = (cycle, broker)
     for broker, row in open_row.items():
