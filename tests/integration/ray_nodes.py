@@ -19,6 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from tests.support.patience import patient
 
 RAY = str(Path(sys.executable).parent / "ray")
@@ -49,15 +51,44 @@ class RayNodes:
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def kill(self, name: str) -> None:
-        """The node's machine is gone: every process of its group, at once."""
+        """The node's machine is gone: every process it started, at once.
+
+        Its group is not enough: the raylet starts each worker (an actor's process) in a group
+        of its own, and a worker outliving its raylet goes on writing to Kafka as a live broker
+        until it notices, which no lost machine does."""
         process = self.nodes.pop(name)
+        tree: list[psutil.Process] = []
+        with suppress(psutil.Error):
+            tree = psutil.Process(process.pid).children(recursive=True)
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        for child in tree:
+            with suppress(psutil.Error):
+                child.kill()
         process.wait(timeout=30)
+        _wait_gone(tree, patient(30))
 
     def stop(self) -> None:
         for name in list(self.nodes):
             self.kill(name)
+
+
+def _wait_gone(processes: list[psutil.Process], timeout_s: float) -> None:
+    """Until each process is gone (a zombie whose parent died is gone: it runs nothing)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(_running(p) for p in processes):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"processes still running {timeout_s:.0f} s after SIGKILL: "
+                       f"{[p.pid for p in processes if _running(p)]}")
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def wait_for_nodes(address: str, count: int, timeout_s: float = 90.0) -> None:

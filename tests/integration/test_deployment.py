@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.deployment_story import deployment_story
 from tests.integration.ray_scenarios import read_until_kept, unique
 from tests.support.patience import patient
 
@@ -29,18 +30,6 @@ LBCTL = str(Path(sys.executable).parent / "lbctl")
 def lbctl(deployment: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([LBCTL, "--cluster", str(deployment), *argv], capture_output=True,
                           text=True, timeout=patient(120), cwd=ROOT)
-
-
-def story(deployment: Path, bundle_range: str) -> str:
-    """What the log and the leader say about a bundle, for a failure message."""
-    settings = yaml.safe_load(deployment.read_text())
-    explained = subprocess.run(
-        [LBCTL, "explain", f"public/default/{bundle_range}", "--bootstrap",
-         settings["kafka"]["bootstrap_servers"], "--cluster", settings["name"]],
-        capture_output=True, text=True, timeout=patient(120), cwd=ROOT)
-    status = lbctl(deployment, "balancer", "status", "--json")
-    return (f"\nexplain:\n{explained.stdout}{explained.stderr}"
-            f"\nbalancer status:\n{status.stdout}{status.stderr}")
 
 
 def deployment_file(tmp_path: Path, kafka: Any, ray_session: Any) -> Path:
@@ -78,7 +67,7 @@ def test_lbctl_runs_and_drives_a_deployment_through_cluster_yaml(
         dst = next(b for b in ("broker-1", "broker-2", "broker-3") if b != owned["owner"])
         moved = lbctl(deployment, "namespaces", "unload", "public/default", "-b", owned["range"],
                       "-d", dst, "--timeout", str(patient(30)))
-        assert moved.returncode == 0, moved.stderr + story(deployment, owned["range"])
+        assert moved.returncode == 0, moved.stderr + deployment_story(deployment, owned["range"])
         assert moved.stdout.strip().endswith(f"from {owned['owner']} to {dst}")
         listed = lbctl(deployment, "brokers", "list")
         assert listed.returncode == 0 and all(f"broker-{i}" in listed.stdout for i in (1, 2, 3))

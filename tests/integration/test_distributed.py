@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.deployment_story import deployment_story
 from tests.integration.ray_nodes import ray_cluster
 from tests.integration.ray_scenarios import read_until_kept, unique
 from tests.support.patience import patient
@@ -103,7 +104,12 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
                 return all(rows[b]["state"] == "Owned" and rows[b]["owner"] not in (None, "broker-3")
                            for b in held if b in rows)
 
-            wait_until(reowned, 60, "the lost broker's bundles owned elsewhere")
+            try:
+                wait_until(reowned, 60, "the lost broker's bundles owned elsewhere")
+            except AssertionError as late:
+                rows = [b for b in bundles(deployment) if b["range"] in held]
+                raise AssertionError(f"{late}\nheld: {rows}{deployment_story(deployment, held[0])}\n"
+                                     f"{keys_written(deployment, kafka)}") from None
             listed = lbctl(deployment, "brokers", "list")
             assert listed.returncode == 0 and "broker-3" not in listed.stdout, listed.stdout
             topic = f"{yaml.safe_load(deployment.read_text())['name']}-events"
