@@ -17,6 +17,7 @@ from events.envelope import Stamper
 from events.log.kafka import KafkaEventLog
 from projections.ownership import OwnershipProjection
 from tests.integration.ray_scenarios import QUIET, SETTINGS, unique
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -59,8 +60,14 @@ async def test_a_ray_cluster_signs_its_appends_and_a_forgery_moves_nothing(
         finally:
             await log.close()
 
-        await asyncio.sleep(2)
-        await cluster.view.catch_up()
+        # Read committed: a record lands behind any transaction still open on its partition (a
+        # genuine writer's), so the forgeries become readable when that one commits.
+        deadline = asyncio.get_running_loop().time() + patient(30)
+        while asyncio.get_running_loop().time() < deadline:
+            await cluster.view.catch_up()
+            if sum(a.kind == "forged" for a in cluster.view.ownership.anomalies) >= 3:
+                break
+            await asyncio.sleep(0.5)
         assert cluster.view.epoch == epoch and cluster.view.leader_id == "leader"
         assert cluster.view.ownership.owner(bundle) == owner
         anomalies = cluster.view.ownership.anomalies
