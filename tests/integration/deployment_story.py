@@ -1,7 +1,7 @@
 """What a deployment (``lbctl --cluster cluster.yaml``) says about a bundle, for failure messages.
 
-Read-only: ``explain`` from the Kafka log and ``balancer status`` from the leader; a verb that
-fails is shown with its error rather than hiding the rest.
+Read-only: ``explain`` from the Kafka log, ``balancer status`` from the leader and ``brokers
+list``; a verb that fails is shown with its error rather than hiding the rest.
 """
 
 from __future__ import annotations
