@@ -131,7 +131,9 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
         ``speed`` compresses time (60: a simulated hour in a minute), ``tick_s``, ``poll_s``,
         ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
         ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
-        ``actor_options`` (body name -> extra Ray actor options), ``ready_timeout_s``,
+        ``actor_options`` (body name -> extra Ray actor options), ``placement`` (``spread``: each
+        body without actor options of its own on the alive Ray node holding the fewest of the
+        cluster's bodies; ``scheduler``, the default: where Ray puts it), ``ready_timeout_s``,
         ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL), ``snapshot_dir``
         (Kafka: the root of the bodies' snapshots on each node's disk; default
         ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it),
@@ -167,6 +169,7 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
         options.setdefault("conf", found.broker_conf)
         options.setdefault("actor_options", found.ray.actor_options())
         options.setdefault("snapshot_dir", found.ray.snapshot_dir)
+        options.setdefault("placement", found.ray.placement)
         return cls.start(brokers=brokers, bootstrap=found.kafka.bootstrap_servers,
                          cluster_name=found.name, partitions=found.kafka.partitions,
                          transactional=found.kafka.transactional,

@@ -44,6 +44,10 @@ class KafkaConf:
     """``kafka.security``: TLS, SASL, whose credentials (``actors.cluster_security``)."""
 
 
+PLACEMENTS = ("spread", "scheduler")
+"""Where a cluster's actors start on a Ray cluster of several nodes (``RayConf.placement``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RayConf:
     address: str = "auto"
@@ -53,6 +57,11 @@ class RayConf:
     actor_resources: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """Actor name (``leader``, ``ns:0``, ``broker:broker-1``, ``clients``) -> the custom Ray
     resources it needs: pins it to the nodes started with them (``ray start --resources``)."""
+
+    placement: str = "spread"
+    """``spread``: each actor not pinned by ``actor_resources`` starts on the alive node holding
+    the fewest of the cluster's actors, so brokers share the nodes evenly; ``scheduler``:
+    wherever Ray's scheduler puts it (actors take no CPU, so it may crowd one node)."""
 
     snapshot_dir: str | None = None
     """On each Ray node: the root of the actors' snapshots (a cache; None: per user,
@@ -109,11 +118,18 @@ class ClusterConf:
             kafka=KafkaConf(**_typed(kafka, KafkaConf, "kafka", source), security=security),
             name=name,
             broker_conf=broker_conf,
-            ray=RayConf(**_typed(_section(top.get("ray"), "ray", source, RayConf.__dataclass_fields__),
-                                 RayConf, "ray", source)),
+            ray=_ray(top.get("ray"), source),
             spark=SparkConf(**_typed(_section(top.get("spark"), "spark", source,
                                               SparkConf.__dataclass_fields__), SparkConf, "spark", source)),
             source=source)
+
+
+def _ray(data: object, source: str) -> RayConf:
+    found = RayConf(**_typed(_section(data, "ray", source, RayConf.__dataclass_fields__), RayConf, "ray", source))
+    if found.placement not in PLACEMENTS:
+        raise ConfigError(f"{source}: ray.placement = {found.placement!r}: expected "
+                          f"{' or '.join(PLACEMENTS)}", value=found.placement)
+    return found
 
 
 def _section(data: object, where: str, source: str, keys: Any) -> dict[str, Any]:

@@ -8,7 +8,9 @@ Invariants:
 - the bodies of a layout are the namespace shards, one leader and the brokers (plus the
   workload's clients when asked), named as ``actors.settings`` names them;
 - a ``Fleet`` holds a handle on every actor it spawned, by body name, until the actor is retired
-  or killed for good; ``close`` ends every one of them (their logs closed first when they answer)
+  or killed for good; placed ``spread``, each body without Ray options of its own starts on the
+  alive node that holds the fewest of the fleet's bodies (ties: the first in node id order), so
+  N bodies over k nodes differ by at most one per node; ``close`` ends every one of them (their logs closed first when they answer)
   and removes the temporary log directory the fleet was given;
 - an embedded cluster writes ``ray.json`` into its log directory (Ray address, Ray namespace)
   so another process can attach with nothing but the directory, and removes it on close. Its
@@ -25,6 +27,7 @@ import itertools
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +35,19 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from actors.cluster_conf import PLACEMENTS
 from actors.runtime.bodies import BodyKind, BodySpec
 from actors.runtime.paced import Pacer
-from actors.runtime.ray import Handle, HostSpec, is_loopback, kill, spawn, stop_and_kill
+from actors.runtime.ray import (
+    Handle,
+    HostSpec,
+    alive_nodes,
+    is_loopback,
+    kill,
+    pinned_to,
+    spawn,
+    stop_and_kill,
+)
 from actors.runtime.specs import Clock, LogSpec, default_snapshot_root
 from actors.settings import ActorSettings, broker_body_name
 from actors.workload import Capacity, Workload
@@ -104,6 +117,10 @@ class Fleet:
     """The paced clock's coordinator (``HostSpec.pacing``), run by this process."""
     ready_timeout_s: float = 90.0
     """How long an actor may take to start and recover (``Launch.ready_timeout_s``)."""
+    placement: str = "scheduler"
+    """``spread`` or ``scheduler`` (``Launch.placement``)."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Body name -> the node it was started on, for the bodies placed ``spread``."""
 
     def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
         if body.name in self.handles:
@@ -111,11 +128,23 @@ class Fleet:
         signing, identity = self.layout.log.signing_dir, body.identity
         if signing is not None and identity is not None:
             issue_file(Path(signing), identity)  # the founder's root certifies each writer once
-        extra = {**self.actor_options.get(body.name, {}), **(options or {})}
+        extra = self._placed(body.name, {**self.actor_options.get(body.name, {}), **(options or {})})
         handle = spawn(self.host, body, namespace=self.namespace, max_restarts=self.max_restarts,
                        detached=self.detached, options=extra)
         self.handles[body.name] = handle
         return handle
+
+    def _placed(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        """``options``, pinned to the next node when the fleet spreads and they place nothing."""
+        if self.placement != "spread" or "resources" in options or "scheduling_strategy" in options:
+            return options
+        nodes = alive_nodes()
+        if not nodes:
+            return options
+        held = Counter(self.nodes.values())
+        node = min(nodes, key=lambda n: (held[n], nodes.index(n)))
+        self.nodes[name] = node
+        return {**options, **pinned_to(node)}
 
     async def start(self) -> None:
         """Spawn every body of the layout and wait until each actor has recovered."""
@@ -147,10 +176,13 @@ class Fleet:
     def kill(self, name: str, *, restart: bool = False) -> None:
         """Hard-kill (a crash); ``restart``: Ray starts it again, rebuilt from the log."""
         handle = self.handles[name] if restart else self.handles.pop(name)
+        if not restart:
+            self.nodes.pop(name, None)
         kill(handle, restart=restart)
 
     async def retire(self, name: str) -> None:
         """Close the actor's log, then end it for good."""
+        self.nodes.pop(name, None)
         await stop_and_kill(self.handles.pop(name))
 
     async def close(self) -> None:
@@ -198,6 +230,10 @@ class Launch:
     max_restarts: int = -1
     detached: bool = False
     actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    placement: str = "scheduler"
+    """``spread``: each body without ``actor_options`` of its own starts on the alive Ray node
+    holding the fewest of the cluster's bodies (``Fleet``); ``scheduler``: where Ray's scheduler
+    puts it (every node of a local Ray is this machine)."""
     ready_timeout_s: float = 90.0
     replication_factor: int | None = None
     retention_ms: int | None = None
@@ -214,6 +250,11 @@ class Launch:
     the leader expire it (``actors.runtime.paced``); None: when Ray runs on this machine (no
     address, or a loopback one), where every actor can read it, unless the actors are detached
     (they outlive this process, which runs the clock)."""
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise InvalidInput(f"placement {self.placement!r}: expected {' or '.join(PLACEMENTS)}",
+                               value=self.placement)
 
     def pacing(self) -> bool:
         if self.paced is not None:
@@ -249,7 +290,7 @@ class Launch:
                         pacing=pacer.spec if pacer is not None else None)
         return Fleet(layout, host, self.ray_namespace, self.max_restarts, self.detached,
                      dict(self.actor_options), temp_dir, pacer=pacer,
-                     ready_timeout_s=self.ready_timeout_s)
+                     ready_timeout_s=self.ready_timeout_s, placement=self.placement)
 
 
 def log_spec(log_dir: str | os.PathLike[str] | None, bootstrap: str | None, *, cluster: str,

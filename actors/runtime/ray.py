@@ -176,6 +176,19 @@ def spawn(spec: HostSpec, body: BodySpec, *, namespace: str, max_restarts: int =
     return handle
 
 
+def alive_nodes() -> list[str]:
+    """The ids of the Ray cluster's alive nodes, in a stable order."""
+    return sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))
+
+
+def pinned_to(node_id: str) -> dict[str, Any]:
+    """Actor options that start an actor on ``node_id``; softly, so that a restart after the
+    node is lost (Ray restarts a dead actor) finds another node rather than none."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+
+
 async def lookup_actor(name: str, namespace: str) -> Handle:
     """The handle of the named actor (``ValueError`` if there is none)."""
     handle: Handle = await asyncio.to_thread(ray.get_actor, name, namespace=namespace)

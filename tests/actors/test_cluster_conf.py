@@ -34,6 +34,8 @@ def test_defaults_fill_everything_but_the_bootstrap_servers() -> None:
     ({"kafka": {"bootstrap_servers": "k:1", "transactional": "yes"}}, "kafka.transactional = 'yes'"),
     ({"kafka": {"bootstrap_servers": "k:1"}, "ray": {"namespace": ""}}, "ray.namespace = ''"),
     ({"kafka": ["k:1"]}, "kafka must be a mapping"),
+    ({"kafka": {"bootstrap_servers": "k:1"}, "ray": {"placement": "even"}},
+     "ray.placement = 'even': expected spread or scheduler"),
 ])
 def test_a_bad_key_or_value_is_named(data: object, named: str) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -61,3 +63,19 @@ def test_actor_resources_pin_bodies_to_nodes() -> None:
     with pytest.raises(ConfigError, match=r"ray\.actor_resources"):
         ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"},
                                   "ray": {"actor_resources": {"leader": {"zone-a": -1}}}})
+
+
+def test_a_deployment_spreads_its_actors_unless_told_otherwise() -> None:
+    found = ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"}})
+    assert found.ray.placement == "spread"
+    assert ClusterConf.load(ROOT / "conf" / "cluster.yaml").ray.placement == "spread"
+    chosen = ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"}, "ray": {"placement": "scheduler"}})
+    assert chosen.ray.placement == "scheduler"
+
+
+def test_a_placement_that_does_not_exist_is_named() -> None:
+    from actors.api import Cluster
+    from balancer.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="placement 'even': expected spread or scheduler"):
+        Cluster.start(brokers=2, placement="even")

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.ray_nodes import ray_cluster
 from tests.integration.deployment_story import deployment_story
-from tests.integration.ray_nodes import ray_cluster
 from tests.integration.ray_scenarios import read_until_kept, unique
 from tests.support.patience import patient
 
@@ -79,7 +79,7 @@ def keys_written(deployment: Path, kafka: Any) -> str:
 
 def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
         tmp_path: Path, kafka: Any) -> None:
-    with ray_cluster({"worker": WORKER}, HEAD) as nodes:
+    with ray_cluster({"worker": WORKER}, HEAD, timeout_s=patient(90)) as nodes:
         deployment = write_deployment(tmp_path / "cluster.yaml", kafka, nodes.address)
         run = subprocess.Popen([LBCTL, "--cluster", str(deployment), "run", "--minutes", "5",
                                 "--topics", "200", "--bundles", "8", "--keep", "--plain",
@@ -97,7 +97,7 @@ def test_a_deployment_of_separate_processes_survives_the_loss_of_a_worker_node(
                               row["range"], "-d", "broker-3", "--timeout", str(patient(30)))
                 assert moved.returncode == 0, moved.stderr
                 held = [row["range"]]
-            nodes.kill("worker")
+            nodes.kill("worker", patient(30))
 
             def reowned() -> bool:
                 rows = {b["range"]: b for b in bundles(deployment)}
