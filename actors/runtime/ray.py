@@ -178,7 +178,7 @@ def spawn(spec: HostSpec, body: BodySpec, *, namespace: str, max_restarts: int =
 
 def alive_nodes() -> list[str]:
     """The ids of the Ray cluster's alive nodes, in a stable order."""
-    return sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))
+    return sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))  # type: ignore[no-untyped-call]
 
 
 def pinned_to(node_id: str) -> dict[str, Any]:
