@@ -132,8 +132,8 @@ class Cluster(ActorLife, Waiting, DrainVerbs):
         ``bootstrap``, ``cluster_name``, ``partitions``, ``transactional``, ``fsync``, ``segment_bytes``,
         ``ray_address``, ``ray_namespace``, ``num_cpus``, ``max_restarts``, ``detached``,
         ``actor_options`` (body name -> extra Ray actor options), ``placement`` (``spread``: each
-        body without actor options of its own on the alive Ray node holding the fewest of the
-        cluster's bodies; ``scheduler``, the default: where Ray puts it), ``ready_timeout_s``,
+        broker without actor options of its own on the alive Ray node holding the fewest of the
+        cluster's brokers, and only there; ``scheduler``, the default: where Ray puts it), ``ready_timeout_s``,
         ``replication_factor``, ``retention_ms``, ``security`` (Kafka TLS/SASL), ``snapshot_dir``
         (Kafka: the root of the bodies' snapshots on each node's disk; default
         ``~/.local/state/bundle-balancer``, a folder per topic prefix and cluster id under it),

@@ -59,9 +59,11 @@ class RayConf:
     resources it needs: pins it to the nodes started with them (``ray start --resources``)."""
 
     placement: str = "spread"
-    """``spread``: each actor not pinned by ``actor_resources`` starts on the alive node holding
-    the fewest of the cluster's actors, so brokers share the nodes evenly; ``scheduler``:
-    wherever Ray's scheduler puts it (actors take no CPU, so it may crowd one node)."""
+    """``spread``: each broker not pinned by ``actor_resources`` starts on the alive node holding
+    the fewest of the cluster's brokers and stays there (lost with its node: the leader expires
+    it and places its bundles elsewhere); ``scheduler``: wherever Ray's scheduler puts it
+    (actors take no CPU, so it may crowd one node). The leader, the namespace shards and the
+    clients go where Ray's scheduler puts them, which restarts them on any node."""
 
     snapshot_dir: str | None = None
     """On each Ray node: the root of the actors' snapshots (a cache; None: per user,

@@ -8,9 +8,11 @@ Invariants:
 - the bodies of a layout are the namespace shards, one leader and the brokers (plus the
   workload's clients when asked), named as ``actors.settings`` names them;
 - a ``Fleet`` holds a handle on every actor it spawned, by body name, until the actor is retired
-  or killed for good; placed ``spread``, each body without Ray options of its own starts on the
-  alive node that holds the fewest of the fleet's bodies (ties: the first in node id order), so
-  N bodies over k nodes differ by at most one per node; ``close`` ends every one of them (their logs closed first when they answer)
+  or killed for good; placed ``spread``, each broker without Ray options of its own starts on
+  the alive node that holds the fewest of the fleet's brokers (ties: the first in node id
+  order), so N brokers over k nodes differ by at most one per node, and stays there; the other
+  bodies go where Ray's scheduler puts them, so that Ray restarts the leader and the shards on
+  any node; ``close`` ends every one of them (their logs closed first when they answer)
   and removes the temporary log directory the fleet was given;
 - an embedded cluster writes ``ray.json`` into its log directory (Ray address, Ray namespace)
   so another process can attach with nothing but the directory, and removes it on close. Its
@@ -120,7 +122,7 @@ class Fleet:
     placement: str = "scheduler"
     """``spread`` or ``scheduler`` (``Launch.placement``)."""
     nodes: dict[str, str] = field(default_factory=dict)
-    """Body name -> the node it was started on, for the bodies placed ``spread``."""
+    """Body name -> the node it was pinned to, for the brokers placed ``spread``."""
 
     def spawn(self, body: BodySpec, options: Mapping[str, Any] | None = None) -> Handle:
         if body.name in self.handles:
@@ -128,22 +130,24 @@ class Fleet:
         signing, identity = self.layout.log.signing_dir, body.identity
         if signing is not None and identity is not None:
             issue_file(Path(signing), identity)  # the founder's root certifies each writer once
-        extra = self._placed(body.name, {**self.actor_options.get(body.name, {}), **(options or {})})
+        extra = self._placed(body, {**self.actor_options.get(body.name, {}), **(options or {})})
         handle = spawn(self.host, body, namespace=self.namespace, max_restarts=self.max_restarts,
                        detached=self.detached, options=extra)
         self.handles[body.name] = handle
         return handle
 
-    def _placed(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
-        """``options``, pinned to the next node when the fleet spreads and they place nothing."""
-        if self.placement != "spread" or "resources" in options or "scheduling_strategy" in options:
+    def _placed(self, body: BodySpec, options: dict[str, Any]) -> dict[str, Any]:
+        """``options``, pinned to the next node when the fleet spreads, the body is a broker
+        and they place it nowhere."""
+        if (self.placement != "spread" or body.kind != "broker" or "resources" in options
+                or "scheduling_strategy" in options):
             return options
         nodes = alive_nodes()
         if not nodes:
             return options
         held = Counter(self.nodes.values())
         node = min(nodes, key=lambda n: (held[n], nodes.index(n)))
-        self.nodes[name] = node
+        self.nodes[body.name] = node
         return {**options, **pinned_to(node)}
 
     async def start(self) -> None:
@@ -231,9 +235,9 @@ class Launch:
     detached: bool = False
     actor_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     placement: str = "scheduler"
-    """``spread``: each body without ``actor_options`` of its own starts on the alive Ray node
-    holding the fewest of the cluster's bodies (``Fleet``); ``scheduler``: where Ray's scheduler
-    puts it (every node of a local Ray is this machine)."""
+    """``spread``: each broker without ``actor_options`` of its own starts on the alive Ray node
+    holding the fewest of the cluster's brokers, and stays there (``Fleet``); ``scheduler``:
+    where Ray's scheduler puts it (every node of a local Ray is this machine)."""
     ready_timeout_s: float = 90.0
     replication_factor: int | None = None
     retention_ms: int | None = None

@@ -73,6 +73,8 @@ SUITE: tuple[Module, ...] = (
            timeout_quick_s=300.0, timeout_full_s=1500.0),
     Module("bench.scale_ray", ("S1r",), "cold start on Ray with real Kafka",
            timeout_quick_s=600.0, timeout_full_s=3600.0, on_request=True),
+    Module("bench.scale_ray_nodes", ("S1r-50", "S2r-50"), "50 brokers on 2 Ray nodes with real Kafka: "
+           "cold start, full restart, peak memory", timeout_quick_s=900.0, timeout_full_s=3600.0, on_request=True),
     Module("bench.pulsar_drive", ("P3",), "drive mode on a real Pulsar: decision to Owned",
            timeout_quick_s=600.0, timeout_full_s=1500.0, on_request=True),
 )
@@ -200,9 +202,9 @@ def child_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
 
 @contextmanager
 def shared_kafka(modules: Sequence[Module], env: dict[str, str]) -> Iterator[None]:
-    """One Kafka for every module that needs one (A3, A7, S1r), started from the jars as the modules
+    """One Kafka for every module that needs one (A3, A7, S1r, S1r-50), started from the jars as the modules
     would, so it starts once; nothing is started when one is configured or none is needed."""
-    needs = any({"A3", "A7", "S1r"} & set(m.ids) for m in modules)
+    needs = any({"A3", "A7", "S1r", "S1r-50"} & set(m.ids) for m in modules)
     if not needs or env.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield
         return
