@@ -79,3 +79,15 @@ def test_a_placement_that_does_not_exist_is_named() -> None:
 
     with pytest.raises(InvalidInput, match="placement 'even': expected spread or scheduler"):
         Cluster.start(brokers=2, placement="even")
+
+
+def test_a_deployment_starts_its_brokers_with_the_files_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.api import Cluster
+
+    asked: dict[str, object] = {}
+    monkeypatch.setattr(Cluster, "start", classmethod(lambda cls, **options: asked.update(options)))
+    Cluster.deploy(ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"}}), 3)
+    assert asked["placement"] == "spread" and asked["ray_address"] == "auto"
+    Cluster.deploy(ClusterConf.from_mapping({"kafka": {"bootstrap_servers": "k:1"},
+                                             "ray": {"placement": "scheduler"}}), 3)
+    assert asked["placement"] == "scheduler"
