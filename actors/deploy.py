@@ -84,9 +84,12 @@ class Layout:
 
     def body(self, kind: BodyKind, *, broker_id: str | None = None, shard: int = 0,
              failure_domain: str | None = None, capacity: Capacity | None = None) -> BodySpec:
+        # Only brokers and clients play the workload: the others are not sent it (at 196,608
+        # topics it is 19 MB to ship and seconds to unpickle in the busiest actors).
+        workload = self.workload if kind in ("broker", "clients") else None
         return BodySpec(kind, self.config, self.settings, broker_id=broker_id,
                         failure_domain=failure_domain, capacity=capacity or self.capacity,
-                        workload=self.workload, shard=shard, seed=self.seed)
+                        workload=workload, shard=shard, seed=self.seed)
 
     def broker(self, broker_id: str, failure_domain: str | None = None,
                capacity: Capacity | None = None) -> BodySpec:
