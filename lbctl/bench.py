@@ -27,7 +27,8 @@ from bench import compare, runner
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("bench", help="run the benchmark tables A1-A11, B and S1-S5 "
-                                "(S1r, Ray + Kafka, and O1-O2, drains and the throttle, with --only) or compare two runs")
+                                "(S1r and S1r-50/S2r-50, Ray + Kafka, and O1-O2, drains and the throttle, with --only) "
+                                "or compare two runs")
     parser.add_argument("--quick", action="store_true", help="small sizes: the whole run in < 3 min")
     parser.add_argument("--only", metavar="IDS", help=f"only these tables, e.g. A1,B (of {','.join(runner.ALL_IDS)})")
     parser.add_argument("--out", metavar="DIR", default=str(runner.RESULTS), help="where the run file goes")
