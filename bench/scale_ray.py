@@ -43,7 +43,7 @@ from random import Random
 from typing import Any
 
 from bench.eventlog import kafka_servers
-from bench.scale import exponent
+from bench.scale import exponent, records
 from lbctl.procmem import MemorySampler
 
 NAMESPACE = "public/default"
@@ -154,11 +154,11 @@ async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any =
             start_s = time.perf_counter() - started
             _note(f"{label}: leader and brokers ready after {start_s:.0f} s")
             cluster.poll()
-            events0, t0 = _folded(cluster), time.perf_counter()
+            events0, t0 = records(cluster), time.perf_counter()
             await cluster.create_namespace(NAMESPACE, bundles)
             _note(f"{label}: namespace created in {time.perf_counter() - t0:.1f} s")
             seconds = await _until(cluster, lambda: _owned(cluster) >= bundles, limit, label)
-            events, owned = _folded(cluster) - events0, _owned(cluster)
+            events, owned = records(cluster) - events0, _owned(cluster)
             again = (await full_restart(cluster, brokers, bundles, limit)
                      if restart and owned >= bundles else None)
             # An actor whose mailbox is full answers late or never: that is a finding, not a hang.
@@ -177,11 +177,6 @@ async def cold_start(brokers: int, bundles: int, bootstrap: str, settings: Any =
         row["error"] = (f"stopped after {seconds:.0f} s: {owned:,} of {bundles:,} bundles Owned, "
                         f"{events:,} events; actors: {json.dumps(actors)}")
     return row
-
-
-def _folded(cluster: Any) -> int:
-    """Records the driver's view has folded."""
-    return sum(cluster.view.cursor.position.values())
 
 
 async def full_restart(cluster: Any, brokers: int, bundles: int, limit: float) -> dict[str, Any]:
