@@ -49,8 +49,6 @@ from lbctl.procmem import MemorySampler
 NAMESPACE = "public/default"
 FULL = ((10, 1024), (10, 8192), (10, 65536))
 QUICK = ((10, 1024),)
-TARGET = (10, 65536, 60.0)
-"""The issue's target: 10 x 65,536 in <= 60 s."""
 
 
 def limit_s(bundles: int) -> float:
@@ -206,8 +204,8 @@ async def full_restart(cluster: Any, brokers: int, bundles: int, limit: float) -
     _note(f"S2r: {brokers} brokers started again and registered after {registered:.0f} s")
     rest = await _until(cluster, lambda: all_owned(cluster, bundles), max(1.0, limit - registered), "S2r")
     seconds, owned = registered + rest, all_owned(cluster, bundles)
-    out: dict[str, Any] = {"seconds": seconds, "registered_s": registered, "expired_s": gone, "owned": _owned(cluster),
-           "load_start": load0, "load_end": os.getloadavg()[0]}
+    out: dict[str, Any] = {"seconds": seconds, "registered_s": registered, "expired_s": gone,
+                           "owned": _owned(cluster), "load_start": load0, "load_end": os.getloadavg()[0]}
     if not owned:
         out["error"] = f"stopped after {seconds:.0f} s: {_owned(cluster):,} of {bundles:,} bundles Owned"
     return out
