@@ -21,7 +21,10 @@ Invariants:
 - a body may ``share`` another Follower's fold (the in-process host's one fold of the log for a
   hundred bodies, ``actors.runtime.shared_fold``): its ``Follower`` part is then that fold's
   objects, folded once by the host; its own ``fold`` folds only what the subclass keeps
-  (``fold_more``), for the records the shared fold accepted, and its snapshots hold only that.
+  (``fold_more``), for the records the shared fold accepted, and its snapshots hold only that;
+- a body may ``skim`` records whose payload neither the view nor it reads (a broker, the other
+  brokers' load reports): folded by their header, they leave the state the full records leave
+  (``tests/actors/test_skim.py``); a skimmed record it reads more of it reads in full first.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ from events.catalog import (
     Message,
     SplitCompleted,
 )
-from events.log.port import DeadLetter, Record
-from projections.ownership import OwnershipProjection, entitled
+from events.envelope import Envelope
+from events.log.port import DeadLetter, Record, expand
+from events.skim import Skim
+from projections.ownership import HEADER_ONLY, OwnershipProjection, entitled
 from projections.ownership_index import BUNDLE_EVENTS, BundleEvent, OwnershipIndex, touched
 
 
@@ -90,6 +95,9 @@ class Follower:
     name: str = "follower"
     shared: SharedBase | None = None
     """The fold this body reads instead of folding the log itself (None: its own fold)."""
+    skim: Skim | None = None
+    """Records this body folds by their header only (``events.skim``; types of ``HEADER_ONLY``):
+    its host asks the log to hand them so."""
 
     def __init__(self, config: LoadBalancerConfig) -> None:
         self.config = config
@@ -114,9 +122,10 @@ class Follower:
             self.fold(record)
 
     def on_event(self, record: Record, now_ms: int) -> Effects:
-        if not self.fold(record):
+        full = self.readable(record)
+        if full is None or not self.fold(full):
             return NOTHING
-        return self.react(record, now_ms)
+        return self.react(full, now_ms)
 
     def on_command(self, command: Command, now_ms: int) -> Effects:
         return Effects(error=InvalidInput(f"{self.name} takes no {command.TYPE} command",
@@ -193,7 +202,15 @@ class Follower:
     def fold(self, record: Record) -> bool:
         """Fold one record; False if it was folded before (a redelivery) or its writer was not
         entitled to it (``projections.ownership.entitled``: the view names it, nothing reacts).
-        A body that shares a fold folds only its own part, of the records that fold accepted."""
+        A body that shares a fold folds only its own part, of the records that fold accepted.
+        A skimmed record (``events.skim``) this body skims is folded by its header (and False:
+        nothing reacts to it); one it reads more of is read in full first."""
+        envelope = record.envelope
+        if envelope[9] is None and not self._header_only(envelope):
+            full = self.readable(record)
+            if full is None:
+                return False
+            record = full
         shared = self.shared
         if shared is not None:
             if not shared.accepted(record):
@@ -215,6 +232,8 @@ class Follower:
             # ``_leader`` takes, a refused one too: else one forgery there blocks every election.
             self.leader_seq = max(self.leader_seq, envelope.seq)
         self.ownership.apply(record.offset, envelope)
+        if envelope[9] is None:
+            return False  # skimmed: its header is all this body folds of it
         if not entitled(envelope, self.ownership.elected, self.ownership.cluster_id):
             return False  # the view named it an anomaly; no body folds or reacts to it
         event = envelope.typed  # typed once per record, shared by every body that folds it
@@ -237,6 +256,25 @@ class Follower:
             self._void_session(event.broker_id)
         self.fold_more(record, event)
         return True
+
+    def readable(self, record: Record) -> Record | None:
+        """``record``, read in full if it was skimmed and this body reads more than its header
+        (None: its bytes do not decode; the view names the dead letter)."""
+        envelope = record.envelope
+        if envelope[9] is not None or self._header_only(envelope):
+            return record
+        item = expand(record)
+        if isinstance(item, DeadLetter):
+            self.note_dead_letter(item)
+            return None
+        return item
+
+    def _header_only(self, envelope: Envelope) -> bool:
+        """This body folds ``envelope`` by its header: it skims it, and the view reads no more of
+        a record of its type (a signed one's check digests the bytes the skim kept)."""
+        skim = self.skim
+        return (skim is not None and skim.applies(envelope) and envelope.type in HEADER_ONLY
+                and self.shared is None)
 
     def _void_session(self, broker: str) -> None:
         records = self.ownership.records

@@ -57,6 +57,7 @@ from events.catalog import (
 )
 from events.log.port import Record
 from events.report_parts import BUNDLES_PER_PART, FULL_EVERY
+from events.skim import Skim
 from projections.ownership_index import OwnershipIndex
 
 _WAITS = (BundleAssigned, UnloadRequested, TransferPrepared, SplitRequested)
@@ -87,6 +88,7 @@ class BrokerBody(Follower):
         super().__init__(config)
         self.broker_id = broker_id
         self.by_broker = OwnershipIndex(only=broker_id)
+        self.skim = Skim(LoadReported.TYPE, keep=broker_id)  # it reads only its own reports
         self.name = broker_body_name(broker_id)
         self.workload = workload
         self.settings = settings or ActorSettings()

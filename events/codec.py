@@ -190,17 +190,23 @@ _OPTIONAL_LIST = (list, type(None))
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _check_envelope(env: Envelope) -> None:
+def check_header(env: Envelope) -> bool:
+    """Whether every field but the payload is what ``decode`` accepts (types and bounds)."""
     # type() checks, not isinstance: a bool is not a seq number.
-    if (
+    return (
         type(env[0]) is str and type(env[1]) is str and type(env[2]) is int
         and type(env[3]) is str and type(env[4]) is int and type(env[5]) is int
         and type(env[6]) is int and type(env[7]) in _OPTIONAL_STR
-        and type(env[8]) in _OPTIONAL_STR and type(env[9]) is dict and type(env[10]) in _OPTIONAL_STR
+        and type(env[8]) in _OPTIONAL_STR and type(env[10]) in _OPTIONAL_STR
         and (env[11] is None or type(env[11]) is list)
-    ):
-        if 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and TS_MIN <= env[6] <= TS_MAX:
-            return
+        and 0 <= env[4] <= _INT64_MAX and 0 <= env[5] <= _INT64_MAX and TS_MIN <= env[6] <= TS_MAX
+    )
+
+
+def _check_envelope(env: Envelope) -> None:
+    if type(env[9]) is dict and check_header(env):
+        return
+    if all(_field_checks(env)):
         raise DecodeError(f"envelope out of bounds: seq={env[4]}, epoch={env[5]}, ts_ms={env[6]} "
                           f"(seq and epoch are 0..2^63-1, ts_ms {TS_MIN}..{TS_MAX}: years 1 to 9999)",
                           reason="bad_envelope")

@@ -53,10 +53,19 @@ def digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=DIGEST_BYTES).digest()
 
 
+UNSIGNED = "unsigned"
+"""The mark of a record whose signed bytes were cut from its stored bytes (a skimmed record,
+``events.skim``: its payload was never decoded to encode again)."""
+
+
 def unsigned_bytes(envelope: Envelope) -> bytes:
     """The wire bytes the writer signed for ``envelope``: without ``sig``, and as written (a
     record read through an upcaster keeps its stored form as ``stored``)."""
-    stored = envelope.__dict__.get("stored", envelope)
+    marks = envelope.__dict__
+    cut: bytes | None = marks.get(UNSIGNED)
+    if cut is not None:
+        return cut
+    stored = marks.get("stored", envelope)
     if stored[11] is not None:
         stored = stored._replace(sig=None)
     return encode(stored)

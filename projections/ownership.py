@@ -186,6 +186,8 @@ class OwnershipProjection:
             position[0] = seq
         elif not tracker.admit(offset, envelope):
             return False
+        if envelope[9] is None:
+            return False  # skimmed (events.skim): a type whose payload this view never reads
         try:
             event = envelope.typed
         except DecodeError as exc:
@@ -424,6 +426,9 @@ class OwnershipProjection:
 
 
 _BROKER_EVENTS = (BrokerRegistered, BrokerLeft, LoadReported)
+HEADER_ONLY = frozenset({LoadReported.TYPE})
+"""The types whose payload this view never reads (their seq, epoch, key and cluster are all it
+folds): a reader may skim them (``events.skim``) and fold the same view."""
 
 
 REFUSED = "refused"

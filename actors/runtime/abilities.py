@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from events.envelope import Envelope
+from events.skim import Skim
 
 if TYPE_CHECKING:
     from actors.runtime.paced import PaceReport
@@ -34,6 +35,14 @@ class ObservedLog(Protocol):
     two processes write continues after the other writer's records."""
 
     def observe(self, envelope: Envelope) -> None: ...
+
+
+@runtime_checkable
+class SkimmingLog(Protocol):
+    """A log that can hand the records its reader skims with their header only
+    (``events.skim``): memory, local and Kafka handles."""
+
+    skim: Skim | None
 
 
 @runtime_checkable

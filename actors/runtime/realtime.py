@@ -59,6 +59,7 @@ from actors.runtime.abilities import (
     FencedLog,
     NotingStore,
     ObservedLog,
+    SkimmingLog,
     TopicLog,
 )
 from actors.runtime.admission import MAX_QUEUED, Gate, InFlight
@@ -144,6 +145,8 @@ class LiveHost:
         # Optional abilities, checked once (``actors.runtime.abilities``).
         self._observe: Callable[[Envelope], None] | None = log.observe if isinstance(log, ObservedLog) else None
         self._fencing: FencedLog | None = log if isinstance(log, FencedLog) else None
+        if isinstance(log, SkimmingLog) and isinstance(body, Follower):
+            log.skim = body.skim  # this host is the handle's one reader
 
     @property
     def name(self) -> str:

@@ -42,6 +42,7 @@ from events.log.port import (
     refuse_foreign,
     to_item,
 )
+from events.skim import Skim
 
 SUBSCRIBE_BATCH = 1000
 logger = logging.getLogger(__name__)
@@ -250,6 +251,9 @@ class StoreLog:
         self._pending: list[_Pending] = []
         self._committing = False
         self._cluster_checked = stamper is None or stamper.cluster_id is None
+        self.skim: Skim | None = None
+        """What ``read`` and ``subscribe`` hand with its header only (``events.skim``): set by
+        the one reader of this handle (a host, for its body)."""
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -399,7 +403,7 @@ class StoreLog:
                     items.append(DeadLetter(p, i, entry.key, entry.raw, "corrupt",
                                             self._store.damage(p, i), entry.ts_ms))
                 else:
-                    items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms))
+                    items.append(to_item(p, i, entry.raw, entry.key, entry.ts_ms, self.skim))
             nxt[p] = stop
         return ReadResult(items, nxt, dropped)
 

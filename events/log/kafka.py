@@ -67,6 +67,7 @@ from events.log.port import (
     causation_list,
     check_cluster,
 )
+from events.skim import Skim
 from events.times import iso
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
@@ -103,6 +104,9 @@ class KafkaEventLog:
             bootstrap_servers, self.security, topic=self.topic, group_prefix=f"{cluster}-{name}",
             partitions=partitions)
         self._heads = Heads()
+        self.skim: Skim | None = None
+        """What ``read`` and ``subscribe`` hand with its header only (``events.skim``): set by
+        the one reader of this handle (a host, for its body); its own heads read in full."""
         self._heads_at: dict[int, int] = {}  # partition -> offset the heads are folded up to
         self._heads_from: dict[int, int] = {}  # partition -> where the checkpoint's heads stop
         self._marks: dict[int, Mark] = {}  # partition -> the last record read or written there
@@ -460,7 +464,7 @@ class KafkaEventLog:
 
     async def _read_range(
         self, begin: Offsets, limit: int | None, *, partitions: Sequence[int] | None = None,
-        from_ts_ms: int | None = None,
+        from_ts_ms: int | None = None, skim: Skim | None = None,
     ) -> ReadResult:
         await self.start()
         tps = kafka_read.partitions_of(self.topic, partitions or range(self.partitions))
@@ -469,7 +473,7 @@ class KafkaEventLog:
             try:
                 ends = await self._visible_ends(reader, tps)
                 return await kafka_read.fetch(reader, tps, ends, begin, limit, from_ts_ms=from_ts_ms,
-                                              read_timeout_s=self.read_timeout_s)
+                                              read_timeout_s=self.read_timeout_s, skim=skim)
             except DENIED as exc:
                 raise kafka_client.refused(exc, self.bootstrap_servers, self.security,
                                            f"read {self.topic}") from None
@@ -494,10 +498,11 @@ class KafkaEventLog:
     ) -> ReadResult:
         await self.start()
         if from_ts_ms is None:
-            return await self._read_range(kafka_read.plain_begin(start, self.partitions), limit)
+            return await self._read_range(kafka_read.plain_begin(start, self.partitions), limit,
+                                          skim=self.skim)
         async with self._read_lock:
             begin = await kafka_read.begin_at(await self._open_reader(), self._tps, None, from_ts_ms)
-        return await self._read_range(begin, limit, from_ts_ms=from_ts_ms)
+        return await self._read_range(begin, limit, from_ts_ms=from_ts_ms, skim=self.skim)
 
     async def subscribe(
         self, start: Mapping[int, int] | None = None, *, from_ts_ms: int | None = None,
@@ -517,7 +522,7 @@ class KafkaEventLog:
                 batch = await consumer.getmany(timeout_ms=poll_ms)
                 for tp, messages in batch.items():
                     for message in skip.keep(tp.partition, messages):
-                        yield kafka_read.item_of(message)
+                        yield kafka_read.item_of(message, self.skim)
         finally:
             await consumer.stop()
 

@@ -26,13 +26,14 @@ from events.log import kafka_client
 from events.log.kafka_client import KafkaSecurity
 from events.log.kafka_topics import SkipEarly
 from events.log.port import Item, Offsets, ReadResult, to_item
+from events.skim import Skim
 
 FETCH_BYTES = 8 * 1024 * 1024
 
 
-def item_of(message: Any) -> Item:
+def item_of(message: Any, skim: Skim | None = None) -> Item:
     key = message.key.decode(errors="replace") if message.key is not None else None
-    return to_item(message.partition, message.offset, message.value or b"", key, message.timestamp)
+    return to_item(message.partition, message.offset, message.value or b"", key, message.timestamp, skim)
 
 
 def consumer(bootstrap_servers: str, security: KafkaSecurity | None,
@@ -63,8 +64,9 @@ async def begin_at(reader: AIOKafkaConsumer, tps: list[TopicPartition],
 
 async def fetch(reader: AIOKafkaConsumer, tps: list[TopicPartition], ends: Mapping[TopicPartition, int],
                 begin: Offsets, limit: int | None, *, from_ts_ms: int | None,
-                read_timeout_s: float) -> ReadResult:
-    """The records of ``tps`` from ``begin`` up to ``ends`` (at most ``limit``)."""
+                read_timeout_s: float, skim: Skim | None = None) -> ReadResult:
+    """The records of ``tps`` from ``begin`` up to ``ends`` (at most ``limit``), those ``skim``
+    covers with their header only."""
     skip = SkipEarly(from_ts_ms)
     nxt = {tp.partition: begin.get(tp.partition, 0) for tp in tps}
     for tp in tps:
@@ -77,7 +79,7 @@ async def fetch(reader: AIOKafkaConsumer, tps: list[TopicPartition], ends: Mappi
         room = None if limit is None else limit - len(items)
         batch = await reader.getmany(*pending, timeout_ms=200, max_records=room)
         for tp, messages in batch.items():
-            items.extend(item_of(m) for m in skip.keep(tp.partition, messages))
+            items.extend(item_of(m, skim) for m in skip.keep(tp.partition, messages))
             if messages:
                 nxt[tp.partition] = messages[-1].offset + 1
                 deadline = loop.time() + read_timeout_s

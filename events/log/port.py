@@ -32,6 +32,7 @@ from balancer.errors import DecodeError, ForeignCluster
 from events.catalog import Message
 from events.codec import decode, reason_of
 from events.envelope import Envelope
+from events.skim import Skim, Skimmed, skimmed
 
 Offsets = dict[int, int]
 
@@ -103,12 +104,25 @@ def dropped_note(dropped: Mapping[int, int]) -> str:
     return f"{'; '.join(parts)} were dropped by retention"
 
 
-def to_item(partition: int, offset: int, raw: bytes, key: str | None, ts_ms: int) -> Item:
-    """Decode one stored value; undecodable bytes become a DeadLetter at the same place."""
+def to_item(partition: int, offset: int, raw: bytes, key: str | None, ts_ms: int,
+            skim: Skim | None = None) -> Item:
+    """Decode one stored value; undecodable bytes become a DeadLetter at the same place. A
+    record ``skim`` covers comes back with its header only (``events.skim``)."""
+    if skim is not None and (header := skimmed(raw, key, skim)) is not None:
+        return Record(partition, offset, header)
     try:
         return Record(partition, offset, decode(raw))
     except DecodeError as exc:
         return DeadLetter(partition, offset, key, bytes(raw), reason_of(exc), exc.message, ts_ms)
+
+
+def expand(record: Record) -> Item:
+    """A skimmed record read in full (as the log would have handed it without a skim); any
+    other record as it is."""
+    envelope = record.envelope
+    if not isinstance(envelope, Skimmed):
+        return record
+    return to_item(record.partition, record.offset, envelope.raw, envelope.key, envelope.ts_ms)
 
 
 FOUNDING_RECORDS = 16
