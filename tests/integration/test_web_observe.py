@@ -309,6 +309,9 @@ def test_with_auth_on_the_dashboard_takes_a_login_then_works(secured: Served, br
     until("the login's refusal", lambda: "does not verify" in refusal())
     assert browser.get_cookies() == []  # a refused token starts no session
     log_in("token:" + secured.token)  # client.conf's authParams form
+    # The click returns before the dashboard replaces the login page: wait for it to load.
+    until("the dashboard after the login", lambda: not browser.current_url.endswith("/login")
+          and page(browser, "return document.readyState") == "complete")
     first_paint(browser, tmp_path)
     cookie = next(c for c in browser.get_cookies() if c["name"] == "bb_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
