@@ -22,9 +22,10 @@ Invariants:
   hundred bodies, ``actors.runtime.shared_fold``): its ``Follower`` part is then that fold's
   objects, folded once by the host; its own ``fold`` folds only what the subclass keeps
   (``fold_more``), for the records the shared fold accepted, and its snapshots hold only that;
-- a body may ``skim`` records whose payload neither the view nor it reads (a broker, the other
-  brokers' load reports): folded by their header, they leave the state the full records leave
-  (``tests/actors/test_skim.py``); a skimmed record it reads more of it reads in full first.
+- a body may ``skim`` records whose payload neither the view nor it reads (a broker: the other
+  brokers' load reports; the workload's clients: every report): folded by their header, they
+  leave the state the full records leave (``tests/actors/test_skim.py``); a skimmed record it
+  reads more of it reads in full first.
 """
 
 from __future__ import annotations

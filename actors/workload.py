@@ -34,8 +34,9 @@ from balancer.load import BrokerReport, BundleStats, ResourceUsage
 from balancer.ownership import BundleState
 from balancer.split import TopicLoad
 from balancer.topics import namespace_of_topic
-from events.catalog import LookupBundle, Message, NamespaceCreated, SplitCompleted
+from events.catalog import LoadReported, LookupBundle, Message, NamespaceCreated, SplitCompleted
 from events.log.port import Record
+from events.skim import Skim
 from projections.ownership_index import touched
 
 
@@ -239,6 +240,7 @@ class ClientsBody(Follower):
         self.workload = workload
         self.settings = settings or ActorSettings()
         self._next_ms = 0
+        self.skim = Skim(LoadReported.TYPE)  # it reads ownership only, no report
         self._unowned: dict[str, set[str]] = {}
         """Namespace -> bundles of its layout that are Init or Free, kept per fold (a
         tick looks at what may need a lookup, not at every bundle)."""

@@ -112,6 +112,20 @@ def test_a_tampered_report_is_forged_in_a_skimming_view_as_in_a_full_one(host: I
     assert folded(skimming) == folded(full)
 
 
+def test_the_workloads_clients_skim_every_report_and_fold_what_a_full_fold_gives(
+        host: InProcessHost) -> None:
+    full, skimming = host._factories["clients"](), host._factories["clients"]()
+    assert isinstance(skimming, Follower) and skimming.skim is not None
+    skimmed = as_read(host.records, skimming.skim)
+    assert sum(isinstance(r.envelope, Skimmed) for r in skimmed) == sum(
+        r.envelope.type == LoadReported.TYPE for r in host.records)
+    for plain, header in zip(host.records, skimmed, strict=True):
+        now = plain.envelope.ts_ms
+        assert skimming.on_event(header, now) == full.on_event(plain, now), plain.offset
+        assert skimming.on_tick(now) == full.on_tick(now)
+    assert folded(skimming) == folded(full)
+
+
 def test_a_body_that_does_not_skim_reads_a_skimmed_record_in_full(host: InProcessHost) -> None:
     brokers = brokers_of(host)
     reader, other = fresh(host, brokers[0]), fresh(host, brokers[1])
@@ -184,9 +198,10 @@ def test_a_host_asks_its_log_to_skim_what_its_body_skims() -> None:
     from tests.actors.test_live_host import CONFIG, SETTINGS, LocalTransport
 
     skims = {}
-    for kind, name in (("broker", "broker-1"), ("namespace", None), ("leader", None)):
+    for kind, name in (("broker", "broker-1"), ("namespace", None), ("leader", None), ("clients", None)):
         log = MemoryEventLog()
         spec = BodySpec(kind, CONFIG, SETTINGS, broker_id=name)  # type: ignore[arg-type]
         LiveHost(spec.build(), log, Clock.starting_now(), LocalTransport())
         skims[kind] = log.skim
-    assert skims == {"broker": Skim(LoadReported.TYPE, keep="broker-1"), "namespace": None, "leader": None}
+    assert skims == {"broker": Skim(LoadReported.TYPE, keep="broker-1"), "namespace": None, "leader": None,
+                     "clients": Skim(LoadReported.TYPE)}  # a workload's clients read no report
