@@ -11,6 +11,8 @@ Invariants every adapter keeps (``tests/contracts/`` checks them on all three):
 - reads never raise on bad stored bytes: each undecodable record comes back, in its place,
   as a ``DeadLetter`` (offset, raw bytes, reason, error), so a reader goes on and a
   checkpoint can move past it; nothing is dropped silently;
+- a handle whose one reader set its ``skim`` (``events.skim``) hands the records it covers with
+  their header only, in their place (``expand`` reads one in full); any other read is full;
 - ``Offsets`` map partition -> the next offset to read; a partition left out means "from the
   beginning"; checkpoints store ``Offsets`` under a name and survive a restart;
 - a log may have dropped a prefix of a partition (the embedded log's retention, Kafka's
