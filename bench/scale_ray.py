@@ -68,6 +68,19 @@ def _owned(cluster: Any) -> int:
     return sum(1 for r in cluster.ownership().records.values() if r.state is BundleState.OWNED)
 
 
+def _states(cluster: Any) -> str:
+    """``12,000 Owned`` and, after it, how many bundles are in each other state (a flat stretch
+    of Owned reads differently with thousands Assigning than with none)."""
+    from collections import Counter
+
+    from balancer.ownership import BundleState
+
+    counts = Counter(r.state for r in cluster.ownership().records.values())
+    others = ", ".join(f"{n:,} {s.value}" for s, n in sorted(counts.items(), key=lambda sn: sn[0].value)
+                       if s is not BundleState.OWNED)
+    return f"{counts.get(BundleState.OWNED, 0):,} Owned" + (f" ({others})" if others else "")
+
+
 def _actor_summary(statuses: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What the actors report, summed per kind of body: records folded, snapshots written,
     commands taken, appends, sends, and commands that waited to fold what their sender had seen
@@ -121,7 +134,7 @@ async def _until(cluster: Any, done: Callable[[], bool], limit: float, label: st
         if done() or now - t0 > limit:
             return now - t0
         if now - last_note >= 10.0:
-            _note(f"{label}: {_owned(cluster):,} Owned after {now - t0:.0f} s")
+            _note(f"{label}: {_states(cluster)} after {now - t0:.0f} s")
             last_note = now
         await asyncio.sleep(0.2)
 
