@@ -238,10 +238,14 @@ class RayTransport:
         self.batches = 0
         """Ray calls that carried the sends (at most one per target and loop turn)."""
         self.inflight = InFlight()
-        """Retried commands on their way: a retry of one still queued is not sent again."""
+        """Retried commands on their way: a retry of one still queued is not sent again, one a
+        busy target refused goes again when its retry-after ends."""
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_at = 0.0
 
     def send(self, target: str, command: Command, after: Offsets | None = None) -> None:
-        if not self.inflight.admit(target, command, time.monotonic()):
+        if not self.inflight.admit(target, command, time.monotonic(), after):
+            self._wake_for_due()
             return
         outgoing = self._outbox.get(target)
         if outgoing is None:
@@ -250,6 +254,22 @@ class RayTransport:
         outgoing.append((command, after))
         if len(outgoing) >= MAX_BATCH:
             self._flush(target)
+
+    def _wake_for_due(self) -> None:
+        """Have ``_send_due`` run when the earliest send kept back for a busy target may go."""
+        due = self.inflight.next_due()
+        if due is None or (self._wake is not None and self._wake_at <= due):
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = due
+        self._wake = asyncio.get_running_loop().call_later(max(0.0, due - time.monotonic()), self._send_due)
+
+    def _send_due(self) -> None:
+        self._wake = None
+        for target, command, after in self.inflight.due(time.monotonic()):
+            self.send(target, command, after if isinstance(after, dict) else None)
+        self._wake_for_due()
 
     def _flush(self, target: str) -> None:
         batch = self._outbox.pop(target, None)
@@ -306,6 +326,9 @@ class RayTransport:
             self.inflight.answered(target, command, None if answers is None else answers[index][1], now)
 
     async def close(self) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
         self._outbox.clear()
         for task in list(self._inflight):
             task.cancel()
