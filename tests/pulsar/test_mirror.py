@@ -328,7 +328,7 @@ def test_attach_serves_the_dashboard_and_metrics_and_stops_cleanly_on_sigterm(
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0 and "stopped:" in rest
+    assert process.returncode == 0 and "stopped:" in rest, f"exit {process.returncode}: {rest[-3000:]}"
     assert json.loads((tmp_path / "cluster.json").read_text())["web_service_url"] is None
     assert set(owners) <= {r.envelope.typed.bundle for r in asyncio.run(records_of(tmp_path))  # type: ignore[attr-defined]
                            if isinstance(r.envelope.typed, BundleOwned)}
