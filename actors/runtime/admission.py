@@ -70,6 +70,9 @@ class InFlight:
         """A heap of (when a hold ends, a tie-breaker, slot) for the kept sends (stale ones are
         skipped as they come up)."""
         self._pushed = 0
+        self._prune_at = 4 * MAX_QUEUED
+        self.prunes = 0
+        """Passes over the holds to drop expired ones (a few per storm, never one per answer)."""
         self.coalesced = 0
         """Sends dropped because the same try was on its way, or kept for a busy target."""
         self.busy = 0
@@ -128,8 +131,12 @@ class InFlight:
         if isinstance(error, Busy):
             self.busy += 1
             self._held[slot] = now_s + error.retry_after_ms / 1000
-            if len(self._held) > 4 * MAX_QUEUED:  # expired holds are dropped now and then
+            if len(self._held) > self._prune_at:  # expired holds are dropped now and then
                 self._held = {s: t for s, t in self._held.items() if t > now_s}
+                self.prunes += 1
+                # Not again before the live holds double: a storm holds tens of thousands at
+                # once, and pruning at every busy answer cost each of them a pass over all.
+                self._prune_at = max(4 * MAX_QUEUED, 2 * len(self._held))
 
 
 class Pace:
