@@ -12,7 +12,7 @@ Invariants:
   failure (actor dead, restarting, unreachable) becomes ``Unavailable`` (retriable);
 - commands between actors are fire-and-forget, as in the in-process host: the sender never waits
   on another actor while it holds its body, so no cycle of actors can deadlock; the sends of
-  ``GATHER_S`` (5 ms) of the sender's event loop to one actor travel as one Ray call (``commands``, at most
+  ``GATHER_S`` (5 ms) to one actor travel as one Ray call (``commands``, at most
   ``MAX_BATCH`` each; a lookup storm is thousands of sends a second, and a Ray call
   costs far more than a command), in send order, and each is delivered exactly as alone
   (``LiveHost.command``, which may group them); ``LEADER`` is the
@@ -219,9 +219,9 @@ async def stop_and_kill(handle: Handle, timeout_s: float = 2.0) -> None:
 
 
 MAX_BATCH = 1_000
+"""Commands per Ray call of ``RayTransport.send`` at most."""
 GATHER_S = 0.005
 """How long a send waits for others to the same actor to share its Ray call."""
-"""Commands per Ray call of ``RayTransport.send`` at most."""
 
 Outgoing: TypeAlias = "list[tuple[Command, Offsets | None]]"
 
@@ -238,7 +238,7 @@ class RayTransport:
         self.failed_sends = 0
         """Fire-and-forget commands that found no live actor (normal while one restarts)."""
         self.batches = 0
-        """Ray calls that carried the sends (at most one per target and loop turn)."""
+        """Ray calls that carried the sends (at most one per target and ``GATHER_S``)."""
         self.inflight = InFlight()
         """Retried commands on their way: a retry of one still queued is not sent again, one a
         busy target refused goes again when its retry-after ends."""
