@@ -206,8 +206,7 @@ class Follower:
         A body that shares a fold folds only its own part, of the records that fold accepted.
         A skimmed record (``events.skim``) this body skims is folded by its header (and False:
         nothing reacts to it); one it reads more of is read in full first."""
-        envelope = record.envelope
-        if envelope[9] is None and not self._header_only(envelope):
+        if record.envelope[9] is None:  # skimmed: read in full unless this body folds its header
             full = self.readable(record)
             if full is None:
                 return False

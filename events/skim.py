@@ -9,11 +9,11 @@ the payload not decoded.
 
 Invariants:
 - skimming is advisory: a log may hand any record in full, and a reader folds a skimmed record
-  exactly as it folds the full one wherever it reads the header only (the seq, epoch, cluster
-  and key checks of ``projections.ownership``); where it would read more (a signed log, whose
-  check digests the whole record, or a record it does not skim) it ``expand``s it first;
+  exactly as it folds the full one wherever it reads the header only (the seq, epoch, cluster,
+  key and signature checks of ``projections.ownership``); a record it would read more of (one
+  it does not skim) it reads in full first (``events.log.port.expand``);
 - a ``Skimmed`` envelope never passes for a full one: its payload is None and its ``typed``
-  raises; ``events.log.port.expand`` decodes its raw bytes as the log would have, into a ``Record`` or, for
+  raises; ``expand`` decodes its raw bytes as the log would have, into a ``Record`` or, for
   bytes ``decode`` refuses, a ``DeadLetter`` at the same place; an old version and a header
   ``decode`` would refuse are never skimmed;
 - a skimmed record's signed bytes (``events.signing.unsigned_bytes``) are cut from its stored
